@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what building and testing raftlock needs on a fresh Debian machine
+# that has only the Rust toolchain: libclang (RocksDB's bindings), a C++
+# compiler, and Redis's client tools (redis-cli, redis-benchmark) plus
+# redis-server (the benchmark's baseline). Does nothing if all are present.
+set -euo pipefail
+
+need=()
+for pkg in libclang-dev clang g++ redis-tools redis-server; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -eq 0 ]; then
+    exit 0
+fi
+echo "installing: ${need[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq "${need[@]}" >/dev/null

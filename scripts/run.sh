@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The start command: installs prerequisites, builds in release mode and starts
+# a one-node raftlock on 127.0.0.1:6379 (data in ./data, metrics on
+# 127.0.0.1:9379). Extra arguments go to raftlock (see `--help`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/raftlock-target}"
+cargo build --release --bin raftlock
+exec "$CARGO_TARGET_DIR/release/raftlock" "$@"

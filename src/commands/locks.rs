@@ -1,0 +1,290 @@
+//! The lock family (DESIGN.md §3): leases with fencing tokens.
+//!
+//! A lock is a string key whose value is its owner; its version (the log index
+//! that created it) is the fencing token. So `GET` shows the owner, `PTTL` the
+//! lease, and a lock taken with `SET key owner NX PX ttl` has a token too.
+
+use bytes::Bytes;
+
+use crate::keyspace::{Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Value};
+use crate::protocol::{parse_i64, ArgError, Args, Reply};
+
+use super::{CmdError, CmdResult};
+
+fn lease_ttl(args: &mut Args) -> Result<u64, CmdError> {
+    match args.next_i64()? {
+        ms if ms > 0 => Ok(ms as u64),
+        _ => Err(CmdError::Other("ERR ttl-ms must be a positive integer".into())),
+    }
+}
+
+fn token_arg(args: &mut Args) -> Result<u64, CmdError> {
+    match args.next_i64()? {
+        t if t >= 0 => Ok(t as u64),
+        _ => Err(CmdError::Arg(ArgError::NotInteger)),
+    }
+}
+
+/// The owner of a live lock key; `WRONGTYPE` if the key is not a string.
+fn owner_of(entry: &Entry) -> Result<&Bytes, CmdError> {
+    match &entry.value {
+        Value::Str(owner) => Ok(owner),
+    }
+}
+
+/// ```text
+/// LOCK.ACQUIRE key owner ttl-ms [WAIT ms]
+/// ```
+/// The fencing token if granted, or if `owner` already holds the lock (then the
+/// lease is refreshed to `ttl-ms` and the token is the same: safe to retry);
+/// nil if another owner holds it.
+pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?.clone();
+    let owner = args.next_bytes()?.clone();
+    let ttl_ms = lease_ttl(&mut args)?;
+    if args.remaining() > 0 {
+        return match args.next_keyword()?.as_str() {
+            "WAIT" => Err(CmdError::Other("ERR LOCK.ACQUIRE WAIT is not supported yet; retry without WAIT".into())),
+            _ => Err(CmdError::Arg(ArgError::Syntax)),
+        };
+    }
+    let expires_at = ctx.log_time.saturating_add(ttl_ms);
+    if let Some(entry) = ks.get_mut(&key, ctx) {
+        if *owner_of(entry)? != owner {
+            return Ok(Reply::Nil);
+        }
+        entry.lease = true;
+        let (token, since) = (entry.version, entry.since);
+        ks.set_expiry(&key, Some(expires_at));
+        ctx.key_event('g', "expire", &key);
+        let held_ms = ctx.log_time.saturating_sub(since);
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, ttl_ms, held_ms });
+        return Ok(Reply::Int(token as i64));
+    }
+    let mut entry = Entry::string(owner, ctx.index, ctx.log_time);
+    entry.expires_at = Some(expires_at);
+    entry.lease = true;
+    ks.insert(key.clone(), entry);
+    ctx.key_event('$', "set", &key);
+    ctx.key_event('g', "expire", &key);
+    ctx.events.push(Event::Lease { kind: LeaseEvent::Acquired, key, ttl_ms, held_ms: 0 });
+    Ok(Reply::Int(ctx.index as i64))
+}
+
+/// ```text
+/// LOCK.RENEW key owner token ttl-ms
+/// ```
+/// `ttl-ms` once the lease runs `ttl-ms` from now; `-LOCKLOST` if the lock is
+/// not held by `owner` with `token` (it expired, or was taken since).
+pub fn renew(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?.clone();
+    let owner = args.next_bytes()?.clone();
+    let token = token_arg(&mut args)?;
+    let ttl_ms = lease_ttl(&mut args)?;
+    let lost = || CmdError::LockLost("the lock is not held by this owner with this token".into());
+    let entry = ks.get_mut(&key, ctx).ok_or_else(lost)?;
+    if *owner_of(entry)? != owner || entry.version != token {
+        return Err(lost());
+    }
+    entry.lease = true;
+    let held_ms = ctx.log_time.saturating_sub(entry.since);
+    ks.set_expiry(&key, Some(ctx.log_time.saturating_add(ttl_ms)));
+    ctx.key_event('g', "expire", &key);
+    ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, ttl_ms, held_ms });
+    Ok(Reply::Int(ttl_ms as i64))
+}
+
+/// ```text
+/// LOCK.RELEASE key owner token
+/// ```
+/// 1 if released; 0 if the lock was not held by `owner` with `token`.
+pub fn release(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?.clone();
+    let owner = args.next_bytes()?.clone();
+    let token = token_arg(&mut args)?;
+    let Some(entry) = ks.get_mut(&key, ctx) else { return Ok(Reply::Int(0)) };
+    if *owner_of(entry)? != owner || entry.version != token {
+        return Ok(Reply::Int(0));
+    }
+    entry.lease = true;
+    super::keys::delete_key(ks, ctx, &key);
+    Ok(Reply::Int(1))
+}
+
+/// ```text
+/// LOCK.FENCE resource token
+/// ```
+/// Makes raftlock a fenced resource: `token` if it is at least the highest token
+/// honored for `resource` (which becomes `token`); `-STALE` if it is lower. The
+/// highest token is the string key `resource`.
+pub fn fence(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let resource = args.next_bytes()?.clone();
+    let token = token_arg(&mut args)?;
+    let value = Value::Str(Bytes::from(token.to_string()));
+    match ks.get_mut(&resource, ctx) {
+        Some(entry) => {
+            let highest = parse_i64(owner_of(entry)?)
+                .ok_or_else(|| CmdError::Other("ERR the fencing resource holds a value that is not a token".into()))?;
+            if (token as i64) < highest {
+                return Err(CmdError::Stale(format!(
+                    "token {token} is lower than {highest}, the highest honored for this resource"
+                )));
+            }
+            entry.value = value;
+        }
+        None => ks.insert(resource.clone(), Entry { value, ..Entry::string(Bytes::new(), ctx.index, ctx.log_time) }),
+    }
+    ctx.key_event('$', "set", &resource);
+    Ok(Reply::Int(token as i64))
+}
+
+/// ```text
+/// LOCK.INFO key
+/// ```
+/// `owner`, `token`, `ttl-ms` (-1 without expiry) and `waiters` as a map (a flat
+/// array in RESP2), or nil if the key does not exist.
+pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let Some(entry) = ks.get(key, ctx.now) else { return Ok(Reply::Nil) };
+    let owner = owner_of(entry)?.clone();
+    let ttl = entry.ttl_ms(ctx.now).map(|ms| ms as i64).unwrap_or(-1);
+    Ok(Reply::Map(vec![
+        (Reply::text("owner"), Reply::Bulk(owner)),
+        (Reply::text("token"), Reply::Int(entry.version as i64)),
+        (Reply::text("ttl-ms"), Reply::Int(ttl)),
+        (Reply::text("waiters"), Reply::Int(0)),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::commands::{apply, execute_read, Op, Origin, Proposal};
+    use crate::keyspace::{Event, Keyspace, LeaseEvent, ReadCtx};
+    use crate::protocol::Reply;
+    use bytes::Bytes;
+
+    /// Applies `cmd` at log `index` and log time `t`.
+    fn run(ks: &mut Keyspace, index: u64, t: u64, cmd: &str) -> (Reply, Vec<Event>) {
+        let argv = cmd.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect();
+        let p = Proposal { log_time: t, unix_ms: 0, origin: Origin { node: 1, request: index }, op: Op::Command(argv) };
+        apply(ks, index, &p)
+    }
+
+    fn read(ks: &Keyspace, t: u64, cmd: &str) -> Reply {
+        let argv: Vec<Bytes> = cmd.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect();
+        execute_read(ks, &argv, &ReadCtx { now: t, unix_ms: 0 })
+    }
+
+    fn err_starts(r: &Reply, prefix: &str) -> bool {
+        matches!(r, Reply::Error(e) if e.starts_with(prefix))
+    }
+
+    #[test]
+    fn grant_and_same_owner_retry_keep_the_token() {
+        let mut ks = Keyspace::new();
+        assert_eq!(run(&mut ks, 10, 1000, "LOCK.ACQUIRE l a 5000").0, Reply::Int(10));
+        assert_eq!(read(&ks, 1000, "PTTL l"), Reply::Int(5000));
+        // Same owner, later: same token, lease refreshed from the retry's time.
+        assert_eq!(run(&mut ks, 11, 3000, "LOCK.ACQUIRE l a 5000").0, Reply::Int(10));
+        assert_eq!(read(&ks, 3000, "PTTL l"), Reply::Int(5000));
+        // Another owner is refused.
+        assert_eq!(run(&mut ks, 12, 3001, "LOCK.ACQUIRE l b 5000").0, Reply::Nil);
+        assert_eq!(read(&ks, 3001, "GET l"), Reply::bulk("a"));
+    }
+
+    #[test]
+    fn renew_checks_owner_and_token() {
+        let mut ks = Keyspace::new();
+        assert_eq!(run(&mut ks, 5, 0, "LOCK.ACQUIRE l a 1000").0, Reply::Int(5));
+        assert!(err_starts(&run(&mut ks, 6, 10, "LOCK.RENEW l a 4 1000").0, "LOCKLOST"));
+        assert!(err_starts(&run(&mut ks, 7, 10, "LOCK.RENEW l b 5 1000").0, "LOCKLOST"));
+        assert_eq!(run(&mut ks, 8, 900, "LOCK.RENEW l a 5 1000").0, Reply::Int(1000));
+        assert_eq!(read(&ks, 1500, "GET l"), Reply::bulk("a"));
+        // Past the renewed lease the lock is gone, and renewing it is LOCKLOST.
+        assert!(err_starts(&run(&mut ks, 9, 1901, "LOCK.RENEW l a 5 1000").0, "LOCKLOST"));
+        assert!(err_starts(&run(&mut ks, 10, 0, "LOCK.RENEW l a x 1000").0, "ERR value is not an integer"));
+    }
+
+    #[test]
+    fn release_only_by_holder_and_emits_events() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 3, 0, "LOCK.ACQUIRE l a 1000");
+        assert_eq!(run(&mut ks, 4, 10, "LOCK.RELEASE l a 2").0, Reply::Int(0));
+        assert_eq!(run(&mut ks, 5, 10, "LOCK.RELEASE l b 3").0, Reply::Int(0));
+        let (reply, events) = run(&mut ks, 6, 50, "LOCK.RELEASE l a 3");
+        assert_eq!(reply, Reply::Int(1));
+        assert!(events.contains(&Event::Key { class: 'g', name: "del", key: Bytes::from("l") }));
+        assert!(events.contains(&Event::Lease { kind: LeaseEvent::Released, key: Bytes::from("l"), ttl_ms: 1000, held_ms: 50 }));
+        assert_eq!(read(&ks, 50, "LOCK.INFO l"), Reply::Nil);
+        // Free again: the next grant has a higher token.
+        assert_eq!(run(&mut ks, 7, 60, "LOCK.ACQUIRE l b 1000").0, Reply::Int(7));
+    }
+
+    #[test]
+    fn expiry_by_log_time_frees_the_lock() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100");
+        assert_eq!(read(&ks, 100, "GET l"), Reply::bulk("a"));
+        assert_eq!(read(&ks, 101, "GET l"), Reply::Nil);
+        // The Expire entry deletes it and reports lock.expired.
+        let p = super::super::Proposal { log_time: 101, unix_ms: 0, origin: super::super::Origin { node: 1, request: 0 }, op: super::super::Op::Expire };
+        let (_, events) = apply(&mut ks, 2, &p);
+        assert!(events.contains(&Event::Lease { kind: LeaseEvent::Expired, key: Bytes::from("l"), ttl_ms: 100, held_ms: 101 }));
+        assert_eq!(run(&mut ks, 3, 102, "LOCK.ACQUIRE l b 100").0, Reply::Int(3));
+    }
+
+    #[test]
+    fn a_renewal_before_the_expire_entry_wins() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100");
+        run(&mut ks, 2, 90, "LOCK.RENEW l a 1 100");
+        let p = super::super::Proposal { log_time: 101, unix_ms: 0, origin: super::super::Origin { node: 1, request: 0 }, op: super::super::Op::Expire };
+        apply(&mut ks, 3, &p);
+        assert_eq!(read(&ks, 150, "GET l"), Reply::bulk("a"));
+    }
+
+    #[test]
+    fn fence_keeps_the_highest_token() {
+        let mut ks = Keyspace::new();
+        assert_eq!(run(&mut ks, 1, 0, "LOCK.FENCE db 7").0, Reply::Int(7));
+        assert_eq!(run(&mut ks, 2, 0, "LOCK.FENCE db 7").0, Reply::Int(7));
+        assert!(err_starts(&run(&mut ks, 3, 0, "LOCK.FENCE db 6").0, "STALE"));
+        assert_eq!(run(&mut ks, 4, 0, "LOCK.FENCE db 9").0, Reply::Int(9));
+        assert_eq!(read(&ks, 0, "GET db"), Reply::bulk("9"));
+        run(&mut ks, 5, 0, "SET other hello");
+        assert!(err_starts(&run(&mut ks, 6, 0, "LOCK.FENCE other 1").0, "ERR"));
+    }
+
+    #[test]
+    fn set_nx_px_locks_have_tokens_and_versions_follow_the_rules() {
+        let mut ks = Keyspace::new();
+        assert_eq!(run(&mut ks, 4, 0, "SET l tok NX PX 1000").0, Reply::ok());
+        assert_eq!(run(&mut ks, 5, 0, "SET l other NX PX 1000").0, Reply::Nil);
+        let info = read(&ks, 10, "LOCK.INFO l");
+        assert_eq!(
+            info,
+            Reply::Map(vec![
+                (Reply::text("owner"), Reply::bulk("tok")),
+                (Reply::text("token"), Reply::Int(4)),
+                (Reply::text("ttl-ms"), Reply::Int(990)),
+                (Reply::text("waiters"), Reply::Int(0)),
+            ])
+        );
+        // PEXPIRE and INCR change in place: version kept. SET replaces: new version.
+        run(&mut ks, 6, 20, "PEXPIRE l 5000");
+        assert!(matches!(read(&ks, 20, "LOCK.INFO l"), Reply::Map(m) if m[1].1 == Reply::Int(4)));
+        run(&mut ks, 7, 20, "SET n 1");
+        run(&mut ks, 8, 20, "INCR n");
+        assert!(matches!(read(&ks, 20, "LOCK.INFO n"), Reply::Map(m) if m[1].1 == Reply::Int(7)));
+        run(&mut ks, 9, 20, "SET n 5");
+        assert!(matches!(read(&ks, 20, "LOCK.INFO n"), Reply::Map(m) if m[1].1 == Reply::Int(9)));
+    }
+
+    #[test]
+    fn wait_is_refused_clearly_for_now() {
+        let mut ks = Keyspace::new();
+        assert!(err_starts(&run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100 WAIT 10").0, "ERR LOCK.ACQUIRE WAIT"));
+        assert!(err_starts(&run(&mut ks, 2, 0, "LOCK.ACQUIRE l a 0").0, "ERR ttl-ms"));
+        assert_eq!(read(&ks, 0, "GET l"), Reply::Nil);
+    }
+}

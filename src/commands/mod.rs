@@ -1,0 +1,151 @@
+//! The command table and the two entry points that run commands against the
+//! keyspace: [`apply`] for log entries (every node, in log order) and
+//! [`execute_read`] for linearizable reads on the leader.
+//!
+//! One file per command family; each command documents its syntax and replies.
+//! The table drives dispatch, arity errors, `COMMAND` and `COMMAND DOCS`.
+//! Commands that only touch a connection or the node (`HELLO`, `SUBSCRIBE`,
+//! `INFO`, ...) are listed here with [`Handler::Local`] and run in `server/`.
+
+mod keys;
+mod locks;
+mod pubsub;
+mod server;
+mod strings;
+mod table;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::keyspace::{Event, ExecCtx, Keyspace, LogTime, ReadCtx};
+use crate::protocol::{ArgError, Args, Reply};
+
+pub use table::{command_docs, command_info, lookup, CommandSpec, Handler, COMMANDS};
+
+/// Why a command failed; turned into Redis's error text in one place.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CmdError {
+    #[error(transparent)]
+    Arg(#[from] ArgError),
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error("ERR invalid expire time in '{0}' command")]
+    InvalidExpire(&'static str),
+    #[error("ERR increment or decrement would overflow")]
+    Overflow,
+    #[error("ERR invalid cursor")]
+    InvalidCursor,
+    /// A lease check failed (`LOCK.RENEW`).
+    #[error("LOCKLOST {0}")]
+    LockLost(String),
+    /// A fencing token below the highest honored (`LOCK.FENCE`).
+    #[error("STALE {0}")]
+    Stale(String),
+    /// Any other error; the text starts with its code (`ERR ...`).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<CmdError> for Reply {
+    fn from(e: CmdError) -> Reply {
+        Reply::Error(e.to_string())
+    }
+}
+
+pub type CmdResult = Result<Reply, CmdError>;
+
+/// Where a proposal came from, so a retried command can be recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub node: u64,
+    pub request: u64,
+}
+
+/// What a log entry asks the state machine to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// A client command, its arguments exactly as received.
+    Command(Vec<Bytes>),
+    /// Delete every key whose expiry has passed at this entry's log time.
+    Expire,
+}
+
+/// The payload of one Raft log entry (DESIGN.md §5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub log_time: LogTime,
+    /// The leader's wall clock at stamping; only converts `EXAT`/`PXAT`.
+    pub unix_ms: u64,
+    pub origin: Origin,
+    pub op: Op,
+}
+
+/// Applies one committed entry. Deterministic: the same keyspace, index and
+/// proposal give the same reply, events and resulting keyspace everywhere.
+pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> (Reply, Vec<Event>) {
+    let log_time = ks.advance_to(proposal.log_time);
+    let mut ctx = ExecCtx::new(index, log_time, proposal.unix_ms);
+    let reply = match &proposal.op {
+        Op::Expire => {
+            ks.expire_due(&mut ctx);
+            Reply::ok()
+        }
+        Op::Command(argv) => match resolve(argv) {
+            Err(reply) => reply,
+            Ok(spec) => match spec.handler {
+                Handler::Write(f) => f(ks, &mut ctx, Args::new(argv)).unwrap_or_else(Reply::from),
+                Handler::Read(f) => {
+                    let read = ReadCtx { now: log_time, unix_ms: proposal.unix_ms };
+                    f(ks, &read, Args::new(argv)).unwrap_or_else(Reply::from)
+                }
+                Handler::Local => Reply::error(format!("ERR '{}' cannot be replicated", spec.name)),
+            },
+        },
+    };
+    (reply, ctx.events)
+}
+
+/// Runs a read-only command against the keyspace at log time `ctx.now`.
+pub fn execute_read(ks: &Keyspace, argv: &[Bytes], ctx: &ReadCtx) -> Reply {
+    match resolve(argv) {
+        Err(reply) => reply,
+        Ok(spec) => match spec.handler {
+            Handler::Read(f) => f(ks, ctx, Args::new(argv)).unwrap_or_else(Reply::from),
+            _ => Reply::error(format!("ERR '{}' is not a read command", spec.name)),
+        },
+    }
+}
+
+/// Looks a command up and checks its arity, with Redis's error texts.
+pub fn resolve(argv: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
+    let name = argv.first().ok_or_else(|| Reply::error("ERR empty command"))?;
+    let spec = lookup(name).ok_or_else(|| unknown_command(argv))?;
+    if !spec.arity_ok(argv.len()) {
+        return Err(arity_error(spec.name));
+    }
+    Ok(spec)
+}
+
+pub fn arity_error(name: &str) -> Reply {
+    Reply::error(format!("ERR wrong number of arguments for '{}' command", name.to_ascii_lowercase()))
+}
+
+/// `ERR unknown command 'x', with args beginning with: 'a' 'b' `, as Redis.
+pub fn unknown_command(argv: &[Bytes]) -> Reply {
+    let shown = |b: &Bytes| String::from_utf8_lossy(&b[..b.len().min(128)]).into_owned();
+    let mut text = format!("ERR unknown command '{}', with args beginning with: ", shown(&argv[0]));
+    for arg in argv.iter().skip(1) {
+        if text.len() > 256 {
+            break;
+        }
+        text.push_str(&format!("'{}' ", shown(arg)));
+    }
+    Reply::Error(text)
+}
+
+/// Parses an expiry given in `unit_ms` units relative to now into log time.
+fn relative_expiry(ctx_time: LogTime, amount: i64, unit_ms: i64, cmd: &'static str) -> Result<LogTime, CmdError> {
+    let ms = amount.checked_mul(unit_ms).ok_or(CmdError::InvalidExpire(cmd))?;
+    let at = (ctx_time as i64).checked_add(ms).ok_or(CmdError::InvalidExpire(cmd))?;
+    Ok(at.max(0) as LogTime)
+}

@@ -1,0 +1,20 @@
+//! PUBLISH, the one pub/sub command that goes through the log (so a publish
+//! reaches subscribers on every node). Subscriptions are connection state and
+//! live in `server/`.
+
+use crate::keyspace::{Event, ExecCtx, Keyspace};
+use crate::protocol::{Args, Reply};
+
+use super::CmdResult;
+
+/// ```text
+/// PUBLISH channel message
+/// ```
+/// The number of subscribers that received the message on the node that took
+/// the command (the node fills the count in when it delivers the event).
+pub fn publish(_ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let channel = args.next_bytes()?.clone();
+    let message = args.next_bytes()?.clone();
+    ctx.events.push(Event::Publish { channel, message });
+    Ok(Reply::Int(0))
+}

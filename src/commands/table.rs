@@ -1,0 +1,176 @@
+//! The one command table: name, arity, flags, key positions, docs, handler.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
+use crate::protocol::{Args, Reply};
+
+use super::{keys, locks, pubsub, server, strings, CmdResult};
+
+/// How a command runs.
+#[derive(Clone, Copy)]
+pub enum Handler {
+    /// Changes replicated state: goes through the Raft log, runs on apply.
+    Write(fn(&mut Keyspace, &mut ExecCtx, Args) -> CmdResult),
+    /// Reads replicated state on the leader after a ReadIndex round.
+    Read(fn(&Keyspace, &ReadCtx, Args) -> CmdResult),
+    /// Touches only the connection or the node; handled in `server/`.
+    Local,
+}
+
+/// One row of the command table.
+pub struct CommandSpec {
+    /// Lower-case name, as `COMMAND` reports it.
+    pub name: &'static str,
+    /// Redis's convention: `n` exactly n arguments (name included), `-n` at least n.
+    pub arity: i64,
+    pub flags: &'static [&'static str],
+    pub first_key: i64,
+    pub last_key: i64,
+    pub key_step: i64,
+    /// Redis command group (`string`, `generic`, `connection`, ...).
+    pub group: &'static str,
+    pub since: &'static str,
+    pub summary: &'static str,
+    pub handler: Handler,
+}
+
+impl CommandSpec {
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        if self.arity >= 0 { argc == self.arity } else { argc >= -self.arity }
+    }
+
+    pub fn is_write(&self) -> bool {
+        matches!(self.handler, Handler::Write(_))
+    }
+}
+
+macro_rules! cmd {
+    ($name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr), $group:literal, $since:literal, $summary:literal, $handler:expr) => {
+        CommandSpec {
+            name: $name, arity: $arity, flags: &[$($flag),*], first_key: $f, last_key: $l, key_step: $s,
+            group: $group, since: $since, summary: $summary, handler: $handler,
+        }
+    };
+}
+
+use Handler::{Local, Read, Write};
+
+pub static COMMANDS: &[CommandSpec] = &[
+    // connection
+    cmd!("ping", -1, ["fast", "stale"], (0, 0, 0), "connection", "1.0.0", "Returns the server's liveliness response.", Local),
+    cmd!("echo", 2, ["fast"], (0, 0, 0), "connection", "1.0.0", "Returns the given string.", Local),
+    cmd!("hello", -1, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "6.0.0", "Handshakes with the server: protocol version, client name.", Local),
+    cmd!("auth", -2, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "1.0.0", "Authenticates the connection (not supported yet).", Local),
+    cmd!("select", 2, ["loading", "stale", "fast"], (0, 0, 0), "connection", "1.0.0", "Changes the selected database; only database 0 exists.", Local),
+    cmd!("client", -2, ["loading", "stale"], (0, 0, 0), "connection", "2.4.0", "CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|NO-EVICT|NO-TOUCH|REPLY.", Local),
+    cmd!("quit", -1, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "1.0.0", "Closes the connection.", Local),
+    cmd!("reset", 1, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "6.2.0", "Resets the connection.", Local),
+    // server
+    cmd!("info", -1, ["loading", "stale"], (0, 0, 0), "server", "1.0.0", "Returns information and statistics about the server.", Local),
+    cmd!("command", -1, ["loading", "stale"], (0, 0, 0), "server", "2.8.13", "COMMAND [COUNT|DOCS|INFO|LIST]: details about commands.", Local),
+    cmd!("config", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "2.0.0", "CONFIG GET|SET|RESETSTAT|REWRITE.", Local),
+    cmd!("time", 1, ["loading", "stale", "fast"], (0, 0, 0), "server", "2.6.0", "Returns the server's wall-clock time.", Local),
+    cmd!("dbsize", 1, ["readonly", "fast"], (0, 0, 0), "server", "1.0.0", "Returns the number of keys.", Read(server::dbsize)),
+    cmd!("flushdb", -1, ["write"], (0, 0, 0), "server", "1.0.0", "Removes all keys.", Write(server::flush)),
+    cmd!("flushall", -1, ["write"], (0, 0, 0), "server", "1.0.0", "Removes all keys.", Write(server::flush)),
+    cmd!("raft.info", 1, ["loading", "stale"], (0, 0, 0), "server", "0.1.0", "Returns the Raft role, term, leader, indexes and members.", Local),
+    // strings
+    cmd!("set", -3, ["write", "denyoom"], (1, 1, 1), "string", "1.0.0", "SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].", Write(strings::set)),
+    cmd!("get", 2, ["readonly", "fast"], (1, 1, 1), "string", "1.0.0", "Returns the string value of a key.", Read(strings::get)),
+    cmd!("getdel", 2, ["write", "fast"], (1, 1, 1), "string", "6.2.0", "Returns the string value of a key and deletes it.", Write(strings::getdel)),
+    cmd!("incr", 2, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Increments the integer value of a key by one.", Write(strings::incr)),
+    cmd!("incrby", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Increments the integer value of a key by a number.", Write(strings::incrby)),
+    cmd!("decr", 2, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Decrements the integer value of a key by one.", Write(strings::decr)),
+    cmd!("decrby", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Decrements the integer value of a key by a number.", Write(strings::decrby)),
+    // keys
+    cmd!("del", -2, ["write"], (1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Write(keys::del)),
+    cmd!("exists", -2, ["readonly", "fast"], (1, -1, 1), "generic", "1.0.0", "Counts how many of the given keys exist.", Read(keys::exists)),
+    cmd!("expire", -3, ["write", "fast"], (1, 1, 1), "generic", "1.0.0", "EXPIRE key seconds [NX|XX|GT|LT].", Write(keys::expire)),
+    cmd!("pexpire", -3, ["write", "fast"], (1, 1, 1), "generic", "2.6.0", "PEXPIRE key milliseconds [NX|XX|GT|LT].", Write(keys::pexpire)),
+    cmd!("expireat", -3, ["write", "fast"], (1, 1, 1), "generic", "1.2.0", "EXPIREAT key unix-seconds [NX|XX|GT|LT].", Write(keys::expireat)),
+    cmd!("pexpireat", -3, ["write", "fast"], (1, 1, 1), "generic", "2.6.0", "PEXPIREAT key unix-ms [NX|XX|GT|LT].", Write(keys::pexpireat)),
+    cmd!("ttl", 2, ["readonly", "fast"], (1, 1, 1), "generic", "1.0.0", "Returns the remaining time to live in seconds.", Read(keys::ttl)),
+    cmd!("pttl", 2, ["readonly", "fast"], (1, 1, 1), "generic", "2.6.0", "Returns the remaining time to live in milliseconds.", Read(keys::pttl)),
+    cmd!("persist", 2, ["write", "fast"], (1, 1, 1), "generic", "2.2.0", "Removes the expiry of a key.", Write(keys::persist)),
+    cmd!("type", 2, ["readonly", "fast"], (1, 1, 1), "generic", "1.0.0", "Returns the type of the value of a key.", Read(keys::type_of)),
+    cmd!("keys", 2, ["readonly"], (0, 0, 0), "generic", "1.0.0", "Returns all key names that match a pattern.", Read(keys::keys)),
+    cmd!("scan", -2, ["readonly"], (0, 0, 0), "generic", "2.8.0", "SCAN cursor [MATCH pattern] [COUNT n] [TYPE type].", Read(keys::scan)),
+    // locks
+    cmd!("lock.acquire", -4, ["write", "denyoom", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.ACQUIRE key owner ttl-ms: the fencing token, or nil if held by another owner.", Write(locks::acquire)),
+    cmd!("lock.renew", 5, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RENEW key owner token ttl-ms: extends the lease from now.", Write(locks::renew)),
+    cmd!("lock.release", 4, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RELEASE key owner token: 1 if released, 0 if not held.", Write(locks::release)),
+    cmd!("lock.fence", 3, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.FENCE resource token: records the token unless a higher one was honored.", Write(locks::fence)),
+    cmd!("lock.info", 2, ["readonly", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.INFO key: owner, token, ttl-ms and waiters, or nil if free.", Read(locks::info)),
+    // pub/sub
+    cmd!("publish", 3, ["pubsub", "loading", "stale", "fast"], (0, 0, 0), "pubsub", "2.0.0", "Posts a message to a channel (through the log).", Write(pubsub::publish)),
+    cmd!("subscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Listens for messages published to channels.", Local),
+    cmd!("unsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Stops listening to channels.", Local),
+    cmd!("psubscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Listens for messages published to channels matching patterns.", Local),
+    cmd!("punsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Stops listening to channel patterns.", Local),
+    cmd!("pubsub", -2, ["pubsub", "loading", "stale"], (0, 0, 0), "pubsub", "2.8.0", "PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT.", Local),
+];
+
+/// The command named `name`, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    static INDEX: OnceLock<HashMap<&'static str, &'static CommandSpec>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| COMMANDS.iter().map(|c| (c.name, c)).collect());
+    if name.len() > 32 {
+        return None;
+    }
+    let lower = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+    index.get(lower.as_str()).copied()
+}
+
+/// One command's `COMMAND INFO` entry, in Redis 7's shape.
+pub fn command_info(spec: &CommandSpec) -> Reply {
+    let statuses = |items: &[&str]| Reply::Set(items.iter().map(|s| Reply::Status(s.to_string())).collect());
+    Reply::Array(vec![
+        Reply::text(spec.name),
+        Reply::Int(spec.arity),
+        statuses(spec.flags),
+        Reply::Int(spec.first_key),
+        Reply::Int(spec.last_key),
+        Reply::Int(spec.key_step),
+        statuses(&[&format!("@{}", spec.group)]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+    ])
+}
+
+/// One command's `COMMAND DOCS` value (the map under its name).
+pub fn command_docs(spec: &CommandSpec) -> Reply {
+    Reply::Map(vec![
+        (Reply::text("summary"), Reply::text(spec.summary)),
+        (Reply::text("since"), Reply::text(spec.since)),
+        (Reply::text("group"), Reply::text(spec.group)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_lowercase_and_found_in_any_case() {
+        let mut seen = std::collections::HashSet::new();
+        for c in COMMANDS {
+            assert!(seen.insert(c.name), "{} listed twice", c.name);
+            assert_eq!(c.name, c.name.to_ascii_lowercase());
+            assert!(c.arity != 0);
+        }
+        assert_eq!(lookup(b"LoCk.AcQuIrE").unwrap().name, "lock.acquire");
+        assert!(lookup(b"dping").is_none());
+    }
+
+    #[test]
+    fn arity_rules() {
+        let get = lookup(b"get").unwrap();
+        assert!(get.arity_ok(2) && !get.arity_ok(1) && !get.arity_ok(3));
+        let del = lookup(b"del").unwrap();
+        assert!(del.arity_ok(2) && del.arity_ok(10) && !del.arity_ok(1));
+    }
+}

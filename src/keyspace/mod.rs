@@ -1,0 +1,377 @@
+//! The replicated data: keys, their values, versions and expiry, in log time.
+//!
+//! PURE: no tokio, no openraft, no rocksdb, no clock. Every mutation takes the
+//! log time of the entry being applied, so applying the same entries in the same
+//! order yields the same keyspace on every node. Side effects leave as
+//! [`Event`] values for the caller to deliver.
+
+mod glob;
+
+use std::collections::{BTreeSet, HashMap};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+pub use glob::glob_match;
+
+/// Milliseconds of log time (DESIGN.md §4): stamped by the leader, never read
+/// from a clock by the state machine.
+pub type LogTime = u64;
+
+/// A key's fencing token: the log index of the command that created the key or
+/// last replaced its whole value.
+pub type Version = u64;
+
+/// A key's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    Str(Bytes),
+}
+
+impl Value {
+    /// The name `TYPE` replies.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+        }
+    }
+}
+
+/// One key's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub value: Value,
+    /// Log time after which the key no longer exists.
+    pub expires_at: Option<LogTime>,
+    /// The fencing token (see [`Version`]).
+    pub version: Version,
+    /// Log time at which `version` was assigned; the start of a lease.
+    pub since: LogTime,
+    /// Whether this key is a lease (taken with `LOCK.ACQUIRE` or `SET NX` with
+    /// an expiry): its expiry and release emit lock events.
+    pub lease: bool,
+}
+
+impl Entry {
+    pub fn string(value: Bytes, version: Version, since: LogTime) -> Entry {
+        Entry { value: Value::Str(value), expires_at: None, version, since, lease: false }
+    }
+
+    fn is_expired(&self, now: LogTime) -> bool {
+        // As Redis: a key is gone once the current time is past its expiry.
+        self.expires_at.is_some_and(|at| now > at)
+    }
+
+    /// Remaining time to live in ms, or `None` without expiry.
+    pub fn ttl_ms(&self, now: LogTime) -> Option<u64> {
+        self.expires_at.map(|at| at.saturating_sub(now))
+    }
+}
+
+/// The lease transitions reported to subscribers and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseEvent {
+    Acquired,
+    Renewed,
+    Released,
+    Expired,
+}
+
+impl LeaseEvent {
+    pub fn name(self) -> &'static str {
+        match self {
+            LeaseEvent::Acquired => "lock.acquired",
+            LeaseEvent::Renewed => "lock.renewed",
+            LeaseEvent::Released => "lock.released",
+            LeaseEvent::Expired => "lock.expired",
+        }
+    }
+}
+
+/// Something that happened while applying an entry, to be delivered by the
+/// node that applied it (notifications, metrics). Values, not I/O.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A keyspace notification: `class` is the `notify-keyspace-events`
+    /// letter that enables it (`g`, `$`, `x`, ...), `name` the event (`set`).
+    Key { class: char, name: &'static str, key: Bytes },
+    /// A lease transition. `held_ms` is how long the lease had been held (for
+    /// releases and expiries), `ttl_ms` the lease length requested.
+    Lease { kind: LeaseEvent, key: Bytes, ttl_ms: u64, held_ms: u64 },
+    /// `PUBLISH channel message`.
+    Publish { channel: Bytes, message: Bytes },
+}
+
+/// Everything an applied command may read or produce besides the keyspace.
+#[derive(Debug)]
+pub struct ExecCtx {
+    /// Log index of the entry: the version given to keys it creates.
+    pub index: u64,
+    /// Log time of the entry; the only "now" the state machine knows.
+    pub log_time: LogTime,
+    /// The leader's wall clock when it stamped the entry, used only to convert
+    /// absolute Unix times (`EXAT`, `PXAT`) into log time.
+    pub unix_ms: u64,
+    pub events: Vec<Event>,
+}
+
+impl ExecCtx {
+    pub fn new(index: u64, log_time: LogTime, unix_ms: u64) -> Self {
+        ExecCtx { index, log_time, unix_ms, events: Vec::new() }
+    }
+
+    pub fn key_event(&mut self, class: char, name: &'static str, key: &Bytes) {
+        self.events.push(Event::Key { class, name, key: key.clone() });
+    }
+
+    /// Converts an absolute Unix time in ms into log time.
+    pub fn unix_to_log_time(&self, unix_ms: i64) -> LogTime {
+        let delta = unix_ms.saturating_sub(self.unix_ms as i64);
+        (self.log_time as i64).saturating_add(delta).max(0) as LogTime
+    }
+}
+
+/// Read-only view parameters: the leader's current log time.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadCtx {
+    pub now: LogTime,
+    pub unix_ms: u64,
+}
+
+/// All keys, with an index of expiry times.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Keyspace {
+    entries: HashMap<Bytes, Entry>,
+    expiries: BTreeSet<(LogTime, Bytes)>,
+    /// Highest log time applied so far.
+    log_time: LogTime,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotV1 {
+    log_time: LogTime,
+    entries: Vec<(Bytes, Entry)>,
+}
+
+/// A snapshot that cannot be decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("corrupt keyspace snapshot: {0}")]
+pub struct SnapshotError(String);
+
+impl Keyspace {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Log time of the last applied entry.
+    pub fn log_time(&self) -> LogTime {
+        self.log_time
+    }
+
+    /// Moves the keyspace's time forward to `t` (never backward) and returns
+    /// the time to apply the entry at.
+    pub fn advance_to(&mut self, t: LogTime) -> LogTime {
+        self.log_time = self.log_time.max(t);
+        self.log_time
+    }
+
+    /// The live entry under `key` at `now`.
+    pub fn get(&self, key: &[u8], now: LogTime) -> Option<&Entry> {
+        self.entries.get(key).filter(|e| !e.is_expired(now))
+    }
+
+    /// The live entry under `key`, for modification; an expired entry is
+    /// deleted first (emitting `expired`), as Redis expires keys lazily.
+    pub fn get_mut(&mut self, key: &Bytes, ctx: &mut ExecCtx) -> Option<&mut Entry> {
+        if self.entries.get(key).is_some_and(|e| e.is_expired(ctx.log_time)) {
+            self.expire_key(key, ctx);
+        }
+        self.entries.get_mut(key)
+    }
+
+    /// Whether `key` is live at `now`.
+    pub fn contains(&self, key: &[u8], now: LogTime) -> bool {
+        self.get(key, now).is_some()
+    }
+
+    /// Stores `entry` under `key`, replacing any previous value.
+    pub fn insert(&mut self, key: Bytes, entry: Entry) {
+        if let Some(old) = self.entries.get(&key) {
+            if let Some(at) = old.expires_at {
+                self.expiries.remove(&(at, key.clone()));
+            }
+        }
+        if let Some(at) = entry.expires_at {
+            self.expiries.insert((at, key.clone()));
+        }
+        self.entries.insert(key, entry);
+    }
+
+    /// Removes `key` whatever its expiry, returning the entry it had.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (key, entry) = self.entries.remove_entry(key)?;
+        if let Some(at) = entry.expires_at {
+            self.expiries.remove(&(at, key));
+        }
+        Some(entry)
+    }
+
+    /// Sets or clears the expiry of an existing key. Returns false if absent.
+    pub fn set_expiry(&mut self, key: &Bytes, at: Option<LogTime>) -> bool {
+        let Some(entry) = self.entries.get_mut(key) else { return false };
+        if let Some(old) = entry.expires_at {
+            self.expiries.remove(&(old, key.clone()));
+        }
+        entry.expires_at = at;
+        if let Some(at) = at {
+            self.expiries.insert((at, key.clone()));
+        }
+        true
+    }
+
+    /// The earliest expiry of any key, due or not.
+    pub fn next_expiry(&self) -> Option<LogTime> {
+        self.expiries.first().map(|(at, _)| *at)
+    }
+
+    /// Deletes every key whose expiry has passed at the entry's log time.
+    pub fn expire_due(&mut self, ctx: &mut ExecCtx) -> usize {
+        let due: Vec<Bytes> = self
+            .expiries
+            .iter()
+            .take_while(|(at, _)| ctx.log_time > *at)
+            .map(|(_, k)| k.clone())
+            .collect();
+        for key in &due {
+            self.expire_key(key, ctx);
+        }
+        due.len()
+    }
+
+    fn expire_key(&mut self, key: &Bytes, ctx: &mut ExecCtx) {
+        if let Some(entry) = self.remove(key) {
+            ctx.key_event('x', "expired", key);
+            if entry.lease {
+                let held_ms = ctx.log_time.saturating_sub(entry.since);
+                let ttl_ms = entry.expires_at.unwrap_or(0).saturating_sub(entry.since);
+                ctx.events.push(Event::Lease { kind: LeaseEvent::Expired, key: key.clone(), ttl_ms, held_ms });
+            }
+        }
+    }
+
+    /// Live keys at `now`, in no particular order.
+    pub fn iter(&self, now: LogTime) -> impl Iterator<Item = (&Bytes, &Entry)> {
+        self.entries.iter().filter(move |(_, e)| !e.is_expired(now))
+    }
+
+    /// Number of live keys at `now`.
+    pub fn len(&self, now: LogTime) -> usize {
+        let expired = self.expiries.iter().take_while(|(at, _)| now > *at).count();
+        self.entries.len() - expired
+    }
+
+    /// Number of keys that have an expiry.
+    pub fn expires_count(&self) -> usize {
+        self.expiries.len()
+    }
+
+    pub fn is_empty(&self, now: LogTime) -> bool {
+        self.len(now) == 0
+    }
+
+    /// Deletes every key.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.expiries.clear();
+    }
+
+    /// Encodes the whole keyspace for a Raft snapshot.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut entries: Vec<(Bytes, Entry)> = self.entries.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
+        // Sorted, so equal keyspaces give byte-identical snapshots.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let snap = SnapshotV1 { log_time: self.log_time, entries };
+        let mut out = vec![1u8];
+        out.extend(bincode::serialize(&snap).expect("serialising plain data cannot fail"));
+        out
+    }
+
+    /// Decodes what [`Keyspace::encode`] produced.
+    pub fn decode(data: &[u8]) -> Result<Keyspace, SnapshotError> {
+        match data.split_first() {
+            None => Ok(Keyspace::new()),
+            Some((1, rest)) => {
+                let snap: SnapshotV1 = bincode::deserialize(rest).map_err(|e| SnapshotError(e.to_string()))?;
+                let mut ks = Keyspace { log_time: snap.log_time, ..Keyspace::default() };
+                for (key, entry) in snap.entries {
+                    ks.insert(key, entry);
+                }
+                Ok(ks)
+            }
+            Some((v, _)) => Err(SnapshotError(format!("unknown snapshot format {v}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn expiry_is_judged_by_log_time_only() {
+        let mut ks = Keyspace::new();
+        let mut e = Entry::string(b("v"), 1, 0);
+        e.expires_at = Some(100);
+        ks.insert(b("k"), e);
+        assert!(ks.contains(b"k", 100));
+        assert!(!ks.contains(b"k", 101));
+        assert_eq!(ks.len(100), 1);
+        assert_eq!(ks.len(101), 0);
+        assert_eq!(ks.next_expiry(), Some(100));
+
+        let mut ctx = ExecCtx::new(2, 100, 0);
+        assert_eq!(ks.expire_due(&mut ctx), 0);
+        let mut ctx = ExecCtx::new(3, 101, 0);
+        assert_eq!(ks.expire_due(&mut ctx), 1);
+        assert_eq!(ctx.events, vec![Event::Key { class: 'x', name: "expired", key: b("k") }]);
+        assert_eq!(ks.next_expiry(), None);
+    }
+
+    #[test]
+    fn lazy_expiry_on_write_emits_lease_event() {
+        let mut ks = Keyspace::new();
+        let mut e = Entry::string(b("owner"), 5, 10);
+        e.expires_at = Some(40);
+        e.lease = true;
+        ks.insert(b("lock"), e);
+        let mut ctx = ExecCtx::new(9, 50, 0);
+        assert!(ks.get_mut(&b("lock"), &mut ctx).is_none());
+        assert!(ctx.events.contains(&Event::Lease { kind: LeaseEvent::Expired, key: b("lock"), ttl_ms: 30, held_ms: 40 }));
+    }
+
+    #[test]
+    fn snapshot_round_trip_keeps_expiry_index() {
+        let mut ks = Keyspace::new();
+        ks.advance_to(77);
+        let mut e = Entry::string(b("v"), 3, 0);
+        e.expires_at = Some(500);
+        ks.insert(b("a"), e);
+        ks.insert(b("b"), Entry::string(b("w"), 4, 0));
+        let back = Keyspace::decode(&ks.encode()).unwrap();
+        assert_eq!(back, ks);
+        assert_eq!(back.next_expiry(), Some(500));
+        assert_eq!(back.log_time(), 77);
+        assert!(Keyspace::decode(&[9, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn log_time_never_goes_backwards() {
+        let mut ks = Keyspace::new();
+        assert_eq!(ks.advance_to(10), 10);
+        assert_eq!(ks.advance_to(5), 10);
+    }
+}

@@ -1,0 +1,31 @@
+//! The `raftlock` binary: configuration, logging and metrics, then the node.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let config = raftlock::config::Config::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = config.validate() {
+        eprintln!("raftlock: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("raftlock: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(raftlock::server::run(config)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("raftlock stopped: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

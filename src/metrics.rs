@@ -1,0 +1,150 @@
+//! Metric names, descriptions and the Prometheus exporter (DESIGN.md §9).
+//!
+//! Labels never carry key names: cardinality stays bounded. Every metric is
+//! recorded through a function here, so the names live in one place.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+use crate::keyspace::LeaseEvent;
+use crate::protocol::Reply;
+
+const COMMANDS: &str = "raftlock_commands_total";
+const LOCK_GRANTS: &str = "raftlock_lock_grants_total";
+const LOCK_DENIALS: &str = "raftlock_lock_denials_total";
+const LOCK_RENEWALS: &str = "raftlock_lock_renewals_total";
+const LOCK_RELEASES: &str = "raftlock_lock_releases_total";
+const LEASE_EXPIRATIONS: &str = "raftlock_lease_expirations_total";
+const FENCING_REJECTIONS: &str = "raftlock_fencing_rejections_total";
+const LEASE_TTL: &str = "raftlock_lease_requested_ttl_seconds";
+const LOCK_HOLD: &str = "raftlock_lock_hold_seconds";
+const RAFT_TERM: &str = "raftlock_raft_term";
+const RAFT_LEADER: &str = "raftlock_raft_is_leader";
+const RAFT_LEADER_CHANGES: &str = "raftlock_raft_leader_changes_total";
+const RAFT_APPLIED: &str = "raftlock_raft_applied_index";
+const RAFT_LAST_LOG: &str = "raftlock_raft_last_log_index";
+const COMMIT_LATENCY: &str = "raftlock_commit_latency_seconds";
+const FSYNC_LATENCY: &str = "raftlock_log_fsync_seconds";
+const FSYNC_BATCH: &str = "raftlock_log_fsync_batch_appends";
+const READ_BATCH: &str = "raftlock_read_index_batch_reads";
+const CLIENTS: &str = "raftlock_connected_clients";
+const REJECTED: &str = "raftlock_rejected_connections_total";
+const SNAPSHOT_BYTES: &str = "raftlock_snapshot_bytes";
+
+/// Starts the Prometheus endpoint at `addr` (`/metrics`) and describes every
+/// metric. Must run inside the tokio runtime.
+pub fn install(addr: SocketAddr) -> Result<(), String> {
+    let latency = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+    let lease = [0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
+    let sizes = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+    PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .set_buckets_for_metric(Matcher::Full(COMMIT_LATENCY.into()), &latency)
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_LATENCY.into()), &latency))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LEASE_TTL.into()), &lease))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LOCK_HOLD.into()), &lease))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_BATCH.into()), &sizes))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(READ_BATCH.into()), &sizes))
+        .map_err(|e| e.to_string())?
+        .install()
+        .map_err(|e| format!("metrics exporter on {addr}: {e}"))?;
+    describe();
+    Ok(())
+}
+
+fn describe() {
+    describe_counter!(COMMANDS, "Commands served, by command name and result (ok or error).");
+    describe_counter!(LOCK_GRANTS, "Locks granted (LOCK.ACQUIRE or SET NX with expiry on a free key).");
+    describe_counter!(LOCK_DENIALS, "LOCK.ACQUIRE calls refused because another owner held the lock.");
+    describe_counter!(LOCK_RENEWALS, "Lease renewals, by result: ok, or lost (LOCKLOST).");
+    describe_counter!(LOCK_RELEASES, "Locks released by their holder.");
+    describe_counter!(LEASE_EXPIRATIONS, "Leases that expired while held: a holder died or stalled.");
+    describe_counter!(FENCING_REJECTIONS, "LOCK.FENCE calls rejected with STALE.");
+    describe_histogram!(LEASE_TTL, Unit::Seconds, "Lease length requested at grant.");
+    describe_histogram!(LOCK_HOLD, Unit::Seconds, "How long a lock was held until release or expiry.");
+    describe_gauge!(RAFT_TERM, "Current Raft term.");
+    describe_gauge!(RAFT_LEADER, "1 if this node is the leader.");
+    describe_counter!(RAFT_LEADER_CHANGES, "Times a (new) leader became known to this node.");
+    describe_gauge!(RAFT_APPLIED, "Last log index applied to the state machine.");
+    describe_gauge!(RAFT_LAST_LOG, "Last log index in this node's log (apply lag = last log - applied).");
+    describe_histogram!(COMMIT_LATENCY, Unit::Seconds, "Time from proposing a command to its reply.");
+    describe_histogram!(FSYNC_LATENCY, Unit::Seconds, "Time of one fsync of the Raft log.");
+    describe_histogram!(FSYNC_BATCH, "Appends made durable by one fsync (group commit).");
+    describe_histogram!(READ_BATCH, "Reads served by one ReadIndex round.");
+    describe_gauge!(CLIENTS, "Connected clients.");
+    describe_counter!(REJECTED, "Connections refused over maxclients.");
+    describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
+}
+
+/// Counts a command and the lock outcomes visible only in its reply.
+pub fn record_command(name: &'static str, reply: &Reply) {
+    let error = reply.is_error();
+    counter!(COMMANDS, "command" => name, "result" => if error { "error" } else { "ok" }).increment(1);
+    match (name, reply) {
+        ("lock.acquire", Reply::Nil) => counter!(LOCK_DENIALS).increment(1),
+        ("lock.renew", Reply::Error(e)) if e.starts_with("LOCKLOST") => {
+            counter!(LOCK_RENEWALS, "result" => "lost").increment(1)
+        }
+        ("lock.fence", Reply::Error(e)) if e.starts_with("STALE") => counter!(FENCING_REJECTIONS).increment(1),
+        _ => {}
+    }
+}
+
+/// Records a lease transition applied on this node.
+pub fn record_lease(kind: LeaseEvent, ttl_ms: u64, held_ms: u64) {
+    let secs = |ms: u64| ms as f64 / 1000.0;
+    match kind {
+        LeaseEvent::Acquired => {
+            counter!(LOCK_GRANTS).increment(1);
+            histogram!(LEASE_TTL).record(secs(ttl_ms));
+        }
+        LeaseEvent::Renewed => counter!(LOCK_RENEWALS, "result" => "ok").increment(1),
+        LeaseEvent::Released => {
+            counter!(LOCK_RELEASES).increment(1);
+            histogram!(LOCK_HOLD).record(secs(held_ms));
+        }
+        LeaseEvent::Expired => {
+            counter!(LEASE_EXPIRATIONS).increment(1);
+            histogram!(LOCK_HOLD).record(secs(held_ms));
+        }
+    }
+}
+
+pub fn record_raft_state(term: u64, leader: bool, applied: u64, last_log: u64) {
+    gauge!(RAFT_TERM).set(term as f64);
+    gauge!(RAFT_LEADER).set(if leader { 1.0 } else { 0.0 });
+    gauge!(RAFT_APPLIED).set(applied as f64);
+    gauge!(RAFT_LAST_LOG).set(last_log as f64);
+}
+
+pub fn record_leader_change() {
+    counter!(RAFT_LEADER_CHANGES).increment(1);
+}
+
+pub fn record_commit(elapsed: Duration) {
+    histogram!(COMMIT_LATENCY).record(elapsed.as_secs_f64());
+}
+
+pub fn record_fsync(elapsed: Duration, appends: usize) {
+    histogram!(FSYNC_LATENCY).record(elapsed.as_secs_f64());
+    histogram!(FSYNC_BATCH).record(appends as f64);
+}
+
+pub fn record_read_batch(reads: usize) {
+    histogram!(READ_BATCH).record(reads as f64);
+}
+
+pub fn set_clients(n: usize) {
+    gauge!(CLIENTS).set(n as f64);
+}
+
+pub fn record_rejected_connection() {
+    counter!(REJECTED).increment(1);
+}
+
+pub fn record_snapshot(bytes: usize) {
+    gauge!(SNAPSHOT_BYTES).set(bytes as f64);
+}

@@ -1,0 +1,136 @@
+//! [`Reply`]: what a command answers, independent of the protocol version.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+
+/// A command's answer. Commands build these; only [`encode_reply`] knows RESP.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    /// `+text`
+    Status(String),
+    /// `-CODE message`; the text includes the code (`ERR`, `WRONGTYPE`, ...).
+    Error(String),
+    Int(i64),
+    Bulk(Bytes),
+    /// A missing value: RESP2 `$-1`, RESP3 `_`.
+    Nil,
+    /// A missing array (e.g. a blocking pop that timed out): RESP2 `*-1`.
+    NilArray,
+    Array(Vec<Reply>),
+    /// RESP3 map; a flat array of alternating keys and values in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// RESP3 set; an array in RESP2.
+    Set(Vec<Reply>),
+    /// RESP3 push (pub/sub messages); an array in RESP2.
+    Push(Vec<Reply>),
+    /// RESP3 verbatim text (`INFO`, `CLIENT INFO`); a bulk string in RESP2.
+    Verbatim(String),
+}
+
+impl Reply {
+    pub fn ok() -> Reply {
+        Reply::Status("OK".into())
+    }
+
+    pub fn error(text: impl Into<String>) -> Reply {
+        Reply::Error(text.into())
+    }
+
+    pub fn bulk(data: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(data.into())
+    }
+
+    pub fn text(s: &str) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+}
+
+/// Appends `reply` to `out` in RESP2 (`resp3 == false`) or RESP3.
+pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
+    fn header(out: &mut BytesMut, kind: u8, n: i64) {
+        out.put_u8(kind);
+        out.extend_from_slice(itoa(n).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    fn line(out: &mut BytesMut, kind: u8, text: &str) {
+        out.put_u8(kind);
+        // A line may not contain CR or LF; Redis replaces them with spaces.
+        out.extend(text.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+        out.extend_from_slice(b"\r\n");
+    }
+    fn bulk(out: &mut BytesMut, data: &[u8]) {
+        header(out, b'$', data.len() as i64);
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\r\n");
+    }
+    match reply {
+        Reply::Status(s) => line(out, b'+', s),
+        Reply::Error(s) => line(out, b'-', s),
+        Reply::Int(n) => header(out, b':', *n),
+        Reply::Bulk(b) => bulk(out, b),
+        Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),
+        Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+        Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
+        Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+        Reply::Array(items) => {
+            header(out, b'*', items.len() as i64);
+            items.iter().for_each(|r| encode_reply(r, resp3, out));
+        }
+        Reply::Set(items) => {
+            header(out, if resp3 { b'~' } else { b'*' }, items.len() as i64);
+            items.iter().for_each(|r| encode_reply(r, resp3, out));
+        }
+        Reply::Push(items) => {
+            header(out, if resp3 { b'>' } else { b'*' }, items.len() as i64);
+            items.iter().for_each(|r| encode_reply(r, resp3, out));
+        }
+        Reply::Map(pairs) => {
+            if resp3 {
+                header(out, b'%', pairs.len() as i64);
+            } else {
+                header(out, b'*', 2 * pairs.len() as i64);
+            }
+            for (k, v) in pairs {
+                encode_reply(k, resp3, out);
+                encode_reply(v, resp3, out);
+            }
+        }
+        Reply::Verbatim(text) if resp3 => {
+            header(out, b'=', text.len() as i64 + 4);
+            out.extend_from_slice(b"txt:");
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        Reply::Verbatim(text) => bulk(out, text.as_bytes()),
+    }
+}
+
+fn itoa(n: i64) -> String {
+    n.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(r: &Reply, resp3: bool) -> String {
+        let mut out = BytesMut::new();
+        encode_reply(r, resp3, &mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn resp2_and_resp3() {
+        let map = Reply::Map(vec![(Reply::text("owner"), Reply::text("a")), (Reply::text("token"), Reply::Int(7))]);
+        assert_eq!(enc(&map, false), "*4\r\n$5\r\nowner\r\n$1\r\na\r\n$5\r\ntoken\r\n:7\r\n");
+        assert_eq!(enc(&map, true), "%2\r\n$5\r\nowner\r\n$1\r\na\r\n$5\r\ntoken\r\n:7\r\n");
+        assert_eq!(enc(&Reply::Nil, false), "$-1\r\n");
+        assert_eq!(enc(&Reply::Nil, true), "_\r\n");
+        assert_eq!(enc(&Reply::error("ERR a\r\nb"), false), "-ERR a  b\r\n");
+        assert_eq!(enc(&Reply::Push(vec![Reply::text("message")]), true), ">1\r\n$7\r\nmessage\r\n");
+    }
+}

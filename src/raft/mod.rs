@@ -1,0 +1,308 @@
+//! Consensus: the only module that imports `openraft`.
+//!
+//! [`Consensus`] is the handle the server uses: [`Consensus::write`] stamps a
+//! command with log time and commits it through the log; [`Consensus::read`]
+//! runs a read on the leader after a ReadIndex round shared by every read
+//! waiting at that moment. Inside: the type configuration, the RocksDB log
+//! store, the state machine adapter and the peer network.
+
+mod log_store;
+mod network;
+mod state_machine;
+mod types;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{ServerState, SnapshotPolicy};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::clock::LogClock;
+use crate::commands::{Op, Origin, Proposal};
+use crate::keyspace::{Keyspace, LogTime, ReadCtx};
+use crate::protocol::Reply;
+use crate::storage::Storage;
+
+pub use log_store::{LogReader, LogStore};
+pub use network::Network;
+pub use state_machine::{EventSink, SharedState, StateMachine};
+pub use types::{NodeId, NodeInfo, TypeConfig};
+
+/// Why the cluster could not serve a command. The text is the RESP error.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("CLUSTERDOWN no leader")]
+    NoLeader,
+    #[error("TRYAGAIN node {0} is the leader; this node cannot serve the command")]
+    NotLeader(NodeId),
+    #[error("TRYAGAIN timed out waiting for the cluster")]
+    Timeout,
+    #[error("ERR consensus stopped: {0}")]
+    Fatal(String),
+}
+
+/// Failure to start the Raft instance.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start raft: {0}")]
+pub struct StartError(String);
+
+/// What the node needs to start consensus.
+#[derive(Debug, Clone)]
+pub struct RaftSettings {
+    pub node_id: NodeId,
+    pub node: NodeInfo,
+    pub heartbeat_ms: u64,
+    pub election_timeout_ms: u64,
+    pub snapshot_logs: u64,
+    pub request_timeout: Duration,
+}
+
+/// A point-in-time view for `RAFT.INFO` and `INFO`.
+#[derive(Debug, Clone)]
+pub struct RaftStatus {
+    pub node_id: NodeId,
+    pub role: &'static str,
+    pub term: u64,
+    pub leader_id: Option<NodeId>,
+    pub leader_addr: Option<String>,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    pub last_log_index: u64,
+    pub snapshot_index: u64,
+    pub members: Vec<(NodeId, NodeInfo)>,
+}
+
+type ReadWaiter = oneshot::Sender<Result<(), ClusterError>>;
+
+/// The node's handle on consensus.
+pub struct Consensus {
+    raft: types::Raft,
+    shared: Arc<SharedState>,
+    clock: Arc<LogClock>,
+    node_id: NodeId,
+    next_request: AtomicU64,
+    reads: mpsc::UnboundedSender<ReadWaiter>,
+    request_timeout: Duration,
+    metrics: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>,
+}
+
+impl Consensus {
+    /// Opens the log and state machine in `db`, starts Raft, and initialises a
+    /// one-member cluster on first start (a restart recovers it instead).
+    pub async fn start(
+        settings: RaftSettings,
+        db: Arc<Storage>,
+        clock: Arc<LogClock>,
+        sink: EventSink,
+    ) -> Result<Arc<Consensus>, StartError> {
+        let err = |e: &dyn std::fmt::Display| StartError(e.to_string());
+        let config = openraft::Config {
+            cluster_name: "raftlock".into(),
+            heartbeat_interval: settings.heartbeat_ms,
+            election_timeout_min: settings.election_timeout_ms,
+            election_timeout_max: settings.election_timeout_ms * 2,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_logs),
+            max_in_snapshot_log_to_keep: 1000,
+            purge_batch_size: 1024,
+            max_payload_entries: 1000,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| err(&e))?;
+        let log = LogStore::open(db.clone(), clock.clone()).map_err(|e| err(&e))?;
+        let sm = StateMachine::open(db, clock.clone(), sink).map_err(|e| err(&e))?;
+        let shared = sm.shared();
+        let raft = types::Raft::new(settings.node_id, Arc::new(config), Network, log, sm)
+            .await
+            .map_err(|e| err(&e))?;
+        if !raft.is_initialized().await.map_err(|e| err(&e))? {
+            let members = BTreeMap::from([(settings.node_id, settings.node.clone())]);
+            raft.initialize(members).await.map_err(|e| err(&e))?;
+            tracing::info!(node_id = settings.node_id, "initialised a new one-node cluster");
+        }
+        let (reads, rx) = mpsc::unbounded_channel();
+        tokio::spawn(read_batcher(raft.clone(), rx));
+        tokio::spawn(watch_metrics(raft.metrics()));
+        let metrics = raft.metrics();
+        Ok(Arc::new(Consensus {
+            raft,
+            shared,
+            clock,
+            node_id: settings.node_id,
+            next_request: AtomicU64::new(1),
+            reads,
+            request_timeout: settings.request_timeout,
+            metrics,
+        }))
+    }
+
+    /// The current term if this node is the leader.
+    fn leader_term(&self) -> Result<u64, ClusterError> {
+        let m = self.metrics.borrow();
+        match (m.state, m.current_leader) {
+            (ServerState::Leader, _) => Ok(m.current_term),
+            (ServerState::Shutdown, _) => Err(ClusterError::Fatal("shut down".into())),
+            (_, Some(leader)) if leader != self.node_id => Err(ClusterError::NotLeader(leader)),
+            _ => Err(ClusterError::NoLeader),
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader_term().is_ok()
+    }
+
+    /// Waits until this node is leader or `limit` passes.
+    pub async fn wait_for_leader(&self, limit: Duration) -> bool {
+        let mut rx = self.metrics.clone();
+        tokio::time::timeout(limit, rx.wait_for(|m| m.state == ServerState::Leader)).await.is_ok()
+    }
+
+    /// Stamps `op` with log time and commits it; the reply is the one the
+    /// state machine produced on apply.
+    pub async fn write(&self, op: Op) -> Result<Reply, ClusterError> {
+        let term = self.leader_term()?;
+        let proposal = Proposal {
+            log_time: self.clock.stamp(term),
+            unix_ms: self.clock.unix_ms(),
+            origin: Origin { node: self.node_id, request: self.next_request.fetch_add(1, Ordering::Relaxed) },
+            op,
+        };
+        let started = Instant::now();
+        match tokio::time::timeout(self.request_timeout, self.raft.client_write(proposal)).await {
+            Err(_) => Err(ClusterError::Timeout),
+            Ok(Ok(resp)) => {
+                crate::metrics::record_commit(started.elapsed());
+                Ok(resp.data)
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => match f.leader_id {
+                Some(id) if id != self.node_id => Err(ClusterError::NotLeader(id)),
+                _ => Err(ClusterError::NoLeader),
+            },
+            Ok(Err(e)) => Err(ClusterError::Fatal(e.to_string())),
+        }
+    }
+
+    /// Runs `f` on the keyspace once it reflects every write committed before
+    /// this call (ReadIndex), at the leader's current log time.
+    pub async fn read<T>(&self, f: impl FnOnce(&Keyspace, &ReadCtx) -> T) -> Result<T, ClusterError> {
+        let term = self.leader_term()?;
+        let (tx, rx) = oneshot::channel();
+        self.reads.send(tx).map_err(|_| ClusterError::Fatal("read path stopped".into()))?;
+        match tokio::time::timeout(self.request_timeout, rx).await {
+            Err(_) => return Err(ClusterError::Timeout),
+            Ok(Err(_)) => return Err(ClusterError::Fatal("read path stopped".into())),
+            Ok(Ok(result)) => result?,
+        }
+        let ctx = ReadCtx { now: self.clock.now(term), unix_ms: self.clock.unix_ms() };
+        let applied = self.shared.lock();
+        Ok(f(&applied.keyspace, &ctx))
+    }
+
+    /// The earliest key expiry and the leader's current log time, when leader.
+    pub fn expiry_due(&self) -> Option<(LogTime, LogTime)> {
+        let term = self.leader_term().ok()?;
+        let next = self.shared.lock().keyspace.next_expiry()?;
+        Some((next, self.clock.now(term)))
+    }
+
+    /// (keys, keys with an expiry) as applied on this node, for `INFO`.
+    pub fn key_counts(&self) -> (usize, usize) {
+        let applied = self.shared.lock();
+        let ks = &applied.keyspace;
+        (ks.len(ks.log_time()), ks.expires_count())
+    }
+
+    /// Signalled whenever entries are applied.
+    pub fn applied_signal(&self) -> &tokio::sync::Notify {
+        &self.shared.changed
+    }
+
+    pub async fn status(&self) -> RaftStatus {
+        let committed = self.raft.with_raft_state(|st| st.committed.map(|c| c.index)).await.ok().flatten();
+        let m = self.metrics.borrow().clone();
+        let members: Vec<(NodeId, NodeInfo)> =
+            m.membership_config.nodes().map(|(id, node)| (*id, node.clone())).collect();
+        let leader_addr = m
+            .current_leader
+            .and_then(|l| members.iter().find(|(id, _)| *id == l).map(|(_, n)| n.client_addr.clone()));
+        RaftStatus {
+            node_id: self.node_id,
+            role: match m.state {
+                ServerState::Leader => "leader",
+                ServerState::Follower => "follower",
+                ServerState::Candidate => "candidate",
+                ServerState::Learner => "learner",
+                ServerState::Shutdown => "shutdown",
+            },
+            term: m.current_term,
+            leader_id: m.current_leader,
+            leader_addr,
+            commit_index: committed.unwrap_or(0),
+            applied_index: m.last_applied.map(|l| l.index).unwrap_or(0),
+            last_log_index: m.last_log_index.unwrap_or(0),
+            snapshot_index: m.snapshot.map(|l| l.index).unwrap_or(0),
+            members,
+        }
+    }
+
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!("raft shutdown: {e}");
+        }
+    }
+}
+
+/// Serves waiting reads in batches: one `ensure_linearizable` round answers
+/// every read that arrived before it started.
+async fn read_batcher(raft: types::Raft, mut rx: mpsc::UnboundedReceiver<ReadWaiter>) {
+    while let Some(first) = rx.recv().await {
+        let mut waiters = vec![first];
+        while let Ok(w) = rx.try_recv() {
+            waiters.push(w);
+        }
+        let result = match raft.ensure_linearizable().await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f))) => match f.leader_id {
+                Some(id) => Err(ClusterError::NotLeader(id)),
+                None => Err(ClusterError::NoLeader),
+            },
+            Err(RaftError::APIError(_)) => Err(ClusterError::NoLeader),
+            Err(e) => Err(ClusterError::Fatal(e.to_string())),
+        };
+        crate::metrics::record_read_batch(waiters.len());
+        for w in waiters {
+            let _ = w.send(result.clone());
+        }
+    }
+}
+
+/// Mirrors Raft's own metrics into Prometheus gauges and counters.
+async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>) {
+    let mut last_leader = None;
+    loop {
+        {
+            let m = rx.borrow_and_update();
+            if m.current_leader != last_leader {
+                if m.current_leader.is_some() {
+                    crate::metrics::record_leader_change();
+                }
+                last_leader = m.current_leader;
+            }
+            crate::metrics::record_raft_state(
+                m.current_term,
+                m.state == ServerState::Leader,
+                m.last_applied.map(|l| l.index).unwrap_or(0),
+                m.last_log_index.unwrap_or(0),
+            );
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod store_tests;

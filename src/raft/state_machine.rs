@@ -1,0 +1,193 @@
+//! The openraft state machine adapter: applies committed entries to the pure
+//! keyspace through `commands::apply`, hands the resulting events to the node,
+//! and builds, stores and installs snapshots (in RocksDB's `snapshot` family).
+
+use std::io::Cursor;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use super::types::{Entry, LogId, NodeId, NodeInfo, StorageIoError, TypeConfig};
+use crate::clock::LogClock;
+use crate::commands;
+use crate::keyspace::{Event, Keyspace};
+use crate::protocol::Reply;
+use crate::storage::{Batch, Cf, Storage};
+
+const CURRENT: &[u8] = b"current";
+
+/// Receives the events of applied entries; returns how many subscribers got
+/// the `PUBLISH` messages among them (the reply `PUBLISH` gives).
+pub type EventSink = Arc<dyn Fn(Vec<Event>) -> usize + Send + Sync>;
+
+/// The applied state, shared with the read path.
+pub struct Applied {
+    pub keyspace: Keyspace,
+    pub last_applied: Option<LogId>,
+    pub membership: StoredMembership<NodeId, NodeInfo>,
+}
+
+/// State shared between the state machine and the node.
+pub struct SharedState {
+    applied: Mutex<Applied>,
+    /// Signalled after each applied batch (the expiry timer re-plans).
+    pub changed: Notify,
+}
+
+impl SharedState {
+    /// Locks the applied state. Never held across an `.await`.
+    pub fn lock(&self) -> MutexGuard<'_, Applied> {
+        self.applied.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredSnapshot {
+    meta: SnapshotMeta<NodeId, NodeInfo>,
+    data: Vec<u8>,
+}
+
+fn io_err(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageIoError {
+    StorageError::from_io_error(ErrorSubject::StateMachine, verb, std::io::Error::other(e.to_string()))
+}
+
+/// The state machine handed to openraft.
+#[derive(Clone)]
+pub struct StateMachine {
+    shared: Arc<SharedState>,
+    db: Arc<Storage>,
+    clock: Arc<LogClock>,
+    sink: EventSink,
+}
+
+impl StateMachine {
+    /// Opens the state machine, restoring the last snapshot if there is one.
+    pub fn open(db: Arc<Storage>, clock: Arc<LogClock>, sink: EventSink) -> Result<StateMachine, StorageIoError> {
+        let mut applied = Applied { keyspace: Keyspace::new(), last_applied: None, membership: StoredMembership::default() };
+        if let Some(snap) = Self::read_snapshot(&db)? {
+            applied.keyspace = Keyspace::decode(&snap.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+            applied.last_applied = snap.meta.last_log_id;
+            applied.membership = snap.meta.last_membership.clone();
+            clock.observe(applied.keyspace.log_time());
+        }
+        let shared = Arc::new(SharedState { applied: Mutex::new(applied), changed: Notify::new() });
+        Ok(StateMachine { shared, db, clock, sink })
+    }
+
+    pub fn shared(&self) -> Arc<SharedState> {
+        self.shared.clone()
+    }
+
+    fn read_snapshot(db: &Storage) -> Result<Option<StoredSnapshot>, StorageIoError> {
+        let raw = db.get(Cf::Snapshot, CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        raw.map(|r| bincode::deserialize(&r).map_err(|e| io_err(ErrorVerb::Read, e))).transpose()
+    }
+
+    fn write_snapshot(&self, snap: &StoredSnapshot) -> Result<(), StorageIoError> {
+        let mut b = Batch::default();
+        b.put(Cf::Snapshot, CURRENT, bincode::serialize(snap).map_err(|e| io_err(ErrorVerb::Write, e))?);
+        self.db.write(b, true).map_err(|e| io_err(ErrorVerb::Write, e))
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageIoError> {
+        let (data, last_log_id, last_membership) = {
+            let applied = self.shared.lock();
+            (applied.keyspace.encode(), applied.last_applied, applied.membership.clone())
+        };
+        let snapshot_id = match last_log_id {
+            Some(id) => format!("{}-{}-{}", id.leader_id.term, id.leader_id.node_id, id.index),
+            None => "empty".to_string(),
+        };
+        let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
+        let stored = StoredSnapshot { meta: meta.clone(), data };
+        self.write_snapshot(&stored)?;
+        crate::metrics::record_snapshot(stored.data.len());
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = StateMachine;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId>, StoredMembership<NodeId, NodeInfo>), StorageIoError> {
+        let applied = self.shared.lock();
+        Ok((applied.last_applied, applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Reply>, StorageIoError>
+    where
+        I: IntoIterator<Item = Entry> + openraft::OptionalSend,
+        I::IntoIter: openraft::OptionalSend,
+    {
+        let mut replies = Vec::new();
+        {
+            let mut applied = self.shared.lock();
+            for entry in entries {
+                applied.last_applied = Some(entry.log_id);
+                let reply = match entry.payload {
+                    EntryPayload::Blank => Reply::ok(),
+                    EntryPayload::Normal(proposal) => {
+                        self.clock.observe(proposal.log_time);
+                        let (mut reply, events) = commands::apply(&mut applied.keyspace, entry.log_id.index, &proposal);
+                        if !events.is_empty() {
+                            let published = events.iter().any(|e| matches!(e, Event::Publish { .. }));
+                            let receivers = (self.sink)(events);
+                            if published && !reply.is_error() {
+                                reply = Reply::Int(receivers as i64);
+                            }
+                        }
+                        reply
+                    }
+                    EntryPayload::Membership(m) => {
+                        applied.membership = StoredMembership::new(Some(entry.log_id), m);
+                        Reply::ok()
+                    }
+                };
+                replies.push(reply);
+            }
+        }
+        self.shared.changed.notify_one();
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> StateMachine {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageIoError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, NodeInfo>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageIoError> {
+        let data = snapshot.into_inner();
+        let keyspace = Keyspace::decode(&data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        self.write_snapshot(&StoredSnapshot { meta: meta.clone(), data })?;
+        self.clock.observe(keyspace.log_time());
+        {
+            let mut applied = self.shared.lock();
+            applied.keyspace = keyspace;
+            applied.last_applied = meta.last_log_id;
+            applied.membership = meta.last_membership.clone();
+        }
+        self.shared.changed.notify_one();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageIoError> {
+        Ok(Self::read_snapshot(&self.db)?
+            .map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+    }
+}

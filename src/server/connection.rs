@@ -1,0 +1,566 @@
+//! One client connection: framing, dispatch through the command table, the
+//! connection-local commands (HELLO, CLIENT, SUBSCRIBE, ...), RESP2 subscribed
+//! mode and RESP3 pushes, and pipelining (every request already received is
+//! answered before one write to the socket).
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::{FutureExt, StreamExt};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{broadcast, mpsc, Notify};
+use tokio_util::codec::FramedRead;
+
+use super::hub::{format_notify_flags, parse_notify_flags, PushMsg, Subscriber};
+use super::info::{self, REDIS_VERSION};
+use super::Node;
+use crate::commands::{self, arity_error, command_docs, command_info, unknown_command, CommandSpec, Handler, Op, COMMANDS};
+use crate::protocol::{encode_reply, parse_i64, ProtocolError, Reply, RequestCodec};
+
+/// Write buffered replies once they pass this size, even mid-pipeline.
+const FLUSH_AT: usize = 256 * 1024;
+
+enum Next {
+    Continue,
+    Close,
+}
+
+struct Connection {
+    id: u64,
+    node: Arc<Node>,
+    resp3: bool,
+    channels: HashSet<Bytes>,
+    patterns: HashSet<Bytes>,
+    subscriber: Subscriber,
+    out: BytesMut,
+}
+
+/// Serves one client until it disconnects, misbehaves or the node stops.
+pub async fn serve(node: Arc<Node>, socket: TcpStream, addr: SocketAddr, mut shutdown: broadcast::Receiver<()>) {
+    let local = socket.local_addr().ok();
+    let (reader, mut writer) = socket.into_split();
+    let limit = node.maxclients.load(Ordering::Relaxed);
+    let Some(id) = node.clients.register(addr, local, limit) else {
+        crate::metrics::record_rejected_connection();
+        let _ = writer.write_all(b"-ERR max number of clients reached\r\n").await;
+        return;
+    };
+    let mut frames = FramedRead::new(reader, RequestCodec::new(node.config.limits()));
+    let (subscriber, mut pushes, overflow) = Subscriber::new();
+    let mut conn = Connection {
+        id,
+        node: node.clone(),
+        resp3: false,
+        channels: HashSet::new(),
+        patterns: HashSet::new(),
+        subscriber,
+        out: BytesMut::with_capacity(4096),
+    };
+    conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
+    conn.unsubscribe_all();
+    node.clients.unregister(id);
+}
+
+impl Connection {
+    async fn run(
+        &mut self,
+        frames: &mut FramedRead<tokio::net::tcp::OwnedReadHalf, RequestCodec>,
+        writer: &mut OwnedWriteHalf,
+        pushes: &mut mpsc::Receiver<PushMsg>,
+        overflow: &Notify,
+        shutdown: &mut broadcast::Receiver<()>,
+    ) {
+        loop {
+            let first = tokio::select! {
+                _ = shutdown.recv() => return,
+                _ = overflow.notified() => {
+                    tracing::warn!(client = self.id, "subscriber too slow: disconnected");
+                    return;
+                }
+                Some(msg) = pushes.recv() => {
+                    self.encode_push(msg);
+                    while let Ok(msg) = pushes.try_recv() {
+                        self.encode_push(msg);
+                    }
+                    None
+                }
+                frame = frames.next() => Some(frame),
+            };
+            let mut close = false;
+            if let Some(frame) = first {
+                close = matches!(self.on_frame(frame).await, Next::Close);
+                // Answer everything already received before writing once.
+                while !close {
+                    let Some(frame) = frames.next().now_or_never() else { break };
+                    close = matches!(self.on_frame(frame).await, Next::Close);
+                    if self.out.len() >= FLUSH_AT && writer.write_all(&self.out.split()).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            if !self.out.is_empty() && writer.write_all(&self.out.split()).await.is_err() {
+                return;
+            }
+            if close {
+                let _ = writer.shutdown().await;
+                return;
+            }
+        }
+    }
+
+    async fn on_frame(&mut self, frame: Option<Result<Vec<Bytes>, ProtocolError>>) -> Next {
+        match frame {
+            None => Next::Close,
+            Some(Err(ProtocolError::Invalid(msg))) => {
+                self.reply(&Reply::Error(format!("ERR Protocol error: {msg}")));
+                Next::Close
+            }
+            Some(Err(ProtocolError::Io(_))) => Next::Close,
+            Some(Ok(argv)) => self.execute(argv).await,
+        }
+    }
+
+    fn reply(&mut self, reply: &Reply) {
+        encode_reply(reply, self.resp3, &mut self.out);
+    }
+
+    fn encode_push(&mut self, msg: PushMsg) {
+        let items = match msg {
+            PushMsg::Message { channel, payload } => {
+                vec![Reply::text("message"), Reply::Bulk(channel), Reply::Bulk(payload)]
+            }
+            PushMsg::PMessage { pattern, channel, payload } => {
+                vec![Reply::text("pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload)]
+            }
+        };
+        self.reply(&Reply::Push(items));
+    }
+
+    fn subscribed(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
+
+    async fn execute(&mut self, argv: Vec<Bytes>) -> Next {
+        self.node.total_commands.fetch_add(1, Ordering::Relaxed);
+        let Some(spec) = commands::lookup(&argv[0]) else {
+            self.reply(&unknown_command(&argv));
+            return Next::Continue;
+        };
+        self.node.clients.update(self.id, |c| {
+            c.last_command = spec.name;
+            c.last_active = Instant::now();
+        });
+        if !spec.arity_ok(argv.len()) {
+            self.reply(&arity_error(spec.name));
+            return Next::Continue;
+        }
+        if self.subscribed()
+            && !self.resp3
+            && !matches!(spec.name, "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ping" | "quit" | "reset")
+        {
+            self.reply(&Reply::error(format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                spec.name
+            )));
+            return Next::Continue;
+        }
+        let (reply, next) = match spec.handler {
+            Handler::Write(_) => {
+                let reply = self.node.consensus.write(Op::Command(argv)).await.unwrap_or_else(|e| Reply::Error(e.to_string()));
+                (Some(reply), Next::Continue)
+            }
+            Handler::Read(_) => {
+                let reply = self
+                    .node
+                    .consensus
+                    .read(|ks, ctx| commands::execute_read(ks, &argv, ctx))
+                    .await
+                    .unwrap_or_else(|e| Reply::Error(e.to_string()));
+                (Some(reply), Next::Continue)
+            }
+            Handler::Local => self.local(spec, &argv).await,
+        };
+        if let Some(reply) = reply {
+            crate::metrics::record_command(spec.name, &reply);
+            self.reply(&reply);
+        }
+        next
+    }
+
+    /// Connection-local and node-local commands. Returns the reply, or `None`
+    /// when the command wrote its own replies (subscriptions).
+    async fn local(&mut self, spec: &'static CommandSpec, argv: &[Bytes]) -> (Option<Reply>, Next) {
+        let arg = |i: usize| String::from_utf8_lossy(&argv[i]).to_ascii_lowercase();
+        let reply = match spec.name {
+            "ping" => match argv.len() {
+                1 | 2 if self.subscribed() && !self.resp3 => Reply::Array(vec![
+                    Reply::text("pong"),
+                    Reply::Bulk(argv.get(1).cloned().unwrap_or_default()),
+                ]),
+                1 => Reply::Status("PONG".into()),
+                2 => Reply::Bulk(argv[1].clone()),
+                _ => arity_error("ping"),
+            },
+            "echo" => Reply::Bulk(argv[1].clone()),
+            "quit" => return (Some(Reply::ok()), Next::Close),
+            "reset" => {
+                self.unsubscribe_all();
+                self.resp3 = false;
+                self.node.clients.update(self.id, |c| {
+                    c.name.clear();
+                    c.resp = 2;
+                });
+                Reply::Status("RESET".into())
+            }
+            "hello" => self.hello(argv),
+            "auth" => Reply::error(
+                "ERR AUTH <password> called without any password configured for the default user. \
+                 Are you sure your configuration is correct?",
+            ),
+            "select" => match parse_i64(&argv[1]) {
+                Some(0) => Reply::ok(),
+                Some(_) => Reply::error("ERR DB index is out of range"),
+                None => Reply::error("ERR value is not an integer or out of range"),
+            },
+            "client" => self.client(argv),
+            "info" => {
+                let sections: Vec<String> = (1..argv.len()).map(arg).collect();
+                Reply::Verbatim(info::info(&self.node, &sections).await)
+            }
+            "raft.info" => Reply::Verbatim(info::raft_info(&self.node).await),
+            "command" => command(argv),
+            "config" => self.config(argv),
+            "time" => {
+                let micros = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_micros())
+                    .unwrap_or(0);
+                Reply::Array(vec![
+                    Reply::text(&(micros / 1_000_000).to_string()),
+                    Reply::text(&(micros % 1_000_000).to_string()),
+                ])
+            }
+            "subscribe" | "psubscribe" => {
+                for target in &argv[1..] {
+                    self.subscribe(spec.name == "psubscribe", target.clone());
+                }
+                return (None, Next::Continue);
+            }
+            "unsubscribe" | "punsubscribe" => {
+                self.unsubscribe(spec.name == "punsubscribe", &argv[1..]);
+                return (None, Next::Continue);
+            }
+            "pubsub" => self.pubsub(argv),
+            other => Reply::error(format!("ERR '{other}' is not available on this connection")),
+        };
+        (Some(reply), Next::Continue)
+    }
+
+    /// `HELLO [protover [AUTH username password] [SETNAME clientname]]`
+    fn hello(&mut self, argv: &[Bytes]) -> Reply {
+        let mut resp3 = self.resp3;
+        let mut i = 1;
+        if let Some(ver) = argv.get(1) {
+            match parse_i64(ver) {
+                Some(2) => resp3 = false,
+                Some(3) => resp3 = true,
+                Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
+                None => return Reply::error("ERR Protocol version is not an integer or out of range"),
+            }
+            i = 2;
+        }
+        let mut name = None;
+        while i < argv.len() {
+            let opt = String::from_utf8_lossy(&argv[i]).to_ascii_uppercase();
+            match opt.as_str() {
+                "AUTH" if i + 2 < argv.len() => {
+                    return Reply::error(
+                        "WRONGPASS invalid username-password pair or user is disabled. \
+                         (raftlock has no users or passwords configured yet)",
+                    );
+                }
+                "SETNAME" if i + 1 < argv.len() => {
+                    if let Err(e) = valid_client_name(&argv[i + 1]) {
+                        return e;
+                    }
+                    name = Some(String::from_utf8_lossy(&argv[i + 1]).into_owned());
+                    i += 2;
+                }
+                _ => return Reply::error(format!("ERR Syntax error in HELLO option '{opt}'")),
+            }
+        }
+        self.resp3 = resp3;
+        self.node.clients.update(self.id, |c| {
+            c.resp = if resp3 { 3 } else { 2 };
+            if let Some(n) = name {
+                c.name = n;
+            }
+        });
+        Reply::Map(vec![
+            (Reply::text("server"), Reply::text("redis")),
+            (Reply::text("version"), Reply::text(REDIS_VERSION)),
+            (Reply::text("proto"), Reply::Int(if resp3 { 3 } else { 2 })),
+            (Reply::text("id"), Reply::Int(self.id as i64)),
+            (Reply::text("mode"), Reply::text("standalone")),
+            (Reply::text("role"), Reply::text("master")),
+            (Reply::text("modules"), Reply::Array(vec![])),
+        ])
+    }
+
+    fn client(&mut self, argv: &[Bytes]) -> Reply {
+        let sub = String::from_utf8_lossy(&argv[1]).to_ascii_uppercase();
+        let n = argv.len();
+        let wrong = || arity_error(&format!("client|{}", sub.to_ascii_lowercase()));
+        match sub.as_str() {
+            "ID" if n == 2 => Reply::Int(self.id as i64),
+            "SETNAME" if n == 3 => match valid_client_name(&argv[2]) {
+                Err(e) => e,
+                Ok(()) => {
+                    let name = String::from_utf8_lossy(&argv[2]).into_owned();
+                    self.node.clients.update(self.id, |c| c.name = name);
+                    Reply::ok()
+                }
+            },
+            "GETNAME" if n == 2 => match self.node.clients.get(self.id) {
+                Some(c) if !c.name.is_empty() => Reply::text(&c.name),
+                _ => Reply::Nil,
+            },
+            "SETINFO" if n == 4 => {
+                let attr = String::from_utf8_lossy(&argv[2]).to_ascii_uppercase();
+                let value = String::from_utf8_lossy(&argv[3]).into_owned();
+                if value.chars().any(|c| c == ' ' || c == '\n' || c == '\r') {
+                    return Reply::error(format!("ERR {attr} cannot contain spaces, newlines or special characters."));
+                }
+                match attr.as_str() {
+                    "LIB-NAME" => self.node.clients.update(self.id, |c| c.lib_name = value),
+                    "LIB-VER" => self.node.clients.update(self.id, |c| c.lib_ver = value),
+                    _ => return Reply::error(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(&argv[2]))),
+                }
+                Reply::ok()
+            }
+            "INFO" if n == 2 => match self.node.clients.get(self.id) {
+                Some(c) => Reply::Verbatim(format!("{}\n", c.line())),
+                None => Reply::Nil,
+            },
+            "LIST" => {
+                let lines: String = self.node.clients.all().iter().map(|c| format!("{}\n", c.line())).collect();
+                Reply::Verbatim(lines)
+            }
+            "NO-EVICT" | "NO-TOUCH" | "REPLY" if n == 3 => Reply::ok(),
+            "HELP" => Reply::Array(
+                [
+                    "CLIENT <subcommand> [<arg> ...]. Subcommands are:",
+                    "ID, GETNAME, SETNAME <name>, SETINFO LIB-NAME|LIB-VER <value>, INFO, LIST,",
+                    "NO-EVICT|NO-TOUCH|REPLY <on|off>, HELP",
+                ]
+                .iter()
+                .map(|s| Reply::Status(s.to_string()))
+                .collect(),
+            ),
+            "ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO" | "NO-EVICT" | "NO-TOUCH" | "REPLY" => wrong(),
+            _ => Reply::error(format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(&argv[1])
+            )),
+        }
+    }
+
+    fn config(&mut self, argv: &[Bytes]) -> Reply {
+        let sub = String::from_utf8_lossy(&argv[1]).to_ascii_uppercase();
+        match sub.as_str() {
+            "GET" if argv.len() >= 3 => {
+                let params = self.config_params();
+                let mut pairs = Vec::new();
+                for pattern in &argv[2..] {
+                    let pattern = String::from_utf8_lossy(pattern).to_ascii_lowercase();
+                    for (name, value) in &params {
+                        if crate::keyspace::glob_match(pattern.as_bytes(), name.as_bytes())
+                            && !pairs.iter().any(|(n, _): &(String, String)| n == name)
+                        {
+                            pairs.push((name.to_string(), value.clone()));
+                        }
+                    }
+                }
+                Reply::Map(pairs.into_iter().map(|(n, v)| (Reply::text(&n), Reply::text(&v))).collect())
+            }
+            "SET" if argv.len() >= 4 && argv.len() % 2 == 0 => {
+                for pair in argv[2..].chunks(2) {
+                    let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+                    let value = String::from_utf8_lossy(&pair[1]).into_owned();
+                    if let Err(e) = self.config_set(&name, &value) {
+                        return Reply::error(format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - {e}"
+                        ));
+                    }
+                }
+                Reply::ok()
+            }
+            "RESETSTAT" if argv.len() == 2 => Reply::ok(),
+            "REWRITE" if argv.len() == 2 => Reply::error("ERR The server is running without a config file"),
+            "GET" | "SET" | "RESETSTAT" | "REWRITE" => arity_error(&format!("config|{}", sub.to_ascii_lowercase())),
+            _ => Reply::error(format!(
+                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+                String::from_utf8_lossy(&argv[1])
+            )),
+        }
+    }
+
+    fn config_params(&self) -> Vec<(&'static str, String)> {
+        let c = &self.node.config;
+        vec![
+            ("maxclients", self.node.maxclients.load(Ordering::Relaxed).to_string()),
+            ("notify-keyspace-events", format_notify_flags(self.node.hub.notify_flags())),
+            ("port", c.port.to_string()),
+            ("bind", c.bind.clone()),
+            ("dir", c.data_dir.display().to_string()),
+            ("databases", "1".into()),
+            // Every write is in the fsynced Raft log before it is acknowledged.
+            ("appendonly", "yes".into()),
+            ("appendfsync", "always".into()),
+            ("save", String::new()),
+            ("timeout", "0".into()),
+            ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
+            ("maxmemory", "0".into()),
+            ("cluster-enabled", "no".into()),
+        ]
+    }
+
+    fn config_set(&self, name: &str, value: &str) -> Result<(), String> {
+        match name {
+            "notify-keyspace-events" => {
+                let flags = parse_notify_flags(value)
+                    .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdnL'.")?;
+                self.node.hub.set_notify_flags(flags);
+                Ok(())
+            }
+            "maxclients" => {
+                let n: usize = value.parse().ok().filter(|n| *n > 0).ok_or("argument must be a positive integer")?;
+                self.node.maxclients.store(n, Ordering::Relaxed);
+                Ok(())
+            }
+            _ if self.config_params().iter().any(|(n, _)| *n == name) => Err("can't set immutable config".into()),
+            _ => Err(format!("Unknown option or number of arguments for CONFIG SET - '{name}'")),
+        }
+    }
+
+    fn subscribe(&mut self, pattern: bool, target: Bytes) {
+        let hub = &self.node.hub;
+        if pattern {
+            if self.patterns.insert(target.clone()) {
+                hub.psubscribe(self.id, &self.subscriber, &target);
+            }
+        } else if self.channels.insert(target.clone()) {
+            hub.subscribe(self.id, &self.subscriber, &target);
+        }
+        self.sync_counts();
+        let kind = if pattern { "psubscribe" } else { "subscribe" };
+        let count = (self.channels.len() + self.patterns.len()) as i64;
+        self.reply(&Reply::Push(vec![Reply::text(kind), Reply::Bulk(target), Reply::Int(count)]));
+    }
+
+    fn unsubscribe(&mut self, pattern: bool, targets: &[Bytes]) {
+        let kind = if pattern { "punsubscribe" } else { "unsubscribe" };
+        let mut targets: Vec<Bytes> = targets.to_vec();
+        if targets.is_empty() {
+            let set = if pattern { &self.patterns } else { &self.channels };
+            targets = set.iter().cloned().collect();
+            targets.sort();
+            if targets.is_empty() {
+                let count = (self.channels.len() + self.patterns.len()) as i64;
+                self.reply(&Reply::Push(vec![Reply::text(kind), Reply::Nil, Reply::Int(count)]));
+                return;
+            }
+        }
+        for target in targets {
+            if pattern {
+                if self.patterns.remove(&target) {
+                    self.node.hub.punsubscribe(self.id, &target);
+                }
+            } else if self.channels.remove(&target) {
+                self.node.hub.unsubscribe(self.id, &target);
+            }
+            let count = (self.channels.len() + self.patterns.len()) as i64;
+            self.reply(&Reply::Push(vec![Reply::text(kind), Reply::Bulk(target), Reply::Int(count)]));
+        }
+        self.sync_counts();
+    }
+
+    fn unsubscribe_all(&mut self) {
+        for ch in self.channels.drain() {
+            self.node.hub.unsubscribe(self.id, &ch);
+        }
+        for p in self.patterns.drain() {
+            self.node.hub.punsubscribe(self.id, &p);
+        }
+        self.sync_counts();
+    }
+
+    fn sync_counts(&self) {
+        let (channels, patterns) = (self.channels.len(), self.patterns.len());
+        self.node.clients.update(self.id, |c| {
+            c.channels = channels;
+            c.patterns = patterns;
+        });
+    }
+
+    fn pubsub(&self, argv: &[Bytes]) -> Reply {
+        let sub = String::from_utf8_lossy(&argv[1]).to_ascii_uppercase();
+        let hub = &self.node.hub;
+        match sub.as_str() {
+            "CHANNELS" if argv.len() <= 3 => {
+                Reply::Array(hub.channels(argv.get(2).map(|p| &p[..])).into_iter().map(Reply::Bulk).collect())
+            }
+            "NUMSUB" => Reply::Array(
+                argv[2..]
+                    .iter()
+                    .flat_map(|ch| [Reply::Bulk(ch.clone()), Reply::Int(hub.numsub(ch) as i64)])
+                    .collect(),
+            ),
+            "NUMPAT" if argv.len() == 2 => Reply::Int(hub.numpat() as i64),
+            "CHANNELS" | "NUMPAT" => arity_error(&format!("pubsub|{}", sub.to_ascii_lowercase())),
+            _ => Reply::error(format!(
+                "ERR unknown subcommand '{}'. Try PUBSUB HELP.",
+                String::from_utf8_lossy(&argv[1])
+            )),
+        }
+    }
+}
+
+fn valid_client_name(name: &[u8]) -> Result<(), Reply> {
+    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(Reply::error("ERR Client names cannot contain spaces, newlines or special characters."));
+    }
+    Ok(())
+}
+
+/// `COMMAND`, `COMMAND COUNT|LIST|INFO|DOCS`, from the one command table.
+fn command(argv: &[Bytes]) -> Reply {
+    let Some(sub) = argv.get(1) else {
+        return Reply::Array(COMMANDS.iter().map(command_info).collect());
+    };
+    let sub = String::from_utf8_lossy(sub).to_ascii_uppercase();
+    let named = || argv[2..].iter().map(|n| (n, commands::lookup(n)));
+    match sub.as_str() {
+        "COUNT" if argv.len() == 2 => Reply::Int(COMMANDS.len() as i64),
+        "LIST" => Reply::Array(COMMANDS.iter().map(|c| Reply::text(c.name)).collect()),
+        "INFO" if argv.len() == 2 => Reply::Array(COMMANDS.iter().map(command_info).collect()),
+        "INFO" => Reply::Array(named().map(|(_, c)| c.map(command_info).unwrap_or(Reply::Nil)).collect()),
+        "DOCS" if argv.len() == 2 => {
+            Reply::Map(COMMANDS.iter().map(|c| (Reply::text(c.name), command_docs(c))).collect())
+        }
+        "DOCS" => Reply::Map(
+            named().filter_map(|(_, c)| c).map(|c| (Reply::text(c.name), command_docs(c))).collect(),
+        ),
+        "COUNT" => arity_error("command|count"),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+            String::from_utf8_lossy(&argv[1])
+        )),
+    }
+}

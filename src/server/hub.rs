@@ -1,0 +1,303 @@
+//! The node-local pub/sub hub: which connection listens to which channel or
+//! pattern, delivery of `PUBLISH` messages and keyspace notifications, and the
+//! `notify-keyspace-events` setting.
+//!
+//! Every node delivers the events of the entries it applies to its own
+//! subscribers, so notifications arrive in log order on any node.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, Notify};
+
+use crate::keyspace::{glob_match, Event};
+
+/// A message for a subscribed connection.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PushMsg {
+    Message { channel: Bytes, payload: Bytes },
+    PMessage { pattern: Bytes, channel: Bytes, payload: Bytes },
+}
+
+/// How the hub reaches one connection. A connection that falls this many
+/// messages behind is disconnected, as Redis does past its pub/sub output
+/// buffer limit, rather than let it grow without bound.
+pub const PUSH_QUEUE: usize = 10_000;
+
+#[derive(Clone)]
+pub struct Subscriber {
+    tx: mpsc::Sender<PushMsg>,
+    overflow: Arc<Notify>,
+}
+
+impl Subscriber {
+    pub fn new() -> (Subscriber, mpsc::Receiver<PushMsg>, Arc<Notify>) {
+        let (tx, rx) = mpsc::channel(PUSH_QUEUE);
+        let overflow = Arc::new(Notify::new());
+        (Subscriber { tx, overflow: overflow.clone() }, rx, overflow)
+    }
+
+    fn send(&self, msg: PushMsg) -> bool {
+        match self.tx.try_send(msg) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.overflow.notify_one();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+type ClientId = u64;
+
+#[derive(Default)]
+struct Subscriptions {
+    channels: HashMap<Bytes, HashMap<ClientId, Subscriber>>,
+    patterns: HashMap<Bytes, HashMap<ClientId, Subscriber>>,
+}
+
+/// `notify-keyspace-events` classes, one bit per letter.
+const CLASSES: &str = "g$lshzxetdmnL";
+const ALL_CLASSES: &str = "g$lshzxetdL";
+const KEYSPACE: u32 = 1 << 30;
+const KEYEVENT: u32 = 1 << 29;
+
+fn class_bit(c: char) -> Option<u32> {
+    CLASSES.find(c).map(|i| 1 << i)
+}
+
+/// Parses a `notify-keyspace-events` value; `None` if it has an unknown letter.
+pub fn parse_notify_flags(s: &str) -> Option<u32> {
+    let mut flags = 0;
+    for c in s.chars() {
+        flags |= match c {
+            'A' => ALL_CLASSES.chars().filter_map(class_bit).fold(0, |a, b| a | b),
+            'K' => KEYSPACE,
+            'E' => KEYEVENT,
+            c => class_bit(c)?,
+        };
+    }
+    Some(flags)
+}
+
+/// Renders flags the way `CONFIG GET notify-keyspace-events` shows them.
+pub fn format_notify_flags(flags: u32) -> String {
+    let all = parse_notify_flags("A").unwrap_or(0);
+    let mut out = String::new();
+    if flags & all == all {
+        out.push('A');
+    }
+    for c in CLASSES.chars() {
+        let bit = class_bit(c).unwrap_or(0);
+        if flags & bit != 0 && !(flags & all == all && all & bit != 0) {
+            out.push(c);
+        }
+    }
+    if flags & KEYSPACE != 0 {
+        out.push('K');
+    }
+    if flags & KEYEVENT != 0 {
+        out.push('E');
+    }
+    out
+}
+
+/// Default: lock events on both keyspace and keyevent channels.
+pub const DEFAULT_NOTIFY: &str = "KEL";
+
+pub struct Hub {
+    subs: Mutex<Subscriptions>,
+    notify_flags: AtomicU32,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Hub {
+    pub fn new() -> Hub {
+        Hub {
+            subs: Mutex::new(Subscriptions::default()),
+            notify_flags: AtomicU32::new(parse_notify_flags(DEFAULT_NOTIFY).unwrap_or(0)),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Subscriptions> {
+        self.subs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn notify_flags(&self) -> u32 {
+        self.notify_flags.load(Ordering::Relaxed)
+    }
+
+    pub fn set_notify_flags(&self, flags: u32) {
+        self.notify_flags.store(flags, Ordering::Relaxed);
+    }
+
+    pub fn subscribe(&self, id: ClientId, sub: &Subscriber, channel: &Bytes) {
+        self.lock().channels.entry(channel.clone()).or_default().insert(id, sub.clone());
+    }
+
+    pub fn unsubscribe(&self, id: ClientId, channel: &Bytes) {
+        let mut subs = self.lock();
+        if let Some(set) = subs.channels.get_mut(channel) {
+            set.remove(&id);
+            if set.is_empty() {
+                subs.channels.remove(channel);
+            }
+        }
+    }
+
+    pub fn psubscribe(&self, id: ClientId, sub: &Subscriber, pattern: &Bytes) {
+        self.lock().patterns.entry(pattern.clone()).or_default().insert(id, sub.clone());
+    }
+
+    pub fn punsubscribe(&self, id: ClientId, pattern: &Bytes) {
+        let mut subs = self.lock();
+        if let Some(set) = subs.patterns.get_mut(pattern) {
+            set.remove(&id);
+            if set.is_empty() {
+                subs.patterns.remove(pattern);
+            }
+        }
+    }
+
+    /// Delivers a message; returns how many subscriptions received it.
+    pub fn publish(&self, channel: &Bytes, payload: &Bytes) -> usize {
+        let subs = self.lock();
+        let mut delivered = 0;
+        if let Some(set) = subs.channels.get(channel) {
+            for sub in set.values() {
+                let msg = PushMsg::Message { channel: channel.clone(), payload: payload.clone() };
+                delivered += sub.send(msg) as usize;
+            }
+        }
+        for (pattern, set) in &subs.patterns {
+            if glob_match(pattern, channel) {
+                for sub in set.values() {
+                    let msg = PushMsg::PMessage { pattern: pattern.clone(), channel: channel.clone(), payload: payload.clone() };
+                    delivered += sub.send(msg) as usize;
+                }
+            }
+        }
+        delivered
+    }
+
+    fn notify_key(&self, flags: u32, class: char, event: &str, key: &Bytes) {
+        if flags & class_bit(class).unwrap_or(0) == 0 {
+            return;
+        }
+        if flags & KEYSPACE != 0 {
+            let mut channel = b"__keyspace@0__:".to_vec();
+            channel.extend_from_slice(key);
+            self.publish(&Bytes::from(channel), &Bytes::copy_from_slice(event.as_bytes()));
+        }
+        if flags & KEYEVENT != 0 {
+            let channel = Bytes::from(format!("__keyevent@0__:{event}"));
+            self.publish(&channel, key);
+        }
+    }
+
+    /// Delivers the events of applied entries. Returns the receivers of the
+    /// `PUBLISH` messages among them.
+    pub fn dispatch(&self, events: Vec<Event>) -> usize {
+        let flags = self.notify_flags();
+        let mut published = 0;
+        for event in events {
+            match event {
+                Event::Publish { channel, message } => published += self.publish(&channel, &message),
+                Event::Key { class, name, key } => self.notify_key(flags, class, name, &key),
+                Event::Lease { kind, key, ttl_ms, held_ms } => {
+                    crate::metrics::record_lease(kind, ttl_ms, held_ms);
+                    self.notify_key(flags, 'L', kind.name(), &key);
+                }
+            }
+        }
+        published
+    }
+
+    /// Channels with at least one subscriber, optionally matching `pattern`.
+    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        let mut out: Vec<Bytes> =
+            self.lock().channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c))).cloned().collect();
+        out.sort();
+        out
+    }
+
+    pub fn numsub(&self, channel: &[u8]) -> usize {
+        self.lock().channels.get(channel).map(|s| s.len()).unwrap_or(0)
+    }
+
+    pub fn numpat(&self) -> usize {
+        self.lock().patterns.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_round_trip() {
+        assert_eq!(format_notify_flags(parse_notify_flags("KEA").unwrap()), "AKE");
+        assert_eq!(format_notify_flags(parse_notify_flags("Kgx").unwrap()), "gxK");
+        assert_eq!(format_notify_flags(parse_notify_flags("").unwrap()), "");
+        assert_eq!(format_notify_flags(parse_notify_flags(DEFAULT_NOTIFY).unwrap()), "LKE");
+        assert!(parse_notify_flags("KQ").is_none());
+    }
+
+    #[test]
+    fn keyspace_notifications_follow_flags() {
+        let hub = Hub::new();
+        let (sub, mut rx, _) = Subscriber::new();
+        hub.subscribe(1, &sub, &Bytes::from("__keyspace@0__:k"));
+        hub.psubscribe(1, &sub, &Bytes::from("__keyevent@0__:*"));
+        // Default flags: lock events only.
+        hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }]);
+        assert!(rx.try_recv().is_err());
+        hub.dispatch(vec![Event::Lease {
+            kind: crate::keyspace::LeaseEvent::Released,
+            key: Bytes::from("k"),
+            ttl_ms: 1,
+            held_ms: 1,
+        }]);
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            PushMsg::Message { channel: Bytes::from("__keyspace@0__:k"), payload: Bytes::from("lock.released") }
+        );
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            PushMsg::PMessage {
+                pattern: Bytes::from("__keyevent@0__:*"),
+                channel: Bytes::from("__keyevent@0__:lock.released"),
+                payload: Bytes::from("k")
+            }
+        );
+        hub.set_notify_flags(parse_notify_flags("KA").unwrap());
+        hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }]);
+        assert_eq!(rx.try_recv().unwrap(), PushMsg::Message { channel: Bytes::from("__keyspace@0__:k"), payload: Bytes::from("del") });
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn publish_counts_receivers_and_unsubscribe_stops_delivery() {
+        let hub = Hub::new();
+        let (a, _ra, _) = Subscriber::new();
+        let (b, _rb, _) = Subscriber::new();
+        let ch = Bytes::from("news");
+        hub.subscribe(1, &a, &ch);
+        hub.subscribe(2, &b, &ch);
+        hub.psubscribe(2, &b, &Bytes::from("n*"));
+        assert_eq!(hub.publish(&ch, &Bytes::from("x")), 3);
+        assert_eq!(hub.numsub(b"news"), 2);
+        hub.unsubscribe(1, &ch);
+        hub.punsubscribe(2, &Bytes::from("n*"));
+        assert_eq!(hub.publish(&ch, &Bytes::from("x")), 1);
+        assert_eq!(hub.channels(Some(b"n*")), vec![ch]);
+    }
+}

@@ -1,0 +1,132 @@
+//! The text of `INFO` and `RAFT.INFO`.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use super::Node;
+use crate::raft::RaftStatus;
+
+/// The version clients are told; raftlock implements Redis 7 behaviour.
+pub const REDIS_VERSION: &str = "7.2.4";
+
+const SECTIONS: &[&str] = &["server", "clients", "persistence", "stats", "replication", "cluster", "keyspace", "raft"];
+
+/// `INFO [section ...]`: the requested sections (default: all).
+pub async fn info(node: &Node, requested: &[String]) -> String {
+    let status = node.consensus.status().await;
+    let wanted = |s: &str| {
+        requested.is_empty()
+            || requested.iter().any(|r| r == s || r == "all" || r == "everything" || r == "default")
+    };
+    let mut out = String::new();
+    for section in SECTIONS.iter().copied().filter(|s| wanted(s)) {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        section_text(node, &status, section, &mut out);
+    }
+    out
+}
+
+/// INFO-style text: `# Header` lines and `field:value` lines.
+struct Text<'a>(&'a mut String);
+
+impl Text<'_> {
+    fn header(&mut self, name: &str) {
+        let _ = write!(self.0, "# {name}\r\n");
+    }
+
+    fn field(&mut self, key: &str, value: impl std::fmt::Display) {
+        let _ = write!(self.0, "{key}:{value}\r\n");
+    }
+}
+
+fn section_text(node: &Node, status: &RaftStatus, section: &str, out: &mut String) {
+    let uptime = node.started.elapsed().as_secs();
+    let mut t = Text(out);
+    match section {
+        "server" => {
+            t.header("Server");
+            t.field("redis_version", REDIS_VERSION);
+            t.field("raftlock_version", env!("CARGO_PKG_VERSION"));
+            t.field("redis_mode", "standalone");
+            t.field("os", std::env::consts::OS);
+            t.field("arch_bits", 64);
+            t.field("multiplexing_api", "epoll");
+            t.field("process_id", std::process::id());
+            t.field("run_id", format!("{:040x}", node.config.node_id));
+            t.field("tcp_port", node.config.port);
+            t.field("uptime_in_seconds", uptime);
+            t.field("uptime_in_days", (uptime / 86400));
+            t.field("executable", "raftlock");
+        }
+        "clients" => {
+            t.header("Clients");
+            t.field("connected_clients", node.clients.count());
+            t.field("maxclients", node.maxclients.load(Ordering::Relaxed));
+            t.field("blocked_clients", 0);
+            t.field("pubsub_clients", node.clients.pubsub_clients());
+        }
+        "persistence" => {
+            t.header("Persistence");
+            t.field("loading", 0);
+            t.field("async_loading", 0);
+            t.field("rdb_changes_since_last_save", 0);
+            t.field("aof_enabled", 1);
+            t.field("raft_log_fsync", "always");
+        }
+        "stats" => {
+            t.header("Stats");
+            t.field("total_connections_received", node.total_connections.load(Ordering::Relaxed));
+            t.field("total_commands_processed", node.total_commands.load(Ordering::Relaxed));
+            t.field("pubsub_channels", node.hub.channels(None).len());
+            t.field("pubsub_patterns", node.hub.numpat());
+        }
+        "replication" => {
+            t.header("Replication");
+            t.field("role", "master");
+            t.field("connected_slaves", 0);
+        }
+        "cluster" => {
+            t.header("Cluster");
+            // raftlock replicates by Raft, not Redis Cluster: clients must not
+            // switch to cluster mode.
+            t.field("cluster_enabled", 0);
+        }
+        "keyspace" => {
+            t.header("Keyspace");
+            let (keys, expires) = node.consensus.key_counts();
+            if keys > 0 {
+                t.field("db0", format!("keys={keys},expires={expires},avg_ttl=0"));
+            }
+        }
+        "raft" => {
+            t.header("Raft");
+            raft_fields(status, &mut t);
+        }
+        _ => {}
+    }
+}
+
+fn raft_fields(status: &RaftStatus, t: &mut Text) {
+    t.field("node_id", status.node_id);
+    t.field("role", status.role);
+    t.field("term", status.term);
+    t.field("leader_id", status.leader_id.map(|l| l.to_string()).unwrap_or_default());
+    t.field("leader_addr", status.leader_addr.clone().unwrap_or_default());
+    t.field("commit_index", status.commit_index);
+    t.field("applied_index", status.applied_index);
+    t.field("last_log_index", status.last_log_index);
+    t.field("snapshot_index", status.snapshot_index);
+    let members: Vec<String> =
+        status.members.iter().map(|(id, n)| format!("{id}@{}/{}", n.peer_addr, n.client_addr)).collect();
+    t.field("members", members.join(","));
+}
+
+/// `RAFT.INFO`: `field:value` lines.
+pub async fn raft_info(node: &Node) -> String {
+    let status = node.consensus.status().await;
+    let mut out = String::new();
+    raft_fields(&status, &mut Text(&mut out));
+    out
+}

@@ -1,0 +1,161 @@
+//! The node: client listener, connections, the pub/sub hub, the expiry timer,
+//! and the wiring of storage, consensus and metrics. Connection state (protocol
+//! version, subscriptions, name) lives here and never enters the log.
+
+mod clients;
+mod connection;
+mod expiry;
+mod hub;
+mod info;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+
+use crate::clock::LogClock;
+use crate::config::Config;
+use crate::raft::{Consensus, NodeInfo, RaftSettings};
+use crate::storage::Storage;
+
+pub use clients::{ClientInfo, ClientRegistry};
+pub use hub::{format_notify_flags, parse_notify_flags, Hub, PushMsg, Subscriber};
+
+/// A failure that stops the node.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+    #[error(transparent)]
+    Raft(#[from] crate::raft::StartError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+}
+
+/// Everything the connections share.
+pub struct Node {
+    pub config: Config,
+    pub consensus: Arc<Consensus>,
+    pub hub: Arc<Hub>,
+    pub clients: ClientRegistry,
+    pub clock: Arc<LogClock>,
+    pub started: Instant,
+    /// `CONFIG SET maxclients` takes effect for new connections.
+    pub maxclients: AtomicUsize,
+    pub total_commands: std::sync::atomic::AtomicU64,
+    pub total_connections: std::sync::atomic::AtomicU64,
+}
+
+/// Runs a node until Ctrl-C or SIGTERM.
+pub async fn run(config: Config) -> Result<(), ServerError> {
+    let storage = Arc::new(Storage::open(&config.data_dir)?);
+    let clock = Arc::new(LogClock::system());
+    let hub = Arc::new(Hub::new());
+    let sink_hub = hub.clone();
+    let settings = RaftSettings {
+        node_id: config.node_id,
+        node: NodeInfo { peer_addr: config.peer_addr(), client_addr: config.client_addr() },
+        heartbeat_ms: config.heartbeat_ms,
+        election_timeout_ms: config.election_timeout_ms,
+        snapshot_logs: config.snapshot_logs,
+        request_timeout: Duration::from_millis(config.request_timeout_ms),
+    };
+    let consensus =
+        Consensus::start(settings, storage, clock.clone(), Arc::new(move |events| sink_hub.dispatch(events))).await?;
+    let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
+    if let Some(addr) = metrics_addr {
+        crate::metrics::install(addr).map_err(ServerError::Config)?;
+    }
+    let listener = TcpListener::bind(config.client_addr())
+        .await
+        .map_err(|source| ServerError::Listen { addr: config.client_addr(), source })?;
+    tracing::info!(
+        node_id = config.node_id,
+        clients = %config.client_addr(),
+        peers = %config.peer_addr(),
+        metrics = %metrics_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
+        data_dir = %config.data_dir.display(),
+        "raftlock started"
+    );
+    let node = Arc::new(Node {
+        maxclients: AtomicUsize::new(config.maxclients),
+        config,
+        consensus: consensus.clone(),
+        hub,
+        clients: ClientRegistry::default(),
+        clock,
+        started: Instant::now(),
+        total_commands: Default::default(),
+        total_connections: Default::default(),
+    });
+    let (shutdown_tx, _) = broadcast::channel::<()>(1);
+    let expiry = tokio::spawn(expiry::run(consensus.clone(), shutdown_tx.subscribe()));
+    accept_loop(node.clone(), listener, shutdown_tx.clone()).await;
+    tracing::info!("shutting down");
+    let _ = shutdown_tx.send(());
+    let _ = expiry.await;
+    consensus.shutdown().await;
+    // Give connections a moment to write their last replies.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while node.clients.count() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn accept_loop(node: Arc<Node>, listener: TcpListener, shutdown: broadcast::Sender<()>) {
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut signal => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (socket, addr) = match accepted {
+            Ok(pair) => {
+                backoff = Duration::from_millis(5);
+                pair
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        node.total_connections.fetch_add(1, Ordering::Relaxed);
+        let node = node.clone();
+        let shutdown = shutdown.subscribe();
+        tokio::spawn(connection::serve(node, socket, addr, shutdown));
+    }
+}

@@ -1,0 +1,47 @@
+//! Runs `scripts/clients.sh` (redis-cli one-shot and interactive, redis-benchmark)
+//! against the binary cargo built for this test run. Skipped, with a printed note,
+//! when redis-cli, redis-benchmark or tmux is not installed: the script itself
+//! installs them when run by hand, but a test run must not install packages.
+
+use std::path::Path;
+use std::process::Command;
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool} >/dev/null 2>&1"))
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn stock_redis_clients_work() {
+    let missing: Vec<&str> = ["redis-cli", "redis-benchmark", "tmux", "timeout"]
+        .into_iter()
+        .filter(|t| !have(t))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "NOTE: skipping stock_redis_clients_work: {} not installed \
+             (run scripts/clients.sh by hand; it installs them)",
+            missing.join(", ")
+        );
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/clients.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_raftlock"))
+        .env("CLIENTS_NO_INSTALL", "1")
+        .output()
+        .expect("run scripts/clients.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "scripts/clients.sh failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("all client checks passed"), "{stdout}");
+}

@@ -1,0 +1,911 @@
+//! Connection, server, key and string commands of issue 2, against the real binary,
+//! through the `redis` crate (and a raw socket where the exact bytes matter).
+//! Expected replies and error texts are Redis 7's.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use redis::Value;
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        other => panic!("expected an integer reply, got {other:?}"),
+    }
+}
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+fn now_unix() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap()
+}
+
+fn client_id(c: &mut redis::Connection) -> i64 {
+    int(&q(c, &["CLIENT", "ID"]).unwrap())
+}
+
+// ------------------------------------------------------------------------------
+// connection commands
+// ------------------------------------------------------------------------------
+
+#[test]
+fn ping_and_echo() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+    assert_eq!(q(&mut c, &["PING", "hello"]).unwrap(), bulk("hello"));
+    assert_eq!(q(&mut c, &["ECHO", "hi there"]).unwrap(), bulk("hi there"));
+    assert_eq!(q(&mut c, &["echo", ""]).unwrap(), bulk(""));
+    assert_eq!(
+        expect_err(q(&mut c, &["ECHO"])),
+        "ERR wrong number of arguments for 'echo' command"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["PING", "a", "b"])),
+        "ERR wrong number of arguments for 'ping' command"
+    );
+}
+
+#[test]
+fn select_zero_only() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let id = client_id(&mut c);
+    assert_eq!(q(&mut c, &["SELECT", "0"]).unwrap(), Value::Okay);
+    let e = expect_err(q(&mut c, &["SELECT", "1"]));
+    assert!(e.starts_with("ERR "), "SELECT 1 should be an ERR reply, got {e:?}");
+    // still the same, open connection
+    assert_eq!(client_id(&mut c), id);
+}
+
+#[test]
+fn client_subcommands() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let mut other = s.client();
+    let id = client_id(&mut c);
+    let other_id = client_id(&mut other);
+    assert!(id > 0 && other_id > 0 && id != other_id, "ids {id} {other_id}");
+
+    assert_eq!(q(&mut c, &["CLIENT", "GETNAME"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["CLIENT", "SETNAME", "worker-7"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["CLIENT", "GETNAME"]).unwrap(), bulk("worker-7"));
+    let e = expect_err(q(&mut c, &["CLIENT", "SETNAME", "has space"]));
+    assert!(e.starts_with("ERR "), "{e}");
+    assert_eq!(q(&mut c, &["CLIENT", "GETNAME"]).unwrap(), bulk("worker-7"));
+
+    assert_eq!(
+        q(&mut c, &["CLIENT", "SETINFO", "LIB-NAME", "mylib"]).unwrap(),
+        Value::Okay
+    );
+    assert_eq!(
+        q(&mut c, &["CLIENT", "SETINFO", "lib-ver", "1.2.3"]).unwrap(),
+        Value::Okay
+    );
+
+    let info = as_text(&q(&mut c, &["CLIENT", "INFO"]).unwrap()).expect("CLIENT INFO text");
+    assert!(info.contains(&format!("id={id} ")), "CLIENT INFO: {info}");
+    assert!(info.contains("name=worker-7"), "CLIENT INFO: {info}");
+    assert!(info.contains("lib-name=mylib"), "CLIENT INFO: {info}");
+    assert!(info.contains("lib-ver=1.2.3"), "CLIENT INFO: {info}");
+    assert!(info.contains("addr=127.0.0.1:"), "CLIENT INFO: {info}");
+
+    let list = as_text(&q(&mut c, &["CLIENT", "LIST"]).unwrap()).expect("CLIENT LIST text");
+    let lines: Vec<&str> = list.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with(&format!("id={id} ")) && l.contains("name=worker-7")),
+        "CLIENT LIST lacks this connection: {list}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with(&format!("id={other_id} "))),
+        "CLIENT LIST lacks the other connection: {list}"
+    );
+    let e = expect_err(q(&mut c, &["CLIENT", "NOSUCHSUB"]));
+    assert!(e.starts_with("ERR "), "{e}");
+    assert_eq!(client_id(&mut c), id, "connection must stay open");
+}
+
+#[test]
+fn hello_3_then_2_over_raw_socket() {
+    let s = TestServer::start();
+    let mut r = s.raw();
+    let reply = r.cmd(&["HELLO", "3"]);
+    let Resp::Map(m) = &reply else {
+        panic!("HELLO 3 must reply a RESP3 map, got {reply:?}");
+    };
+    let get = |k: &str| {
+        m.iter()
+            .find(|(key, _)| key.text().as_deref() == Some(k))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("HELLO 3 map lacks {k:?}: {reply:?}"))
+    };
+    assert_eq!(get("proto"), Resp::Int(3));
+    assert!(get("server").text().is_some(), "server: {:?}", get("server"));
+    let version = get("version").text().expect("version is a string");
+    assert!(version.starts_with("7."), "version {version:?} must look like Redis 7");
+    assert!(matches!(get("id"), Resp::Int(i) if i > 0), "id: {:?}", get("id"));
+    assert_eq!(get("mode").text().as_deref(), Some("standalone"));
+    assert_eq!(get("role").text().as_deref(), Some("master"));
+    let _ = get("modules");
+
+    // now in RESP3: a missing key is the RESP3 null
+    assert_eq!(r.cmd(&["GET", "nosuchkey"]), Resp::Null);
+
+    // back to RESP2: flat array, proto 2, and `$-1` nulls
+    let reply = r.cmd(&["HELLO", "2"]);
+    let Resp::Array(Some(items)) = &reply else {
+        panic!("HELLO 2 must reply a flat array, got {reply:?}");
+    };
+    let pos = items
+        .iter()
+        .position(|v| v.text().as_deref() == Some("proto"))
+        .expect("proto in HELLO 2 reply");
+    assert_eq!(items[pos + 1], Resp::Int(2));
+    assert_eq!(r.cmd(&["GET", "nosuchkey"]), Resp::Bulk(None));
+
+    // unsupported version
+    match r.cmd(&["HELLO", "4"]) {
+        Resp::Error(e) => assert!(e.starts_with("NOPROTO"), "HELLO 4: {e}"),
+        other => panic!("HELLO 4 must be a NOPROTO error, got {other:?}"),
+    }
+    // HELLO with SETNAME
+    let reply = r.cmd(&["HELLO", "3", "SETNAME", "via-hello"]);
+    assert!(matches!(reply, Resp::Map(_)), "{reply:?}");
+    assert_eq!(r.cmd(&["CLIENT", "GETNAME"]), Resp::bulk("via-hello"));
+}
+
+#[test]
+fn resp3_client_of_redis_crate_connects() {
+    // redis-rs sends HELLO 3 on connect and fails the connection if it is refused.
+    let s = TestServer::start();
+    let mut c = s.client_resp3();
+    assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v"));
+    assert_eq!(q(&mut c, &["GET", "missing"]).unwrap(), Value::Nil);
+    let cfg = q(&mut c, &["CONFIG", "GET", "maxclients"]).unwrap();
+    assert!(matches!(cfg, Value::Map(_)), "RESP3 CONFIG GET must be a map: {cfg:?}");
+}
+
+#[test]
+fn auth_is_a_clear_error_and_keeps_connection() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let id = client_id(&mut c);
+    let e = expect_err(q(&mut c, &["AUTH", "secret"]));
+    assert!(e.len() > 4, "AUTH error should explain itself: {e:?}");
+    let e = expect_err(q(&mut c, &["AUTH", "user", "secret"]));
+    assert!(e.len() > 4, "AUTH error should explain itself: {e:?}");
+    assert_eq!(client_id(&mut c), id);
+    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+}
+
+#[test]
+fn quit_and_reset() {
+    let s = TestServer::start();
+    let mut r = s.raw();
+    assert_eq!(r.cmd(&["CLIENT", "SETNAME", "before-reset"]), Resp::Simple("OK".into()));
+    assert!(matches!(r.cmd(&["HELLO", "3"]), Resp::Map(_)));
+    assert_eq!(r.cmd(&["RESET"]), Resp::Simple("RESET".into()));
+    // RESET drops the name and goes back to RESP2
+    assert_eq!(r.cmd(&["CLIENT", "GETNAME"]), Resp::Bulk(None));
+    assert_eq!(r.cmd(&["QUIT"]), Resp::Simple("OK".into()));
+    assert!(r.closed_within(EVENT_TIMEOUT), "QUIT must close the connection");
+}
+
+// ------------------------------------------------------------------------------
+// server commands
+// ------------------------------------------------------------------------------
+
+#[test]
+fn info_has_the_fields_clients_need() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let info = as_text(&q(&mut c, &["INFO"]).unwrap()).expect("INFO is a string");
+    for needle in [
+        "# Server",
+        "redis_version:7.",
+        "arch_bits:64",
+        "cluster_enabled:0",
+        "loading:0",
+        "# Raft",
+    ] {
+        assert!(info.contains(needle), "INFO lacks {needle:?}:\n{info}");
+    }
+    assert!(info.contains("\r\n"), "INFO lines are CRLF-separated like Redis");
+    let server = as_text(&q(&mut c, &["INFO", "server"]).unwrap()).unwrap();
+    assert!(server.contains("redis_version:7."), "INFO server:\n{server}");
+    // RESP3 clients (ioredis, redis-py) also run INFO
+    let mut c3 = s.client_resp3();
+    let info3 = as_text(&q(&mut c3, &["INFO"]).unwrap()).expect("INFO (RESP3) is a string");
+    assert!(info3.contains("loading:0"), "{info3}");
+}
+
+#[test]
+fn command_count_docs_info() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let count = int(&q(&mut c, &["COMMAND", "COUNT"]).unwrap());
+    assert!(count >= 30, "COMMAND COUNT {count} is too small for issue 2's commands");
+
+    let all = q(&mut c, &["COMMAND"]).unwrap();
+    let Value::Array(entries) = &all else { panic!("COMMAND: {all:?}") };
+    assert_eq!(entries.len() as i64, count, "COMMAND and COMMAND COUNT disagree");
+
+    let info = q(&mut c, &["COMMAND", "INFO", "get", "set"]).unwrap();
+    let Value::Array(infos) = &info else { panic!("COMMAND INFO: {info:?}") };
+    assert_eq!(infos.len(), 2);
+    for (entry, name, arity) in [(&infos[0], "get", 2), (&infos[1], "set", -3)] {
+        let Value::Array(f) = entry else { panic!("COMMAND INFO entry: {entry:?}") };
+        assert_eq!(as_text(&f[0]).as_deref(), Some(name));
+        assert_eq!(f[1], Value::Int(arity), "arity of {name}");
+        assert_eq!(f[3], Value::Int(1), "first key of {name}");
+    }
+
+    // COMMAND DOCS: RESP2 flat array name, doc-map, name, doc-map ...
+    let docs = q(&mut c, &["COMMAND", "DOCS"]).unwrap();
+    let p = pairs(&docs);
+    let names: BTreeSet<String> = p.iter().map(|(k, _)| k.to_lowercase()).collect();
+    for n in ["get", "set", "ping", "lock.acquire", "lock.release", "lock.info"] {
+        assert!(names.contains(n), "COMMAND DOCS lacks {n}: {names:?}");
+    }
+    for (name, doc) in &p {
+        let d = pairs(doc);
+        assert!(
+            lookup(&d, "summary").and_then(as_text).is_some(),
+            "COMMAND DOCS {name} lacks a summary string: {doc:?}"
+        );
+    }
+    let one = q(&mut c, &["COMMAND", "DOCS", "get"]).unwrap();
+    let p = pairs(&one);
+    assert_eq!(p.len(), 1, "COMMAND DOCS get: {one:?}");
+    assert_eq!(p[0].0, "get");
+
+    // RESP3: a real map
+    let mut c3 = s.client_resp3();
+    let docs3 = q(&mut c3, &["COMMAND", "DOCS", "get", "set"]).unwrap();
+    let Value::Map(m) = &docs3 else { panic!("COMMAND DOCS in RESP3 must be a map: {docs3:?}") };
+    assert_eq!(m.len(), 2);
+    assert!(m.iter().all(|(_, v)| matches!(v, Value::Map(_))), "{docs3:?}");
+}
+
+#[test]
+fn config_get_set() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let v = q(&mut c, &["CONFIG", "GET", "maxclients"]).unwrap();
+    let p = pairs(&v);
+    assert_eq!(p.len(), 1, "{v:?}");
+    assert_eq!(p[0].0, "maxclients");
+    let n: i64 = as_text(&p[0].1).unwrap().parse().expect("maxclients is a number");
+    assert!(n > 0);
+
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "maxclients", "5000"]).unwrap(), Value::Okay);
+    let p = pairs(&q(&mut c, &["CONFIG", "GET", "maxclients"]).unwrap());
+    assert_eq!(as_text(&p[0].1).as_deref(), Some("5000"));
+
+    // default is KEL (K, E and raftlock's lock class L)
+    let p = pairs(&q(&mut c, &["CONFIG", "GET", "notify-keyspace-events"]).unwrap());
+    assert_eq!(p.len(), 1);
+    let flags: BTreeSet<char> = as_text(&p[0].1).unwrap().chars().collect();
+    assert_eq!(flags, "KEL".chars().collect::<BTreeSet<_>>(), "default notify-keyspace-events");
+
+    assert_eq!(
+        q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]).unwrap(),
+        Value::Okay
+    );
+    let p = pairs(&q(&mut c, &["CONFIG", "GET", "notify-keyspace-events"]).unwrap());
+    let flags: BTreeSet<char> = as_text(&p[0].1).unwrap().chars().collect();
+    assert_eq!(flags, "AKE".chars().collect::<BTreeSet<_>>(), "after CONFIG SET KEA");
+
+    // a pattern
+    let p = pairs(&q(&mut c, &["CONFIG", "GET", "maxcl*"]).unwrap());
+    assert!(p.iter().any(|(k, _)| k == "maxclients"), "{p:?}");
+    // what redis-benchmark asks on connect must not be an error
+    assert!(q(&mut c, &["CONFIG", "GET", "save"]).is_ok());
+    assert!(q(&mut c, &["CONFIG", "GET", "appendonly"]).is_ok());
+    // unknown parameters
+    assert_eq!(
+        pairs(&q(&mut c, &["CONFIG", "GET", "no-such-parameter"]).unwrap()).len(),
+        0
+    );
+    let e = expect_err(q(&mut c, &["CONFIG", "SET", "no-such-parameter", "1"]));
+    assert!(e.starts_with("ERR "), "{e}");
+    let e = expect_err(q(&mut c, &["CONFIG", "SET", "maxclients", "lots"]));
+    assert!(e.starts_with("ERR "), "{e}");
+}
+
+#[test]
+fn dbsize_flushdb_flushall_time() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(0));
+    for k in ["a", "b", "c"] {
+        q(&mut c, &["SET", k, "1"]).unwrap();
+    }
+    assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(3));
+    assert_eq!(q(&mut c, &["FLUSHDB"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["GET", "a"]).unwrap(), Value::Nil);
+    q(&mut c, &["SET", "d", "1"]).unwrap();
+    assert_eq!(q(&mut c, &["FLUSHALL"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(0));
+
+    let t = q(&mut c, &["TIME"]).unwrap();
+    let Value::Array(parts) = &t else { panic!("TIME: {t:?}") };
+    assert_eq!(parts.len(), 2, "{t:?}");
+    assert!(matches!(parts[0], Value::BulkString(_)), "TIME parts are bulk strings: {t:?}");
+    let secs: u64 = as_text(&parts[0]).unwrap().parse().unwrap();
+    let micros: u64 = as_text(&parts[1]).unwrap().parse().unwrap();
+    assert!(micros < 1_000_000);
+    let now = now_unix().as_secs();
+    assert!(secs.abs_diff(now) < 120, "TIME {secs} vs local clock {now}");
+}
+
+// ------------------------------------------------------------------------------
+// SET and friends
+// ------------------------------------------------------------------------------
+
+#[test]
+fn set_get_nx_xx_get_option() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["SET", "k", "v1"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v1"));
+
+    assert_eq!(q(&mut c, &["SET", "k", "v2", "NX"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v1"));
+    assert_eq!(q(&mut c, &["SET", "k", "v2", "XX"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v2"));
+
+    assert_eq!(q(&mut c, &["SET", "new", "x", "XX"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["EXISTS", "new"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["SET", "new", "x", "NX"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["GET", "new"]).unwrap(), bulk("x"));
+
+    // GET option: returns the old value
+    assert_eq!(q(&mut c, &["SET", "k", "v3", "GET"]).unwrap(), bulk("v2"));
+    assert_eq!(q(&mut c, &["SET", "fresh", "v", "GET"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["GET", "fresh"]).unwrap(), bulk("v"));
+    // NX GET on an existing key: old value, nothing set (Redis 7)
+    assert_eq!(q(&mut c, &["SET", "k", "v4", "NX", "GET"]).unwrap(), bulk("v3"));
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v3"));
+    // any case, any order
+    assert_eq!(q(&mut c, &["set", "k", "v5", "get", "xx"]).unwrap(), bulk("v3"));
+    assert_eq!(q(&mut c, &["sEt", "k", "v6", "Xx", "gEt", "pX", "100000"]).unwrap(), bulk("v5"));
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v6"));
+    // binary-safe values
+    let bin: Vec<u8> = (0u8..=255).collect();
+    let v: Value = redis::cmd("SET").arg("bin").arg(&bin[..]).query(&mut c).unwrap();
+    assert_eq!(v, Value::Okay);
+    let v: Vec<u8> = redis::cmd("GET").arg("bin").query(&mut c).unwrap();
+    assert_eq!(v, bin);
+}
+
+#[test]
+fn set_expiry_options() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let ttl = |c: &mut redis::Connection, k: &str| int(&q(c, &["TTL", k]).unwrap());
+    let pttl = |c: &mut redis::Connection, k: &str| int(&q(c, &["PTTL", k]).unwrap());
+
+    assert_eq!(q(&mut c, &["SET", "ex", "v", "EX", "100"]).unwrap(), Value::Okay);
+    let t = ttl(&mut c, "ex");
+    assert!((90..=100).contains(&t), "TTL after EX 100: {t}");
+
+    assert_eq!(q(&mut c, &["SET", "px", "v", "PX", "100000"]).unwrap(), Value::Okay);
+    let t = pttl(&mut c, "px");
+    assert!((90_000..=100_000).contains(&t), "PTTL after PX 100000: {t}");
+
+    let at = (now_unix().as_secs() + 100).to_string();
+    assert_eq!(q(&mut c, &["SET", "exat", "v", "EXAT", &at]).unwrap(), Value::Okay);
+    let t = ttl(&mut c, "exat");
+    assert!((90..=101).contains(&t), "TTL after EXAT now+100: {t}");
+
+    let at = (now_unix().as_millis() as u64 + 100_000).to_string();
+    assert_eq!(q(&mut c, &["SET", "pxat", "v", "PXAT", &at]).unwrap(), Value::Okay);
+    let t = pttl(&mut c, "pxat");
+    assert!((90_000..=100_000).contains(&t), "PTTL after PXAT now+100s: {t}");
+
+    // KEEPTTL keeps it; a plain SET discards it
+    assert_eq!(q(&mut c, &["SET", "ex", "v2", "KEEPTTL"]).unwrap(), Value::Okay);
+    let t = ttl(&mut c, "ex");
+    assert!((1..=100).contains(&t), "TTL after SET KEEPTTL: {t}");
+    assert_eq!(q(&mut c, &["GET", "ex"]).unwrap(), bulk("v2"));
+    assert_eq!(q(&mut c, &["SET", "ex", "v3"]).unwrap(), Value::Okay);
+    assert_eq!(ttl(&mut c, "ex"), -1, "plain SET must discard the TTL");
+
+    // lower case, options in any order (redsync: `set k v px ms nx`)
+    assert_eq!(q(&mut c, &["set", "lk", "tok", "px", "30000", "nx"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["set", "lk", "tok2", "px", "30000", "nx"]).unwrap(), Value::Nil);
+    let t = pttl(&mut c, "lk");
+    assert!((1..=30_000).contains(&t), "{t}");
+    assert_eq!(q(&mut c, &["SET", "lk2", "tok", "NX", "EX", "30"]).unwrap(), Value::Okay);
+
+    // errors, with Redis's texts
+    assert_eq!(expect_err(q(&mut c, &["SET", "e", "v", "NX", "XX"])), "ERR syntax error");
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e", "v", "EX", "10", "PX", "100"])),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e", "v", "KEEPTTL", "EX", "10"])),
+        "ERR syntax error"
+    );
+    assert_eq!(expect_err(q(&mut c, &["SET", "e", "v", "BOGUS"])), "ERR syntax error");
+    assert_eq!(expect_err(q(&mut c, &["SET", "e", "v", "EX"])), "ERR syntax error");
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e", "v", "EX", "0"])),
+        "ERR invalid expire time in 'set' command"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e", "v", "PX", "-5"])),
+        "ERR invalid expire time in 'set' command"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e", "v", "EX", "soon"])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e"])),
+        "ERR wrong number of arguments for 'set' command"
+    );
+    assert_eq!(q(&mut c, &["EXISTS", "e"]).unwrap(), Value::Int(0), "failed SETs set nothing");
+}
+
+#[test]
+fn getdel_del_exists_type() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    q(&mut c, &["SET", "a", "1"]).unwrap();
+    q(&mut c, &["SET", "b", "2"]).unwrap();
+    q(&mut c, &["SET", "c", "3"]).unwrap();
+
+    assert_eq!(q(&mut c, &["GETDEL", "a"]).unwrap(), bulk("1"));
+    assert_eq!(q(&mut c, &["GET", "a"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["GETDEL", "a"]).unwrap(), Value::Nil);
+
+    assert_eq!(q(&mut c, &["EXISTS", "b"]).unwrap(), Value::Int(1));
+    assert_eq!(q(&mut c, &["EXISTS", "b", "b", "c", "nope"]).unwrap(), Value::Int(3));
+    assert_eq!(q(&mut c, &["TYPE", "b"]).unwrap(), Value::SimpleString("string".into()));
+    assert_eq!(q(&mut c, &["TYPE", "nope"]).unwrap(), Value::SimpleString("none".into()));
+
+    assert_eq!(q(&mut c, &["DEL", "b", "c", "nope", "a"]).unwrap(), Value::Int(2));
+    assert_eq!(q(&mut c, &["EXISTS", "b", "c"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["DEL", "b"]).unwrap(), Value::Int(0));
+    assert_eq!(
+        expect_err(q(&mut c, &["DEL"])),
+        "ERR wrong number of arguments for 'del' command"
+    );
+}
+
+#[test]
+fn expire_ttl_persist() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["TTL", "missing"]).unwrap(), Value::Int(-2));
+    assert_eq!(q(&mut c, &["PTTL", "missing"]).unwrap(), Value::Int(-2));
+    q(&mut c, &["SET", "k", "v"]).unwrap();
+    assert_eq!(q(&mut c, &["TTL", "k"]).unwrap(), Value::Int(-1));
+    assert_eq!(q(&mut c, &["PTTL", "k"]).unwrap(), Value::Int(-1));
+
+    assert_eq!(q(&mut c, &["EXPIRE", "k", "100"]).unwrap(), Value::Int(1));
+    let t = int(&q(&mut c, &["TTL", "k"]).unwrap());
+    assert!((90..=100).contains(&t), "TTL {t}");
+    assert_eq!(q(&mut c, &["PEXPIRE", "k", "50000"]).unwrap(), Value::Int(1));
+    let t = int(&q(&mut c, &["PTTL", "k"]).unwrap());
+    assert!((40_000..=50_000).contains(&t), "PTTL {t}");
+    assert_eq!(q(&mut c, &["EXPIRE", "missing", "100"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["PEXPIRE", "missing", "100"]).unwrap(), Value::Int(0));
+    assert_eq!(
+        expect_err(q(&mut c, &["EXPIRE", "k", "later"])),
+        "ERR value is not an integer or out of range"
+    );
+
+    assert_eq!(q(&mut c, &["PERSIST", "k"]).unwrap(), Value::Int(1));
+    assert_eq!(q(&mut c, &["TTL", "k"]).unwrap(), Value::Int(-1));
+    assert_eq!(q(&mut c, &["PERSIST", "k"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["PERSIST", "missing"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v"));
+
+    // a non-positive timeout deletes the key (Redis semantics)
+    assert_eq!(q(&mut c, &["EXPIRE", "k", "-1"]).unwrap(), Value::Int(1));
+    assert_eq!(q(&mut c, &["EXISTS", "k"]).unwrap(), Value::Int(0));
+}
+
+#[test]
+fn keys_expire_by_themselves() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    // a key whose expiry has passed reads as absent
+    q(&mut c, &["SET", "gone", "v", "PX", "1"]).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(q(&mut c, &["GET", "gone"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["EXISTS", "gone"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["PTTL", "gone"]).unwrap(), Value::Int(-2));
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    assert!(!keys.contains(&"gone".to_string()), "{keys:?}");
+
+    // and an expiring key disappears on its own (Expire entries), DBSIZE included
+    q(&mut c, &["SET", "soon", "v"]).unwrap();
+    assert_eq!(q(&mut c, &["PEXPIRE", "soon", "300"]).unwrap(), Value::Int(1));
+    poll_until(EVENT_TIMEOUT, "key 'soon' to expire", || {
+        (q(&mut c, &["EXISTS", "soon"]).unwrap() == Value::Int(0)).then_some(())
+    });
+    poll_until(EVENT_TIMEOUT, "DBSIZE 0 after expiry", || {
+        (q(&mut c, &["DBSIZE"]).unwrap() == Value::Int(0)).then_some(())
+    });
+}
+
+#[test]
+fn incr_incrby_decr() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["INCR", "n"]).unwrap(), Value::Int(1));
+    assert_eq!(q(&mut c, &["INCRBY", "n", "10"]).unwrap(), Value::Int(11));
+    assert_eq!(q(&mut c, &["DECR", "n"]).unwrap(), Value::Int(10));
+    assert_eq!(q(&mut c, &["INCRBY", "n", "-15"]).unwrap(), Value::Int(-5));
+    assert_eq!(q(&mut c, &["GET", "n"]).unwrap(), bulk("-5"));
+    assert_eq!(q(&mut c, &["DECR", "fresh"]).unwrap(), Value::Int(-1));
+
+    q(&mut c, &["SET", "s", "abc"]).unwrap();
+    assert_eq!(
+        expect_err(q(&mut c, &["INCR", "s"])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["INCRBY", "n", "ten"])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["DECR", "s"])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(q(&mut c, &["GET", "s"]).unwrap(), bulk("abc"));
+    q(&mut c, &["SET", "big", "9223372036854775807"]).unwrap();
+    assert_eq!(
+        expect_err(q(&mut c, &["INCR", "big"])),
+        "ERR increment or decrement would overflow"
+    );
+
+    // INCR changes the value in place: the TTL stays
+    q(&mut c, &["SET", "t", "1", "EX", "100"]).unwrap();
+    assert_eq!(q(&mut c, &["INCR", "t"]).unwrap(), Value::Int(2));
+    let t = int(&q(&mut c, &["TTL", "t"]).unwrap());
+    assert!((1..=100).contains(&t), "INCR must keep the TTL, TTL is {t}");
+}
+
+#[test]
+fn keys_glob_patterns() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    for k in ["hello", "hallo", "hxllo", "hllo", "heeeello", "user:1", "user:2", "x"] {
+        q(&mut c, &["SET", k, "1"]).unwrap();
+    }
+    let keys = |c: &mut redis::Connection, pat: &str| -> BTreeSet<String> {
+        let v: Vec<String> = redis::cmd("KEYS").arg(pat).query(c).unwrap();
+        v.into_iter().collect()
+    };
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(
+        keys(&mut c, "*"),
+        set(&["hello", "hallo", "hxllo", "hllo", "heeeello", "user:1", "user:2", "x"])
+    );
+    assert_eq!(keys(&mut c, "h?llo"), set(&["hello", "hallo", "hxllo"]));
+    assert_eq!(
+        keys(&mut c, "h*llo"),
+        set(&["hello", "hallo", "hxllo", "hllo", "heeeello"])
+    );
+    assert_eq!(keys(&mut c, "h[ae]llo"), set(&["hello", "hallo"]));
+    assert_eq!(keys(&mut c, "h[^e]llo"), set(&["hallo", "hxllo"]));
+    assert_eq!(keys(&mut c, "h[a-b]llo"), set(&["hallo"]));
+    assert_eq!(keys(&mut c, "user:*"), set(&["user:1", "user:2"]));
+    assert_eq!(keys(&mut c, "nomatch*"), set(&[]));
+    assert_eq!(keys(&mut c, "x"), set(&["x"]));
+}
+
+#[test]
+fn scan_iterates_every_key() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let mut p = redis::pipe();
+    let mut want_scan = BTreeSet::new();
+    for i in 0..237 {
+        let k = format!("scan:{i}");
+        p.cmd("SET").arg(&k).arg(i).ignore();
+        want_scan.insert(k);
+    }
+    for i in 0..13 {
+        p.cmd("SET").arg(format!("other:{i}")).arg(i).ignore();
+    }
+    let () = p.query(&mut c).unwrap();
+
+    let scan_all = |c: &mut redis::Connection, extra: &[&str]| -> BTreeSet<String> {
+        let mut cursor = "0".to_string();
+        let mut seen = BTreeSet::new();
+        for _round in 0..10_000 {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(&cursor);
+            for a in extra {
+                cmd.arg(*a);
+            }
+            let v: Value = cmd.query(c).unwrap();
+            let Value::Array(parts) = &v else { panic!("SCAN reply: {v:?}") };
+            assert_eq!(parts.len(), 2, "SCAN reply: {v:?}");
+            assert!(
+                matches!(parts[0], Value::BulkString(_)),
+                "SCAN cursor must be a bulk string: {v:?}"
+            );
+            cursor = as_text(&parts[0]).unwrap();
+            let Value::Array(keys) = &parts[1] else { panic!("SCAN keys: {v:?}") };
+            for k in keys {
+                seen.insert(as_text(k).unwrap());
+            }
+            if cursor == "0" {
+                return seen;
+            }
+        }
+        panic!("SCAN never returned cursor 0");
+    };
+    assert_eq!(scan_all(&mut c, &["MATCH", "scan:*", "COUNT", "10"]), want_scan);
+    let all = scan_all(&mut c, &["COUNT", "7"]);
+    assert_eq!(all.len(), 250, "plain SCAN must return every key");
+    assert_eq!(scan_all(&mut c, &[]).len(), 250);
+    assert_eq!(scan_all(&mut c, &["match", "other:1*", "count", "1000"]).len(), 4);
+    assert_eq!(
+        expect_err(q(&mut c, &["SCAN", "notanumber"])),
+        "ERR invalid cursor"
+    );
+}
+
+// ------------------------------------------------------------------------------
+// errors, protocol, pipelining
+// ------------------------------------------------------------------------------
+
+#[test]
+fn unknown_command_and_wrong_arity_texts() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let id = client_id(&mut c);
+    let e = expect_err(q(&mut c, &["dping"]));
+    assert_eq!(e.trim_end(), "ERR unknown command 'dping', with args beginning with:");
+    let e = expect_err(q(&mut c, &["dping", "a", "b"]));
+    assert_eq!(e.trim_end(), "ERR unknown command 'dping', with args beginning with: 'a' 'b'");
+    assert_eq!(
+        expect_err(q(&mut c, &["GET"])),
+        "ERR wrong number of arguments for 'get' command"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["get", "a", "b"])),
+        "ERR wrong number of arguments for 'get' command"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["EXPIRE", "a"])),
+        "ERR wrong number of arguments for 'expire' command"
+    );
+    // the connection is still the same open connection
+    assert_eq!(client_id(&mut c), id);
+    assert_eq!(q(&mut c, &["SET", "after", "errors"]).unwrap(), Value::Okay);
+
+    // exact bytes on the wire, including Redis's trailing space
+    let mut r = s.raw();
+    r.send(&RawConn::encode(&[b"dping"]));
+    assert_eq!(
+        r.read_line().unwrap(),
+        "-ERR unknown command 'dping', with args beginning with: "
+    );
+    r.send(&RawConn::encode(&[b"DPING", b"x"]));
+    assert_eq!(
+        r.read_line().unwrap(),
+        "-ERR unknown command 'DPING', with args beginning with: 'x' "
+    );
+    r.send(&RawConn::encode(&[b"GET"]));
+    assert_eq!(
+        r.read_line().unwrap(),
+        "-ERR wrong number of arguments for 'get' command"
+    );
+    assert_eq!(r.cmd(&["PING"]), Resp::Simple("PONG".into()));
+}
+
+fn assert_protocol_error_closes(s: &TestServer, input: &[u8]) {
+    let mut r = s.raw();
+    r.send(input);
+    let line = r
+        .read_line()
+        .unwrap_or_else(|e| panic!("no reply to malformed {input:?}: {e:?}"));
+    assert!(
+        line.starts_with("-ERR Protocol error: "),
+        "malformed {input:?} must get '-ERR Protocol error: ...', got {line:?}"
+    );
+    assert!(
+        r.closed_within(EVENT_TIMEOUT),
+        "the server must close the connection after a protocol error ({input:?})"
+    );
+}
+
+#[test]
+fn malformed_resp_gets_protocol_error_and_close() {
+    let s = TestServer::start();
+    assert_protocol_error_closes(&s, b"*1\r\n$x\r\n");
+    assert_protocol_error_closes(&s, b"*abc\r\n");
+    assert_protocol_error_closes(&s, b"*1\r\n+PING\r\n");
+    // a bulk length far beyond any sane limit must be refused, not allocated
+    assert_protocol_error_closes(&s, b"*1\r\n$99999999999\r\n");
+    // a valid command before the garbage is still answered
+    let mut r = s.raw();
+    r.send(b"*1\r\n$4\r\nPING\r\n*1\r\n$x\r\n");
+    assert_eq!(r.read().unwrap(), Resp::Simple("PONG".into()));
+    let line = r.read_line().unwrap();
+    assert!(line.starts_with("-ERR Protocol error: "), "{line:?}");
+    assert!(r.closed_within(EVENT_TIMEOUT));
+    // the server is fine afterwards
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+}
+
+#[test]
+fn inline_commands() {
+    let s = TestServer::start();
+    let mut r = s.raw();
+    r.send(b"PING\r\n");
+    assert_eq!(r.read_line().unwrap(), "+PONG");
+    r.send(b"SET inl hello\r\nGET inl\r\nECHO  spaced\r\n");
+    assert_eq!(r.read().unwrap(), Resp::Simple("OK".into()));
+    assert_eq!(r.read().unwrap(), Resp::bulk("hello"));
+    assert_eq!(r.read().unwrap(), Resp::bulk("spaced"));
+    // inline and multibulk mixed in one write
+    r.send(b"PING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nok\r\nping\r\n");
+    assert_eq!(r.read().unwrap(), Resp::Simple("PONG".into()));
+    assert_eq!(r.read().unwrap(), Resp::bulk("ok"));
+    assert_eq!(r.read().unwrap(), Resp::Simple("PONG".into()));
+}
+
+#[test]
+fn pipelining_in_one_write() {
+    let s = TestServer::start();
+    // raw: 1000 INCRs and a GET in a single write, replies in order
+    let mut r = s.raw();
+    let mut buf = Vec::new();
+    for _ in 0..1000 {
+        buf.extend_from_slice(&RawConn::encode(&[b"INCR", b"ctr"]));
+    }
+    buf.extend_from_slice(&RawConn::encode(&[b"GET", b"ctr"]));
+    r.send(&buf);
+    for i in 1..=1000 {
+        assert_eq!(r.read().unwrap(), Resp::Int(i), "reply {i} out of order");
+    }
+    assert_eq!(r.read().unwrap(), Resp::bulk("1000"));
+
+    // the redis crate's pipeline
+    let mut c = s.client();
+    let mut p = redis::pipe();
+    for i in 0..300 {
+        p.cmd("SET").arg(format!("p{i}")).arg(i);
+        p.cmd("GET").arg(format!("p{i}"));
+    }
+    let out: Vec<Value> = p.query(&mut c).unwrap();
+    assert_eq!(out.len(), 600);
+    for i in 0..300 {
+        assert_eq!(out[2 * i], Value::Okay);
+        assert_eq!(out[2 * i + 1], bulk(&i.to_string()));
+    }
+    // an error in the middle of a pipeline does not break the rest
+    let out: Vec<redis::RedisResult<Value>> = redis::pipe()
+        .cmd("SET")
+        .arg("m")
+        .arg("1")
+        .cmd("GET")
+        .cmd("GET")
+        .arg("m")
+        .ignore_errors()
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(out.len(), 3);
+    assert_eq!(*out[0].as_ref().unwrap(), Value::Okay);
+    assert_eq!(
+        err_text(out[1].as_ref().unwrap_err()),
+        "ERR wrong number of arguments for 'get' command"
+    );
+    assert_eq!(*out[2].as_ref().unwrap(), bulk("1"));
+}
+
+#[tokio::test]
+async fn async_client_concurrent_commands() {
+    let s = TestServer::start();
+    let con = s.async_client().await;
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let mut con = con.clone();
+        tasks.push(tokio::spawn(async move {
+            let n: i64 = redis::cmd("INCR").arg("actr").query_async(&mut con).await.unwrap();
+            let ok: Value = redis::cmd("SET")
+                .arg(format!("a{i}"))
+                .arg(i)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            assert_eq!(ok, Value::Okay);
+            n
+        }));
+    }
+    let mut seen = BTreeSet::new();
+    for t in tasks {
+        seen.insert(t.await.unwrap());
+    }
+    assert_eq!(seen, (1..=50).collect::<BTreeSet<i64>>(), "every INCR result exactly once");
+    let mut con = con.clone();
+    let n: i64 = redis::cmd("DBSIZE").query_async(&mut con).await.unwrap();
+    assert_eq!(n, 51);
+}
+
+#[test]
+fn stalled_half_frame_and_idle_connections_do_not_block_others() {
+    let s = TestServer::start();
+    let mut stalled = s.raw();
+    stalled.send(b"*2\r\n$3\r\nGET\r\n$10\r\nabc");
+    let idle: Vec<std::net::TcpStream> = (0..200)
+        .map(|_| std::net::TcpStream::connect(s.addr()).expect("connect"))
+        .collect();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v"));
+    drop(idle);
+    // finishing the stalled frame still works
+    stalled.send(b"defghij\r\n");
+    assert_eq!(stalled.read().unwrap(), Resp::Bulk(None));
+}
+
+#[test]
+fn maxclients_limit_uses_redis_error_text() {
+    let s = TestServer::start();
+    let mut admin = s.client();
+    assert_eq!(q(&mut admin, &["CONFIG", "SET", "maxclients", "3"]).unwrap(), Value::Okay);
+    let mut refused = 0;
+    let mut conns = Vec::new();
+    for _ in 0..8 {
+        let mut r = s.raw();
+        r.send(b"PING\r\n");
+        match r.read() {
+            Ok(Resp::Simple(p)) if p == "PONG" => conns.push(r),
+            Ok(Resp::Error(e)) => {
+                assert_eq!(e, "ERR max number of clients reached");
+                refused += 1;
+            }
+            Err(RawErr::Closed) => panic!("connection closed without Redis's error text"),
+            other => panic!("unexpected reply {other:?}"),
+        }
+    }
+    assert!(refused >= 1, "maxclients 3 never refused a connection ({} accepted)", conns.len());
+    assert!(conns.len() <= 3, "{} connections accepted with maxclients 3", conns.len());
+    drop(conns);
+    assert_eq!(q(&mut admin, &["CONFIG", "SET", "maxclients", "10000"]).unwrap(), Value::Okay);
+    let mut c = poll_until(EVENT_TIMEOUT, "a new connection after raising maxclients", || {
+        let mut r = s.raw();
+        r.send(b"PING\r\n");
+        matches!(r.read(), Ok(Resp::Simple(_))).then_some(r)
+    });
+    assert_eq!(c.cmd(&["PING"]), Resp::Simple("PONG".into()));
+}
+
+#[test]
+fn metrics_endpoint_serves_prometheus_text() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let tok = q(&mut c, &["LOCK.ACQUIRE", "m", "o", "10000"]).unwrap();
+    assert!(matches!(tok, Value::Int(_)), "{tok:?}");
+    let mut http = std::net::TcpStream::connect(("127.0.0.1", s.metrics_port)).expect("metrics");
+    http.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    http.read_to_string(&mut body).expect("read metrics");
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("# TYPE"), "{body}");
+    assert!(body.to_lowercase().contains("lock"), "no lock metric after a grant:\n{body}");
+}

@@ -1,0 +1,677 @@
+//! Shared helpers for the integration tests: start the real `raftlock` binary on free
+//! loopback ports with its own temporary data directory, connect to it with the
+//! `redis` crate or with a raw TCP socket, kill it with SIGKILL and restart it.
+//!
+//! Every wait here is bounded; nothing binds anything but 127.0.0.1.
+#![allow(dead_code)]
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::{RedisError, RedisResult, Value};
+
+/// How long a freshly started (or restarted) node may take to accept a write.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Read/write timeout on every client socket, so that no test can hang forever.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Generous bound for "this notification / expiry happens soon".
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One running raftlock node (a one-node cluster) owned by a test.
+pub struct TestServer {
+    pub port: u16,
+    pub peer_port: u16,
+    pub metrics_port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    starts: u32,
+}
+
+/// Find `n` distinct free TCP ports on 127.0.0.1 (all listeners are held until the
+/// last one is picked, so the ports are distinct).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+impl TestServer {
+    /// Start a fresh node and wait until it accepts a write.
+    pub fn start() -> TestServer {
+        // A port picked by binding :0 can in rare cases be taken by someone else
+        // before the server binds it; retry a couple of times with new ports then.
+        let mut last_logs = String::new();
+        for _attempt in 0..3 {
+            let ports = free_ports(3);
+            let dir = tempfile::Builder::new()
+                .prefix("raftlock-test-")
+                .tempdir()
+                .expect("tempdir");
+            let mut s = TestServer {
+                port: ports[0],
+                peer_port: ports[1],
+                metrics_port: ports[2],
+                dir,
+                child: None,
+                starts: 0,
+            };
+            s.spawn();
+            match s.wait_ready(READY_TIMEOUT) {
+                Ok(()) => return s,
+                Err(why) => {
+                    let logs = s.logs();
+                    let port_clash = logs.contains("Address already in use")
+                        || logs.contains("AddrInUse")
+                        || logs.contains("address already in use");
+                    last_logs = format!("{why}\n--- server log ---\n{logs}");
+                    s.kill9();
+                    if !port_clash {
+                        break;
+                    }
+                }
+            }
+        }
+        panic!("raftlock did not become ready: {last_logs}");
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("raftlock.log")
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "server already running");
+        self.starts += 1;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("open log file");
+        writeln!(&log, "===== raftlock start #{} =====", self.starts).ok();
+        let log2 = log.try_clone().expect("clone log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_raftlock"));
+        // Do not let a developer's environment change the configuration under test.
+        for (k, _) in std::env::vars() {
+            if k.starts_with("RAFTLOCK_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--port")
+            .arg(self.port.to_string())
+            .arg("--peer-port")
+            .arg(self.peer_port.to_string())
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--metrics-addr")
+            .arg(format!("127.0.0.1:{}", self.metrics_port))
+            .arg("--node-id")
+            .arg("1")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log2));
+        let child = cmd.spawn().expect("spawn raftlock binary");
+        self.child = Some(child);
+    }
+
+    /// Wait (bounded) until `SET __ready 1` replies OK, then delete `__ready` so
+    /// tests see an empty keyspace.
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut last_err = String::from("never connected");
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(format!("raftlock exited early with {status}"));
+                }
+            }
+            match self.try_ready() {
+                Ok(()) => return Ok(()),
+                Err(e) => last_err = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!(
+            "not ready within {timeout:?}; last error: {last_err}"
+        ))
+    }
+
+    fn try_ready(&self) -> Result<(), String> {
+        let client = redis::Client::open(self.url()).map_err(|e| e.to_string())?;
+        let mut con = client
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .map_err(|e| e.to_string())?;
+        con.set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        con.set_write_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        let v: Value = redis::cmd("SET")
+            .arg("__ready")
+            .arg("1")
+            .query(&mut con)
+            .map_err(|e| e.to_string())?;
+        if v != Value::Okay {
+            return Err(format!("SET __ready 1 replied {v:?}"));
+        }
+        let _: Value = redis::cmd("DEL")
+            .arg("__ready")
+            .query(&mut con)
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// A new synchronous RESP2 connection with bounded socket timeouts.
+    pub fn client(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("client");
+        let con = client
+            .get_connection_with_timeout(IO_TIMEOUT)
+            .unwrap_or_else(|e| panic!("connect to raftlock: {e}\n{}", self.logs()));
+        con.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        con.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        con
+    }
+
+    /// A new synchronous connection that speaks RESP3 (the crate sends `HELLO 3`).
+    pub fn client_resp3(&self) -> redis::Connection {
+        let client =
+            redis::Client::open(format!("{}?protocol=resp3", self.url())).expect("client");
+        let con = client
+            .get_connection_with_timeout(IO_TIMEOUT)
+            .unwrap_or_else(|e| panic!("connect (resp3) to raftlock: {e}\n{}", self.logs()));
+        con.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        con.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        con
+    }
+
+    /// A new multiplexed async connection (needs a tokio runtime).
+    pub async fn async_client(&self) -> redis::aio::MultiplexedConnection {
+        let client = redis::Client::open(self.url()).expect("client");
+        let cfg = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(IO_TIMEOUT))
+            .set_response_timeout(Some(IO_TIMEOUT));
+        client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await
+            .unwrap_or_else(|e| panic!("async connect to raftlock: {e}\n{}", self.logs()))
+    }
+
+    /// A raw TCP connection for protocol-level tests.
+    pub fn raw(&self) -> RawConn {
+        RawConn::connect(&self.addr())
+    }
+
+    /// SIGKILL the process (no clean shutdown) and reap it.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill(); // SIGKILL on Unix
+            let _ = child.wait();
+        }
+    }
+
+    /// Start the process again with the same ports and data directory, and wait until
+    /// it accepts a write.
+    pub fn restart(&mut self) {
+        self.kill9();
+        // The old process's listening sockets are gone once it is reaped, but give
+        // the port a few tries in case the OS is slow to release it.
+        let mut last = String::new();
+        for _ in 0..3 {
+            self.spawn();
+            match self.wait_ready(READY_TIMEOUT) {
+                Ok(()) => return,
+                Err(e) => {
+                    last = e;
+                    self.kill9();
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            }
+        }
+        panic!(
+            "raftlock did not become ready after restart: {last}\n--- server log ---\n{}",
+            self.logs()
+        );
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Everything the server wrote to stdout/stderr so far (all starts).
+    pub fn logs(&self) -> String {
+        read_lossy(&self.log_path())
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill9();
+        if std::thread::panicking() {
+            let logs = self.logs();
+            // Keep the tail: the interesting part is usually at the end.
+            let tail: String = if logs.len() > 20_000 {
+                let mut start = logs.len() - 20_000;
+                while !logs.is_char_boundary(start) {
+                    start += 1;
+                }
+                logs[start..].to_string()
+            } else {
+                logs
+            };
+            eprintln!(
+                "----- raftlock log (port {}, {}) -----\n{}\n----- end of raftlock log -----",
+                self.port,
+                self.log_path().display(),
+                tail
+            );
+        }
+    }
+}
+
+fn read_lossy(p: &Path) -> String {
+    let mut buf = Vec::new();
+    if let Ok(mut f) = File::open(p) {
+        let _ = f.read_to_end(&mut buf);
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+// ---------------------------------------------------------------------------------
+// redis crate helpers
+// ---------------------------------------------------------------------------------
+
+/// The full error line the server sent (`CODE detail`), from a `redis` crate error.
+pub fn err_text(e: &RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => format!("<not a server error: {e}>"),
+    }
+}
+
+/// Expect an error reply; return its full text (`CODE detail`).
+#[track_caller]
+pub fn expect_err<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
+    match r {
+        Ok(v) => panic!("expected an error reply, got {v:?}"),
+        Err(e) => {
+            assert!(
+                e.code().is_some(),
+                "expected a server error reply, got a client-side error: {e}"
+            );
+            err_text(&e)
+        }
+    }
+}
+
+/// Run one command given as words and return the raw reply value (errors as Err).
+pub fn q(con: &mut redis::Connection, args: &[&str]) -> RedisResult<Value> {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(con)
+}
+
+/// Bytes of a string-ish reply (bulk, simple, verbatim, OK).
+pub fn as_text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Okay => Some("OK".into()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    }
+}
+
+/// Turn a RESP3 map or a RESP2 flat key/value array into (key, value) pairs.
+pub fn pairs(v: &Value) -> Vec<(String, Value)> {
+    match v {
+        Value::Map(m) => m
+            .iter()
+            .map(|(k, v)| (as_text(k).expect("map key is a string"), v.clone()))
+            .collect(),
+        Value::Array(a) => {
+            assert!(a.len() % 2 == 0, "flat key/value array of odd length: {v:?}");
+            a.chunks(2)
+                .map(|c| (as_text(&c[0]).expect("key is a string"), c[1].clone()))
+                .collect()
+        }
+        other => panic!("expected a map or a flat key/value array, got {other:?}"),
+    }
+}
+
+pub fn lookup<'a>(p: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
+    p.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// Poll `f` until it returns Some, at most `timeout`; panics with `what` otherwise.
+#[track_caller]
+pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Raw RESP client
+// ---------------------------------------------------------------------------------
+
+/// A decoded RESP2/RESP3 reply, kept close to the wire so tests can check types.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resp {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    /// `$-1` (RESP2 null bulk) is `Bulk(None)`.
+    Bulk(Option<Vec<u8>>),
+    /// `*-1` (RESP2 null array) is `Array(None)`.
+    Array(Option<Vec<Resp>>),
+    /// RESP3 `_`.
+    Null,
+    Bool(bool),
+    Double(String),
+    BigNum(String),
+    BlobError(String),
+    Verbatim(String, String),
+    Map(Vec<(Resp, Resp)>),
+    Set(Vec<Resp>),
+    Push(Vec<Resp>),
+}
+
+impl Resp {
+    pub fn bulk(s: &str) -> Resp {
+        Resp::Bulk(Some(s.as_bytes().to_vec()))
+    }
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Resp::Simple(s) | Resp::Verbatim(_, s) => Some(s.clone()),
+            Resp::Bulk(Some(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        }
+    }
+    pub fn is_nil(&self) -> bool {
+        matches!(self, Resp::Null | Resp::Bulk(None) | Resp::Array(None))
+    }
+    pub fn items(&self) -> Vec<Resp> {
+        match self {
+            Resp::Array(Some(v)) | Resp::Set(v) | Resp::Push(v) => v.clone(),
+            other => panic!("expected an aggregate, got {other:?}"),
+        }
+    }
+}
+
+pub struct RawConn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub enum RawErr {
+    /// The peer closed the connection (clean EOF or reset).
+    Closed,
+    Timeout,
+    Io(std::io::Error),
+    Bad(String),
+}
+
+impl RawConn {
+    pub fn connect(addr: &str) -> RawConn {
+        let stream = TcpStream::connect(addr).expect("raw connect");
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).ok();
+        RawConn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("raw write");
+    }
+
+    pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    /// Send one command as a RESP array of bulk strings and read one reply.
+    pub fn cmd(&mut self, args: &[&str]) -> Resp {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.send(&Self::encode(&a));
+        self.read()
+            .unwrap_or_else(|e| panic!("reading reply to {args:?}: {e:?}"))
+    }
+
+    #[track_caller]
+    pub fn read(&mut self) -> Result<Resp, RawErr> {
+        loop {
+            if let Some((v, used)) = parse(&self.buf).map_err(RawErr::Bad)? {
+                self.buf.drain(..used);
+                return Ok(v);
+            }
+            self.fill()?;
+        }
+    }
+
+    fn fill(&mut self) -> Result<(), RawErr> {
+        let mut tmp = [0u8; 65536];
+        match self.stream.read(&mut tmp) {
+            Ok(0) => Err(RawErr::Closed),
+            Ok(n) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                Ok(())
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                Err(RawErr::Timeout)
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionReset
+                    || e.kind() == std::io::ErrorKind::ConnectionAborted
+                    || e.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                Err(RawErr::Closed)
+            }
+            Err(e) => Err(RawErr::Io(e)),
+        }
+    }
+
+    /// Read the raw bytes of one line (without CRLF), for exact-text checks.
+    pub fn read_line(&mut self) -> Result<String, RawErr> {
+        loop {
+            if let Some(pos) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&self.buf[..pos]).into_owned();
+                self.buf.drain(..pos + 2);
+                return Ok(line);
+            }
+            self.fill()?;
+        }
+    }
+
+    /// True if the server closes the connection (EOF/reset) within `timeout`,
+    /// discarding anything it still sends before closing.
+    pub fn closed_within(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        self.stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let r = loop {
+            self.buf.clear();
+            match self.fill() {
+                Err(RawErr::Closed) => break true,
+                Err(RawErr::Timeout) if Instant::now() < deadline => continue,
+                Err(RawErr::Timeout) => break false,
+                Err(_) => break true,
+                Ok(()) if Instant::now() < deadline => continue,
+                Ok(()) => break false,
+            }
+        };
+        self.stream.set_read_timeout(Some(IO_TIMEOUT)).ok();
+        r
+    }
+}
+
+fn find_crlf(b: &[u8], from: usize) -> Option<usize> {
+    b[from..].windows(2).position(|w| w == b"\r\n").map(|p| p + from)
+}
+
+/// Parse one RESP2/RESP3 value from the front of `b`. Ok(None) if incomplete.
+pub fn parse(b: &[u8]) -> Result<Option<(Resp, usize)>, String> {
+    parse_at(b, 0)
+}
+
+fn parse_at(b: &[u8], at: usize) -> Result<Option<(Resp, usize)>, String> {
+    if at >= b.len() {
+        return Ok(None);
+    }
+    let Some(eol) = find_crlf(b, at + 1) else {
+        return Ok(None);
+    };
+    let line = String::from_utf8_lossy(&b[at + 1..eol]).into_owned();
+    let next = eol + 2;
+    let int = |s: &str| -> Result<i64, String> {
+        s.parse::<i64>().map_err(|_| format!("bad integer {s:?}"))
+    };
+    let blob = |len: i64| -> Result<Option<(Vec<u8>, usize)>, String> {
+        let len = len as usize;
+        if b.len() < next + len + 2 {
+            return Ok(None);
+        }
+        if &b[next + len..next + len + 2] != b"\r\n" {
+            return Err("blob not terminated by CRLF".into());
+        }
+        Ok(Some((b[next..next + len].to_vec(), next + len + 2)))
+    };
+    let agg = |n: usize, pairs: bool| -> Result<Option<(Vec<Resp>, usize)>, String> {
+        let mut items = Vec::new();
+        let mut pos = next;
+        let total = if pairs { n * 2 } else { n };
+        for _ in 0..total {
+            match parse_at(b, pos)? {
+                Some((v, p)) => {
+                    items.push(v);
+                    pos = p;
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(Some((items, pos)))
+    };
+    let v = match b[at] {
+        b'+' => (Resp::Simple(line), next),
+        b'-' => (Resp::Error(line), next),
+        b':' => (Resp::Int(int(&line)?), next),
+        b'_' => (Resp::Null, next),
+        b'#' => (Resp::Bool(line == "t"), next),
+        b',' => (Resp::Double(line), next),
+        b'(' => (Resp::BigNum(line), next),
+        b'$' => {
+            let n = int(&line)?;
+            if n < 0 {
+                (Resp::Bulk(None), next)
+            } else {
+                match blob(n)? {
+                    Some((d, p)) => (Resp::Bulk(Some(d)), p),
+                    None => return Ok(None),
+                }
+            }
+        }
+        b'!' => match blob(int(&line)?)? {
+            Some((d, p)) => (Resp::BlobError(String::from_utf8_lossy(&d).into_owned()), p),
+            None => return Ok(None),
+        },
+        b'=' => match blob(int(&line)?)? {
+            Some((d, p)) => {
+                let s = String::from_utf8_lossy(&d).into_owned();
+                let (fmt, text) = if s.len() >= 4 && &s[3..4] == ":" {
+                    (s[..3].to_string(), s[4..].to_string())
+                } else {
+                    (String::new(), s)
+                };
+                (Resp::Verbatim(fmt, text), p)
+            }
+            None => return Ok(None),
+        },
+        b'*' | b'~' | b'>' => {
+            let n = int(&line)?;
+            if n < 0 {
+                (Resp::Array(None), next)
+            } else {
+                match agg(n as usize, false)? {
+                    Some((items, p)) => (
+                        match b[at] {
+                            b'*' => Resp::Array(Some(items)),
+                            b'~' => Resp::Set(items),
+                            _ => Resp::Push(items),
+                        },
+                        p,
+                    ),
+                    None => return Ok(None),
+                }
+            }
+        }
+        b'%' | b'|' => {
+            let n = int(&line)? as usize;
+            match agg(n, true)? {
+                Some((items, p)) => {
+                    let mut it = items.into_iter();
+                    let mut m = Vec::new();
+                    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                        m.push((k, v));
+                    }
+                    if b[at] == b'|' {
+                        // An attribute precedes the real reply: skip it.
+                        return match parse_at(b, p)? {
+                            Some((v, p2)) => Ok(Some((v, p2))),
+                            None => Ok(None),
+                        };
+                    }
+                    (Resp::Map(m), p)
+                }
+                None => return Ok(None),
+            }
+        }
+        other => return Err(format!("unexpected RESP type byte {:?}", other as char)),
+    };
+    Ok(Some(v))
+}

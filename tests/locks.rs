@@ -1,0 +1,443 @@
+//! The LOCK.* family (DESIGN.md §3) and fencing tokens (§2), against the real binary:
+//! grant, same-owner retry, renew, release, fence, info, lease expiry, and a
+//! `kill -9` + restart that keeps every acknowledged lock.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use redis::Value;
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        other => panic!("expected an integer reply, got {other:?}"),
+    }
+}
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+/// LOCK.ACQUIRE that must be granted; returns the token.
+#[track_caller]
+fn acquire(c: &mut redis::Connection, key: &str, owner: &str, ttl_ms: u64) -> i64 {
+    match q(c, &["LOCK.ACQUIRE", key, owner, &ttl_ms.to_string()]) {
+        Ok(Value::Int(t)) => t,
+        other => panic!("LOCK.ACQUIRE {key} {owner} {ttl_ms} should grant a token, got {other:?}"),
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct Info {
+    owner: String,
+    token: i64,
+    ttl_ms: i64,
+    waiters: i64,
+}
+
+/// Parse LOCK.INFO; None for nil. Checks the field order for RESP2 flat arrays.
+#[track_caller]
+fn info(c: &mut redis::Connection, key: &str) -> Option<Info> {
+    let v = q(c, &["LOCK.INFO", key]).unwrap();
+    if v == Value::Nil {
+        return None;
+    }
+    let p = pairs(&v);
+    if let Value::Array(_) = v {
+        let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["owner", "token", "ttl-ms", "waiters"], "LOCK.INFO {key}: {v:?}");
+    }
+    let get = |k: &str| lookup(&p, k).unwrap_or_else(|| panic!("LOCK.INFO lacks {k}: {v:?}")).clone();
+    Some(Info {
+        owner: as_text(&get("owner")).unwrap_or_else(|| panic!("owner not a string: {v:?}")),
+        token: int(&get("token")),
+        ttl_ms: int(&get("ttl-ms")),
+        waiters: int(&get("waiters")),
+    })
+}
+
+#[test]
+fn acquire_grants_token_and_same_owner_retry_refreshes_lease() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let t = acquire(&mut c, "orders", "alice", 5_000);
+    assert!(t > 0, "token {t}");
+    // the lock is a key whose value is its owner, with the lease as its TTL
+    assert_eq!(q(&mut c, &["GET", "orders"]).unwrap(), bulk("alice"));
+    let pttl = int(&q(&mut c, &["PTTL", "orders"]).unwrap());
+    assert!((1..=5_000).contains(&pttl), "PTTL {pttl}");
+
+    // same owner: same token, lease refreshed to the new ttl
+    let t2 = acquire(&mut c, "orders", "alice", 60_000);
+    assert_eq!(t2, t, "a retried LOCK.ACQUIRE by the same owner must return the same token");
+    let pttl = int(&q(&mut c, &["PTTL", "orders"]).unwrap());
+    assert!((50_000..=60_000).contains(&pttl), "lease not refreshed: PTTL {pttl}");
+
+    // another owner: nil, nothing changes
+    assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "orders", "bob", "5000"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["GET", "orders"]).unwrap(), bulk("alice"));
+    let i = info(&mut c, "orders").expect("held");
+    assert_eq!(i.owner, "alice");
+    assert_eq!(i.token, t);
+}
+
+#[test]
+fn renew_extends_or_reports_locklost() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let t = acquire(&mut c, "job", "w1", 2_000);
+    let ts = t.to_string();
+    assert_eq!(q(&mut c, &["LOCK.RENEW", "job", "w1", &ts, "30000"]).unwrap(), Value::Int(30_000));
+    let pttl = int(&q(&mut c, &["PTTL", "job"]).unwrap());
+    assert!((25_000..=30_000).contains(&pttl), "PTTL after renew: {pttl}");
+    // the token does not change on renewal
+    assert_eq!(info(&mut c, "job").unwrap().token, t);
+
+    let wrong_token = (t + 1000).to_string();
+    let e = expect_err(q(&mut c, &["LOCK.RENEW", "job", "w1", &wrong_token, "30000"]));
+    assert!(e.starts_with("LOCKLOST"), "renew with a wrong token: {e:?}");
+    let e = expect_err(q(&mut c, &["LOCK.RENEW", "job", "w2", &ts, "30000"]));
+    assert!(e.starts_with("LOCKLOST"), "renew by a wrong owner: {e:?}");
+    let e = expect_err(q(&mut c, &["LOCK.RENEW", "nosuchlock", "w1", &ts, "30000"]));
+    assert!(e.starts_with("LOCKLOST"), "renew of a free lock: {e:?}");
+    // failed renewals changed nothing
+    let i = info(&mut c, "job").unwrap();
+    assert_eq!((i.owner.as_str(), i.token), ("w1", t));
+
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "job", "w1", &ts]).unwrap(), Value::Int(1));
+    let e = expect_err(q(&mut c, &["LOCK.RENEW", "job", "w1", &ts, "30000"]));
+    assert!(e.starts_with("LOCKLOST"), "renew after release: {e:?}");
+    assert_eq!(q(&mut c, &["EXISTS", "job"]).unwrap(), Value::Int(0), "renew must not recreate");
+}
+
+#[test]
+fn release_only_by_holder_with_token() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let t = acquire(&mut c, "r", "alice", 30_000);
+    let ts = t.to_string();
+    let wrong = (t + 7).to_string();
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "alice", &wrong]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "bob", &ts]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["GET", "r"]).unwrap(), bulk("alice"), "wrong release must not free");
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(), Value::Int(1));
+    assert_eq!(q(&mut c, &["GET", "r"]).unwrap(), Value::Nil);
+    assert_eq!(info(&mut c, "r"), None);
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(), Value::Int(0));
+    // free again: someone else gets it, with a greater token
+    let t2 = acquire(&mut c, "r", "bob", 30_000);
+    assert!(t2 > t, "new grant token {t2} must exceed {t}");
+    // the old holder's stale token can no longer release the new holder's lock
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["GET", "r"]).unwrap(), bulk("bob"));
+}
+
+#[test]
+fn fence_records_highest_token_and_rejects_stale() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let t1 = acquire(&mut c, "a", "o1", 30_000);
+    let t2 = acquire(&mut c, "b", "o2", 30_000);
+    assert!(t2 > t1);
+    assert_eq!(
+        q(&mut c, &["LOCK.FENCE", "resource", &t1.to_string()]).unwrap(),
+        Value::Int(t1)
+    );
+    assert_eq!(q(&mut c, &["GET", "resource"]).unwrap(), bulk(&t1.to_string()));
+    assert_eq!(
+        q(&mut c, &["LOCK.FENCE", "resource", &t2.to_string()]).unwrap(),
+        Value::Int(t2)
+    );
+    // equal token: still honoured (token >= highest)
+    assert_eq!(
+        q(&mut c, &["LOCK.FENCE", "resource", &t2.to_string()]).unwrap(),
+        Value::Int(t2)
+    );
+    let e = expect_err(q(&mut c, &["LOCK.FENCE", "resource", &t1.to_string()]));
+    assert!(e.starts_with("STALE"), "a lower token must be refused with STALE: {e:?}");
+    assert_eq!(
+        q(&mut c, &["GET", "resource"]).unwrap(),
+        bulk(&t2.to_string()),
+        "GET resource shows the highest token"
+    );
+    let e = expect_err(q(&mut c, &["LOCK.FENCE", "resource", "notanumber"]));
+    assert!(e.starts_with("ERR "), "{e}");
+    assert_eq!(
+        expect_err(q(&mut c, &["LOCK.FENCE", "resource"])),
+        "ERR wrong number of arguments for 'lock.fence' command"
+    );
+}
+
+#[test]
+fn info_nil_when_free_flat_array_in_resp2() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["LOCK.INFO", "free"]).unwrap(), Value::Nil);
+    let t = acquire(&mut c, "held", "carol", 20_000);
+    let v = q(&mut c, &["LOCK.INFO", "held"]).unwrap();
+    let Value::Array(items) = &v else { panic!("RESP2 LOCK.INFO must be a flat array: {v:?}") };
+    assert_eq!(items.len(), 8, "{v:?}");
+    assert_eq!(items[0], bulk("owner"));
+    assert_eq!(items[1], bulk("carol"));
+    assert_eq!(items[2], bulk("token"));
+    assert_eq!(items[3], Value::Int(t));
+    assert_eq!(items[4], bulk("ttl-ms"));
+    let ttl = int(&items[5]);
+    assert!((1..=20_000).contains(&ttl), "ttl-ms {ttl}");
+    assert_eq!(items[6], bulk("waiters"));
+    assert_eq!(items[7], Value::Int(0));
+}
+
+#[test]
+fn info_is_a_map_in_resp3() {
+    let s = TestServer::start();
+    let mut c = s.client_resp3();
+    assert_eq!(q(&mut c, &["LOCK.INFO", "free"]).unwrap(), Value::Nil);
+    let t = acquire(&mut c, "held", "dave", 20_000);
+    let v = q(&mut c, &["LOCK.INFO", "held"]).unwrap();
+    let Value::Map(m) = &v else { panic!("RESP3 LOCK.INFO must be a map: {v:?}") };
+    let m: BTreeMap<String, Value> =
+        m.iter().map(|(k, v)| (as_text(k).unwrap(), v.clone())).collect();
+    assert_eq!(m.len(), 4, "{v:?}");
+    assert_eq!(m["owner"], bulk("dave"));
+    assert_eq!(m["token"], Value::Int(t));
+    assert!((1..=20_000).contains(&int(&m["ttl-ms"])), "{v:?}");
+    assert_eq!(m["waiters"], Value::Int(0));
+}
+
+#[test]
+fn plain_set_nx_px_lock_has_a_token() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let before = acquire(&mut c, "probe1", "p", 10_000);
+    assert_eq!(q(&mut c, &["SET", "legacy", "tok-123", "NX", "PX", "10000"]).unwrap(), Value::Okay);
+    let i = info(&mut c, "legacy").expect("a SET NX PX lock must show in LOCK.INFO");
+    assert_eq!(i.owner, "tok-123");
+    assert!(i.token > before, "token {} must exceed the earlier grant {before}", i.token);
+    assert!((1..=10_000).contains(&i.ttl_ms), "{i:?}");
+    assert_eq!(i.waiters, 0);
+    // the LOCK.* family sees it as held by its owner
+    assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "legacy", "other", "5000"]).unwrap(), Value::Nil);
+    let after = acquire(&mut c, "probe2", "p", 10_000);
+    assert!(after > i.token);
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "legacy", "tok-123", &i.token.to_string()]).unwrap(),
+        Value::Int(1)
+    );
+    assert_eq!(q(&mut c, &["GET", "legacy"]).unwrap(), Value::Nil);
+}
+
+#[test]
+fn acquire_with_wait_is_rejected_clearly_for_now() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "1000", "WAIT", "10"]));
+    assert!(e.len() > 4, "error should explain itself: {e:?}");
+    assert_eq!(info(&mut c, "k"), None, "a rejected LOCK.ACQUIRE ... WAIT must not take the lock");
+    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+}
+
+#[test]
+fn lock_argument_errors() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(
+        expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o"])),
+        "ERR wrong number of arguments for 'lock.acquire' command"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["lock.release", "k", "o"])),
+        "ERR wrong number of arguments for 'lock.release' command"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["LOCK.RENEW", "k", "o", "1"])),
+        "ERR wrong number of arguments for 'lock.renew' command"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["LOCK.INFO"])),
+        "ERR wrong number of arguments for 'lock.info' command"
+    );
+    let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "soon"]));
+    assert!(e.starts_with("ERR "), "{e}");
+    let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "0"]));
+    assert!(e.starts_with("ERR "), "a zero lease must be refused: {e}");
+    let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "-5"]));
+    assert!(e.starts_with("ERR "), "a negative lease must be refused: {e}");
+    assert_eq!(info(&mut c, "k"), None);
+    // lower-case command names work
+    assert!(matches!(q(&mut c, &["lock.acquire", "k", "o", "1000"]).unwrap(), Value::Int(_)));
+}
+
+#[test]
+fn tokens_strictly_increase_across_keys_and_grants() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let mut last = 0;
+    for i in 0..20 {
+        let key = format!("k{}", i % 5);
+        let t = acquire(&mut c, &key, &format!("o{i}"), 30_000);
+        assert!(t > last, "token {t} after {last} is not strictly greater");
+        last = t;
+        assert_eq!(
+            q(&mut c, &["LOCK.RELEASE", &key, &format!("o{i}"), &t.to_string()]).unwrap(),
+            Value::Int(1)
+        );
+    }
+    // plain writes in between also advance the log; tokens still increase
+    q(&mut c, &["SET", "x", "1"]).unwrap();
+    let t = acquire(&mut c, "k0", "z", 30_000);
+    assert!(t > last);
+}
+
+#[test]
+fn only_one_of_many_racing_owners_wins() {
+    let s = TestServer::start();
+    let url = s.url();
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let client = redis::Client::open(url).unwrap();
+                let mut c = client.get_connection_with_timeout(IO_TIMEOUT).unwrap();
+                c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                let v: Value = redis::cmd("LOCK.ACQUIRE")
+                    .arg("contended")
+                    .arg(format!("owner-{i}"))
+                    .arg(30_000)
+                    .query(&mut c)
+                    .unwrap();
+                (i, v)
+            })
+        })
+        .collect();
+    let results: Vec<(i32, Value)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let winners: Vec<_> = results.iter().filter(|(_, v)| matches!(v, Value::Int(_))).collect();
+    assert_eq!(winners.len(), 1, "exactly one owner must be granted: {results:?}");
+    assert!(
+        results.iter().all(|(_, v)| matches!(v, Value::Int(_) | Value::Nil)),
+        "{results:?}"
+    );
+    let (wi, wt) = winners[0];
+    let mut c = s.client();
+    let i = info(&mut c, "contended").unwrap();
+    assert_eq!(i.owner, format!("owner-{wi}"));
+    assert_eq!(Value::Int(i.token), *wt);
+}
+
+#[test]
+fn lease_lapses_after_its_ttl() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let t = acquire(&mut c, "lease", "sleepy", 300);
+    poll_until(EVENT_TIMEOUT, "the 300 ms lease to lapse (GET lease -> nil)", || {
+        (q(&mut c, &["GET", "lease"]).unwrap() == Value::Nil).then_some(())
+    });
+    assert_eq!(info(&mut c, "lease"), None);
+    assert_eq!(q(&mut c, &["PTTL", "lease"]).unwrap(), Value::Int(-2));
+    let ts = t.to_string();
+    let e = expect_err(q(&mut c, &["LOCK.RENEW", "lease", "sleepy", &ts, "1000"]));
+    assert!(e.starts_with("LOCKLOST"), "renew after the lease lapsed: {e:?}");
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "lease", "sleepy", &ts]).unwrap(), Value::Int(0));
+    let t2 = acquire(&mut c, "lease", "next", 30_000);
+    assert!(t2 > t, "token after lapse {t2} must exceed {t}");
+    // a stale fence by the old holder is refused once the new holder fenced
+    assert_eq!(q(&mut c, &["LOCK.FENCE", "db", &t2.to_string()]).unwrap(), Value::Int(t2));
+    let e = expect_err(q(&mut c, &["LOCK.FENCE", "db", &ts]));
+    assert!(e.starts_with("STALE"), "{e}");
+}
+
+#[test]
+fn renewal_keeps_a_lease_alive_past_its_first_ttl() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let t = acquire(&mut c, "kept", "w", 1_000);
+    let ts = t.to_string();
+    // renew to a long lease right away, then wait beyond the original ttl
+    assert_eq!(q(&mut c, &["LOCK.RENEW", "kept", "w", &ts, "60000"]).unwrap(), Value::Int(60_000));
+    // a sentinel with the original ttl, acquired after the renewal, lapses first
+    acquire(&mut c, "sentinel", "w", 1_000);
+    poll_until(EVENT_TIMEOUT, "the sentinel lease to lapse", || {
+        (q(&mut c, &["EXISTS", "sentinel"]).unwrap() == Value::Int(0)).then_some(())
+    });
+    let i = info(&mut c, "kept").expect("the renewed lock must still be held");
+    assert_eq!((i.owner.as_str(), i.token), ("w", t));
+}
+
+#[test]
+fn kill9_restart_keeps_every_acknowledged_lock() {
+    let mut s = TestServer::start();
+    let url = s.url();
+    // 4 writers in parallel (group commit path), 25 grants each, all acknowledged
+    let handles: Vec<_> = (0..4)
+        .map(|w| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let client = redis::Client::open(url).unwrap();
+                let mut c = client.get_connection_with_timeout(IO_TIMEOUT).unwrap();
+                c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                (0..25)
+                    .map(|i| {
+                        let key = format!("lock:{w}:{i}");
+                        let owner = format!("owner-{w}-{i}");
+                        let t = acquire(&mut c, &key, &owner, 600_000);
+                        (key, owner, t)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut held: Vec<(String, String, i64)> =
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let mut c = s.client();
+    // release a few: acknowledged releases must survive too
+    let released: Vec<(String, String, i64)> = held.drain(..5).collect();
+    for (k, o, t) in &released {
+        assert_eq!(q(&mut c, &["LOCK.RELEASE", k, o, &t.to_string()]).unwrap(), Value::Int(1));
+    }
+    let max_old = held.iter().chain(&released).map(|x| x.2).max().unwrap();
+    assert_eq!(
+        q(&mut c, &["LOCK.FENCE", "resource", &max_old.to_string()]).unwrap(),
+        Value::Int(max_old)
+    );
+    // a short lease that must still lapse after the restart
+    let short = acquire(&mut c, "short", "brief", 1_500);
+    assert!(short > max_old);
+    drop(c);
+
+    s.kill9();
+    s.restart();
+
+    let mut c = s.client();
+    for (k, o, t) in &held {
+        let i = info(&mut c, k).unwrap_or_else(|| panic!("acknowledged lock {k} lost on restart"));
+        assert_eq!((&i.owner, i.token), (o, *t), "lock {k} changed across restart");
+        assert!((1..=600_000).contains(&i.ttl_ms), "{k}: {i:?}");
+    }
+    for (k, _, _) in &released {
+        assert_eq!(info(&mut c, k), None, "released lock {k} came back after restart");
+    }
+    assert_eq!(q(&mut c, &["GET", "resource"]).unwrap(), bulk(&max_old.to_string()));
+    let e = expect_err(q(&mut c, &["LOCK.FENCE", "resource", &(max_old - 1).to_string()]));
+    assert!(e.starts_with("STALE"), "{e}");
+    // same-owner retry after restart still returns the original token
+    let (k0, o0, t0) = &held[0];
+    assert_eq!(acquire(&mut c, k0, o0, 600_000), *t0);
+    // new tokens are greater than every old one
+    let fresh = acquire(&mut c, "after-restart", "new", 600_000);
+    assert!(fresh > short && fresh > max_old, "token {fresh} after restart <= old {short}");
+    // the short lease is still enforced after the restart
+    poll_until(EVENT_TIMEOUT, "the short lease to lapse after restart", || {
+        (q(&mut c, &["GET", "short"]).unwrap() == Value::Nil).then_some(())
+    });
+    drop(c);
+
+    // and once more, to check a recovered node recovers again
+    s.restart();
+    let mut c = s.client();
+    let i = info(&mut c, "after-restart").expect("lock granted after first restart lost");
+    assert_eq!((i.owner.as_str(), i.token), ("new", fresh));
+    let later = acquire(&mut c, "after-second-restart", "new", 600_000);
+    assert!(later > fresh, "token {later} after second restart <= {fresh}");
+}
