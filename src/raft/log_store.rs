@@ -170,7 +170,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogReader;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageIoError> {
-        let last_purged: Option<LogId> = self.read_meta(LAST_PURGED)?;
+        let last_purged = self.read_meta::<Option<LogId>>(LAST_PURGED)?.flatten();
         let mut last = None;
         self.db()
             .scan_back(Cf::Log, |_, v| {

@@ -157,7 +157,8 @@ impl Consensus {
     /// Waits until this node is leader or `limit` passes.
     pub async fn wait_for_leader(&self, limit: Duration) -> bool {
         let mut rx = self.metrics.clone();
-        tokio::time::timeout(limit, rx.wait_for(|m| m.state == ServerState::Leader)).await.is_ok()
+        let became_leader = tokio::time::timeout(limit, rx.wait_for(|m| m.state == ServerState::Leader)).await;
+        matches!(became_leader, Ok(Ok(_)))
     }
 
     /// Stamps `op` with log time and commits it; the reply is the one the

@@ -32,5 +32,6 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for RocksBuilder 
 
 #[test]
 fn rocksdb_store_passes_the_openraft_suite() {
+    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
     Suite::test_all(RocksBuilder).unwrap();
 }

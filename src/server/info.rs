@@ -57,7 +57,7 @@ fn section_text(node: &Node, status: &RaftStatus, section: &str, out: &mut Strin
             t.field("run_id", format!("{:040x}", node.config.node_id));
             t.field("tcp_port", node.config.port);
             t.field("uptime_in_seconds", uptime);
-            t.field("uptime_in_days", (uptime / 86400));
+            t.field("uptime_in_days", uptime / 86400);
             t.field("executable", "raftlock");
         }
         "clients" => {
