@@ -30,6 +30,7 @@ const COMMIT_LATENCY: &str = "raftlock_commit_latency_seconds";
 const FSYNC_LATENCY: &str = "raftlock_log_fsync_seconds";
 const FSYNC_BATCH: &str = "raftlock_log_fsync_batch_appends";
 const READ_BATCH: &str = "raftlock_read_index_batch_reads";
+const WRITE_BATCH: &str = "raftlock_log_entry_commands";
 const CLIENTS: &str = "raftlock_connected_clients";
 const REJECTED: &str = "raftlock_rejected_connections_total";
 const SNAPSHOT_BYTES: &str = "raftlock_snapshot_bytes";
@@ -48,6 +49,7 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LOCK_HOLD.into()), &lease))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_BATCH.into()), &sizes))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(READ_BATCH.into()), &sizes))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(WRITE_BATCH.into()), &sizes))
         .map_err(|e| e.to_string())?
         .install()
         .map_err(|e| format!("metrics exporter on {addr}: {e}"))?;
@@ -74,6 +76,7 @@ fn describe() {
     describe_histogram!(FSYNC_LATENCY, Unit::Seconds, "Time of one fsync of the Raft log.");
     describe_histogram!(FSYNC_BATCH, "Appends made durable by one fsync (group commit).");
     describe_histogram!(READ_BATCH, "Reads served by one ReadIndex round.");
+    describe_histogram!(WRITE_BATCH, "Client commands proposed in one log entry (group commit).");
     describe_gauge!(CLIENTS, "Connected clients.");
     describe_counter!(REJECTED, "Connections refused over maxclients.");
     describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
@@ -135,6 +138,10 @@ pub fn record_fsync(elapsed: Duration, appends: usize) {
 
 pub fn record_read_batch(reads: usize) {
     histogram!(READ_BATCH).record(reads as f64);
+}
+
+pub fn record_write_batch(commands: usize) {
+    histogram!(WRITE_BATCH).record(commands as f64);
 }
 
 pub fn set_clients(n: usize) {

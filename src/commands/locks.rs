@@ -61,14 +61,14 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
         ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, ttl_ms, held_ms });
         return Ok(Reply::Int(token as i64));
     }
-    let mut entry = Entry::string(owner, ctx.index, ctx.log_time);
+    let mut entry = Entry::string(owner, ctx.version, ctx.log_time);
     entry.expires_at = Some(expires_at);
     entry.lease = true;
     ks.insert(key.clone(), entry);
     ctx.key_event('$', "set", &key);
     ctx.key_event('g', "expire", &key);
     ctx.events.push(Event::Lease { kind: LeaseEvent::Acquired, key, ttl_ms, held_ms: 0 });
-    Ok(Reply::Int(ctx.index as i64))
+    Ok(Reply::Int(ctx.version as i64))
 }
 
 /// ```text
@@ -132,7 +132,7 @@ pub fn fence(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
             }
             entry.value = value;
         }
-        None => ks.insert(resource.clone(), Entry { value, ..Entry::string(Bytes::new(), ctx.index, ctx.log_time) }),
+        None => ks.insert(resource.clone(), Entry { value, ..Entry::string(Bytes::new(), ctx.version, ctx.log_time) }),
     }
     ctx.key_event('$', "set", &resource);
     Ok(Reply::Int(token as i64))
@@ -158,7 +158,7 @@ pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
-    use crate::commands::{apply, execute_read, Op, Origin, Proposal};
+    use crate::commands::{apply, execute_read, ClientCommand, Op, Origin, Proposal};
     use crate::keyspace::{Event, Keyspace, LeaseEvent, ReadCtx};
     use crate::protocol::Reply;
     use bytes::Bytes;
@@ -166,8 +166,15 @@ mod tests {
     /// Applies `cmd` at log `index` and log time `t`.
     fn run(ks: &mut Keyspace, index: u64, t: u64, cmd: &str) -> (Reply, Vec<Event>) {
         let argv = cmd.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect();
-        let p = Proposal { log_time: t, unix_ms: 0, origin: Origin { node: 1, request: index }, op: Op::Command(argv) };
-        apply(ks, index, &p)
+        let origin = Origin { node: 1, request: index };
+        let p = Proposal { log_time: t, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, argv }]) };
+        let applied = apply(ks, index, &p).pop().unwrap();
+        (applied.reply, applied.events)
+    }
+
+    fn expire(ks: &mut Keyspace, index: u64, t: u64) -> Vec<Event> {
+        let p = Proposal { log_time: t, unix_ms: 0, op: Op::Expire };
+        apply(ks, index, &p).pop().unwrap().events
     }
 
     fn read(ks: &Keyspace, t: u64, cmd: &str) -> Reply {
@@ -227,8 +234,7 @@ mod tests {
         assert_eq!(read(&ks, 100, "GET l"), Reply::bulk("a"));
         assert_eq!(read(&ks, 101, "GET l"), Reply::Nil);
         // The Expire entry deletes it and reports lock.expired.
-        let p = super::super::Proposal { log_time: 101, unix_ms: 0, origin: super::super::Origin { node: 1, request: 0 }, op: super::super::Op::Expire };
-        let (_, events) = apply(&mut ks, 2, &p);
+        let events = expire(&mut ks, 2, 101);
         assert!(events.contains(&Event::Lease { kind: LeaseEvent::Expired, key: Bytes::from("l"), ttl_ms: 100, held_ms: 101 }));
         assert_eq!(run(&mut ks, 3, 102, "LOCK.ACQUIRE l b 100").0, Reply::Int(3));
     }
@@ -238,8 +244,7 @@ mod tests {
         let mut ks = Keyspace::new();
         run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100");
         run(&mut ks, 2, 90, "LOCK.RENEW l a 1 100");
-        let p = super::super::Proposal { log_time: 101, unix_ms: 0, origin: super::super::Origin { node: 1, request: 0 }, op: super::super::Op::Expire };
-        apply(&mut ks, 3, &p);
+        expire(&mut ks, 3, 101);
         assert_eq!(read(&ks, 150, "GET l"), Reply::bulk("a"));
     }
 
@@ -278,6 +283,20 @@ mod tests {
         assert!(matches!(read(&ks, 20, "LOCK.INFO n"), Reply::Map(m) if m[1].1 == Reply::Int(7)));
         run(&mut ks, 9, 20, "SET n 5");
         assert!(matches!(read(&ks, 20, "LOCK.INFO n"), Reply::Map(m) if m[1].1 == Reply::Int(9)));
+    }
+
+    #[test]
+    fn commands_sharing_an_entry_get_distinct_increasing_tokens() {
+        let mut ks = Keyspace::new();
+        let cmd = |k: &str| ClientCommand {
+            origin: Origin { node: 1, request: 0 },
+            argv: ["LOCK.ACQUIRE", k, "o", "1000"].iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect(),
+        };
+        let p = Proposal { log_time: 0, unix_ms: 0, op: Op::Commands(vec![cmd("a"), cmd("b"), cmd("c")]) };
+        let replies: Vec<Reply> = apply(&mut ks, 7, &p).into_iter().map(|a| a.reply).collect();
+        assert_eq!(replies, vec![Reply::Int(7), Reply::Int(8), Reply::Int(9)]);
+        // The next entry's grant is above all of them.
+        assert_eq!(run(&mut ks, 8, 0, "LOCK.ACQUIRE d o 1000").0, Reply::Int(10));
     }
 
     #[test]

@@ -61,11 +61,19 @@ pub struct Origin {
     pub request: u64,
 }
 
+/// A client command as received, and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientCommand {
+    pub origin: Origin,
+    pub argv: Vec<Bytes>,
+}
+
 /// What a log entry asks the state machine to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Op {
-    /// A client command, its arguments exactly as received.
-    Command(Vec<Bytes>),
+    /// Client commands, applied in order. Concurrent commands share one entry
+    /// (and so one append and one fsync): group commit.
+    Commands(Vec<ClientCommand>),
     /// Delete every key whose expiry has passed at this entry's log time.
     Expire,
 }
@@ -76,33 +84,51 @@ pub struct Proposal {
     pub log_time: LogTime,
     /// The leader's wall clock at stamping; only converts `EXAT`/`PXAT`.
     pub unix_ms: u64,
-    pub origin: Origin,
     pub op: Op,
 }
 
-/// Applies one committed entry. Deterministic: the same keyspace, index and
-/// proposal give the same reply, events and resulting keyspace everywhere.
-pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> (Reply, Vec<Event>) {
+/// The outcome of one command of an applied entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    pub reply: Reply,
+    pub events: Vec<Event>,
+}
+
+/// Applies one committed entry: one [`Applied`] per command (one for
+/// `Expire`). Deterministic: the same keyspace, index and proposal give the
+/// same replies, events and resulting keyspace on every node.
+pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied> {
     let log_time = ks.advance_to(proposal.log_time);
-    let mut ctx = ExecCtx::new(index, log_time, proposal.unix_ms);
-    let reply = match &proposal.op {
+    match &proposal.op {
         Op::Expire => {
+            let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
             ks.expire_due(&mut ctx);
-            Reply::ok()
+            vec![Applied { reply: Reply::ok(), events: ctx.events }]
         }
-        Op::Command(argv) => match resolve(argv) {
-            Err(reply) => reply,
-            Ok(spec) => match spec.handler {
-                Handler::Write(f) => f(ks, &mut ctx, Args::new(argv)).unwrap_or_else(Reply::from),
-                Handler::Read(f) => {
-                    let read = ReadCtx { now: log_time, unix_ms: proposal.unix_ms };
-                    f(ks, &read, Args::new(argv)).unwrap_or_else(Reply::from)
-                }
-                Handler::Local => Reply::error(format!("ERR '{}' cannot be replicated", spec.name)),
-            },
+        Op::Commands(commands) => commands
+            .iter()
+            .map(|cmd| {
+                let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
+                let reply = execute_write(ks, &mut ctx, &cmd.argv);
+                Applied { reply, events: ctx.events }
+            })
+            .collect(),
+    }
+}
+
+/// Runs one command as part of an applied entry.
+fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]) -> Reply {
+    match resolve(argv) {
+        Err(reply) => reply,
+        Ok(spec) => match spec.handler {
+            Handler::Write(f) => f(ks, ctx, Args::new(argv)).unwrap_or_else(Reply::from),
+            Handler::Read(f) => {
+                let read = ReadCtx { now: ctx.log_time, unix_ms: ctx.unix_ms };
+                f(ks, &read, Args::new(argv)).unwrap_or_else(Reply::from)
+            }
+            Handler::Local => Reply::error(format!("ERR '{}' cannot be replicated", spec.name)),
         },
-    };
-    (reply, ctx.events)
+    }
 }
 
 /// Runs a read-only command against the keyspace at log time `ctx.now`.

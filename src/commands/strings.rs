@@ -71,7 +71,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         SetExpiry::At(at) => Some(at),
         SetExpiry::Keep => existing.as_ref().and_then(|e| e.expires_at),
     };
-    let mut entry = Entry::string(value, ctx.index, ctx.log_time);
+    let mut entry = Entry::string(value, ctx.version, ctx.log_time);
     entry.expires_at = expires_at;
     // `SET k owner NX PX ttl` is how existing clients take a lock.
     entry.lease = nx && matches!(expiry, SetExpiry::At(_));
@@ -121,7 +121,7 @@ fn add(ks: &mut Keyspace, ctx: &mut ExecCtx, key: Bytes, delta: i64, event: &'st
     match ks.get_mut(&key, ctx) {
         // Changed in place: the version and expiry stay.
         Some(entry) if existed => entry.value = Value::Str(value),
-        _ => ks.insert(key.clone(), Entry::string(value, ctx.index, ctx.log_time)),
+        _ => ks.insert(key.clone(), Entry::string(value, ctx.version, ctx.log_time)),
     }
     ctx.key_event('$', event, &key);
     Ok(Reply::Int(new))

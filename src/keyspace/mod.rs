@@ -18,8 +18,10 @@ pub use glob::glob_match;
 /// from a clock by the state machine.
 pub type LogTime = u64;
 
-/// A key's fencing token: the log index of the command that created the key or
-/// last replaced its whole value.
+/// A key's fencing token, assigned by the command that created the key or last
+/// replaced its whole value: that command's log index, or one more than the
+/// previous command's version when several commands share one log entry
+/// (group commit). Strictly increasing across all keys, never reused.
 pub type Version = u64;
 
 /// A key's value.
@@ -105,8 +107,8 @@ pub enum Event {
 /// Everything an applied command may read or produce besides the keyspace.
 #[derive(Debug)]
 pub struct ExecCtx {
-    /// Log index of the entry: the version given to keys it creates.
-    pub index: u64,
+    /// The version given to keys this command creates (see [`Version`]).
+    pub version: Version,
     /// Log time of the entry; the only "now" the state machine knows.
     pub log_time: LogTime,
     /// The leader's wall clock when it stamped the entry, used only to convert
@@ -116,8 +118,8 @@ pub struct ExecCtx {
 }
 
 impl ExecCtx {
-    pub fn new(index: u64, log_time: LogTime, unix_ms: u64) -> Self {
-        ExecCtx { index, log_time, unix_ms, events: Vec::new() }
+    pub fn new(version: Version, log_time: LogTime, unix_ms: u64) -> Self {
+        ExecCtx { version, log_time, unix_ms, events: Vec::new() }
     }
 
     pub fn key_event(&mut self, class: char, name: &'static str, key: &Bytes) {
@@ -145,11 +147,14 @@ pub struct Keyspace {
     expiries: BTreeSet<(LogTime, Bytes)>,
     /// Highest log time applied so far.
     log_time: LogTime,
+    /// Last version handed out.
+    last_version: Version,
 }
 
 #[derive(Serialize, Deserialize)]
 struct SnapshotV1 {
     log_time: LogTime,
+    last_version: Version,
     entries: Vec<(Bytes, Entry)>,
 }
 
@@ -166,6 +171,14 @@ impl Keyspace {
     /// Log time of the last applied entry.
     pub fn log_time(&self) -> LogTime {
         self.log_time
+    }
+
+    /// The version for the next command of the entry at `log_index`: the log
+    /// index itself, unless an earlier command took it (then one more than the
+    /// last version).
+    pub fn next_version(&mut self, log_index: u64) -> Version {
+        self.last_version = log_index.max(self.last_version + 1);
+        self.last_version
     }
 
     /// Moves the keyspace's time forward to `t` (never backward) and returns
@@ -290,7 +303,7 @@ impl Keyspace {
         let mut entries: Vec<(Bytes, Entry)> = self.entries.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
         // Sorted, so equal keyspaces give byte-identical snapshots.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let snap = SnapshotV1 { log_time: self.log_time, entries };
+        let snap = SnapshotV1 { log_time: self.log_time, last_version: self.last_version, entries };
         let mut out = vec![1u8];
         out.extend(bincode::serialize(&snap).expect("serialising plain data cannot fail"));
         out
@@ -302,7 +315,7 @@ impl Keyspace {
             None => Ok(Keyspace::new()),
             Some((1, rest)) => {
                 let snap: SnapshotV1 = bincode::deserialize(rest).map_err(|e| SnapshotError(e.to_string()))?;
-                let mut ks = Keyspace { log_time: snap.log_time, ..Keyspace::default() };
+                let mut ks = Keyspace { log_time: snap.log_time, last_version: snap.last_version, ..Keyspace::default() };
                 for (key, entry) in snap.entries {
                     ks.insert(key, entry);
                 }
@@ -366,6 +379,22 @@ mod tests {
         assert_eq!(back.next_expiry(), Some(500));
         assert_eq!(back.log_time(), 77);
         assert!(Keyspace::decode(&[9, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn versions_are_log_indexes_until_an_entry_holds_several_commands() {
+        let mut ks = Keyspace::new();
+        assert_eq!(ks.next_version(5), 5);
+        // Three commands in the entry at index 6.
+        assert_eq!(ks.next_version(6), 6);
+        assert_eq!(ks.next_version(6), 7);
+        assert_eq!(ks.next_version(6), 8);
+        // The next entries continue above, strictly increasing.
+        assert_eq!(ks.next_version(7), 9);
+        assert_eq!(ks.next_version(20), 20);
+        let back = Keyspace::decode(&ks.encode()).unwrap();
+        assert_eq!(back.clone().next_version(21), 21);
+        assert_eq!(back.clone().next_version(20), 21);
     }
 
     #[test]

@@ -21,7 +21,9 @@ use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::LogClock;
-use crate::commands::{Op, Origin, Proposal};
+use bytes::Bytes;
+
+use crate::commands::{ClientCommand, Op, Origin, Proposal};
 use crate::keyspace::{Keyspace, LogTime, ReadCtx};
 use crate::protocol::Reply;
 use crate::storage::Storage;
@@ -77,16 +79,93 @@ pub struct RaftStatus {
 
 type ReadWaiter = oneshot::Sender<Result<(), ClusterError>>;
 
-/// The node's handle on consensus.
-pub struct Consensus {
+/// A client command waiting to be proposed.
+struct PendingWrite {
+    command: ClientCommand,
+    reply: oneshot::Sender<Result<Reply, ClusterError>>,
+}
+
+/// Most commands in one log entry.
+const MAX_BATCH: usize = 1024;
+
+/// Stamps and proposes entries; shared by the handle and the write batcher.
+struct Proposer {
     raft: types::Raft,
-    shared: Arc<SharedState>,
     clock: Arc<LogClock>,
     node_id: NodeId,
-    next_request: AtomicU64,
-    reads: mpsc::UnboundedSender<ReadWaiter>,
     request_timeout: Duration,
     metrics: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>,
+}
+
+/// The node's handle on consensus.
+pub struct Consensus {
+    proposer: Arc<Proposer>,
+    shared: Arc<SharedState>,
+    next_request: AtomicU64,
+    writes: mpsc::UnboundedSender<PendingWrite>,
+    reads: mpsc::UnboundedSender<ReadWaiter>,
+}
+
+impl Proposer {
+    /// The current term if this node is the leader.
+    fn leader_term(&self) -> Result<u64, ClusterError> {
+        let m = self.metrics.borrow();
+        match (m.state, m.current_leader) {
+            (ServerState::Leader, _) => Ok(m.current_term),
+            (ServerState::Shutdown, _) => Err(ClusterError::Fatal("shut down".into())),
+            (_, Some(leader)) if leader != self.node_id => Err(ClusterError::NotLeader(leader)),
+            _ => Err(ClusterError::NoLeader),
+        }
+    }
+
+    /// Stamps `op` with log time, commits it, and returns the replies the
+    /// state machine produced on apply (one per command).
+    async fn propose(&self, op: Op) -> Result<Vec<Reply>, ClusterError> {
+        let term = self.leader_term()?;
+        let proposal = Proposal { log_time: self.clock.stamp(term), unix_ms: self.clock.unix_ms(), op };
+        let started = Instant::now();
+        match tokio::time::timeout(self.request_timeout, self.raft.client_write(proposal)).await {
+            Err(_) => Err(ClusterError::Timeout),
+            Ok(Ok(resp)) => {
+                crate::metrics::record_commit(started.elapsed());
+                Ok(resp.data)
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => match f.leader_id {
+                Some(id) if id != self.node_id => Err(ClusterError::NotLeader(id)),
+                _ => Err(ClusterError::NoLeader),
+            },
+            Ok(Err(e)) => Err(ClusterError::Fatal(e.to_string())),
+        }
+    }
+}
+
+/// Group commit: proposes every command waiting at that moment as one log
+/// entry, one entry at a time. While an entry is being made durable the next
+/// batch gathers, so many clients share each append and fsync.
+async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<PendingWrite>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(w) => batch.push(w),
+                Err(_) => break,
+            }
+        }
+        crate::metrics::record_write_batch(batch.len());
+        let (commands, waiters): (Vec<ClientCommand>, Vec<_>) = batch.into_iter().map(|w| (w.command, w.reply)).unzip();
+        match proposer.propose(Op::Commands(commands)).await {
+            Ok(replies) if replies.len() == waiters.len() => {
+                for (waiter, reply) in waiters.into_iter().zip(replies) {
+                    let _ = waiter.send(Ok(reply));
+                }
+            }
+            Ok(replies) => {
+                let e = ClusterError::Fatal(format!("{} replies for {} commands", replies.len(), waiters.len()));
+                waiters.into_iter().for_each(|w| drop(w.send(Err(e.clone()))));
+            }
+            Err(e) => waiters.into_iter().for_each(|w| drop(w.send(Err(e.clone())))),
+        }
+    }
 }
 
 impl Consensus {
@@ -123,31 +202,23 @@ impl Consensus {
             raft.initialize(members).await.map_err(|e| err(&e))?;
             tracing::info!(node_id = settings.node_id, "initialised a new one-node cluster");
         }
-        let (reads, rx) = mpsc::unbounded_channel();
-        tokio::spawn(read_batcher(raft.clone(), rx));
+        let (reads, read_rx) = mpsc::unbounded_channel();
+        tokio::spawn(read_batcher(raft.clone(), read_rx));
         tokio::spawn(watch_metrics(raft.metrics()));
-        let metrics = raft.metrics();
-        Ok(Arc::new(Consensus {
+        let proposer = Arc::new(Proposer {
+            metrics: raft.metrics(),
             raft,
-            shared,
             clock,
             node_id: settings.node_id,
-            next_request: AtomicU64::new(1),
-            reads,
             request_timeout: settings.request_timeout,
-            metrics,
-        }))
+        });
+        let (writes, write_rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_batcher(proposer.clone(), write_rx));
+        Ok(Arc::new(Consensus { proposer, shared, next_request: AtomicU64::new(1), writes, reads }))
     }
 
-    /// The current term if this node is the leader.
     fn leader_term(&self) -> Result<u64, ClusterError> {
-        let m = self.metrics.borrow();
-        match (m.state, m.current_leader) {
-            (ServerState::Leader, _) => Ok(m.current_term),
-            (ServerState::Shutdown, _) => Err(ClusterError::Fatal("shut down".into())),
-            (_, Some(leader)) if leader != self.node_id => Err(ClusterError::NotLeader(leader)),
-            _ => Err(ClusterError::NoLeader),
-        }
+        self.proposer.leader_term()
     }
 
     pub fn is_leader(&self) -> bool {
@@ -156,34 +227,32 @@ impl Consensus {
 
     /// Waits until this node is leader or `limit` passes.
     pub async fn wait_for_leader(&self, limit: Duration) -> bool {
-        let mut rx = self.metrics.clone();
+        let mut rx = self.proposer.metrics.clone();
         let became_leader = tokio::time::timeout(limit, rx.wait_for(|m| m.state == ServerState::Leader)).await;
         matches!(became_leader, Ok(Ok(_)))
     }
 
-    /// Stamps `op` with log time and commits it; the reply is the one the
-    /// state machine produced on apply.
-    pub async fn write(&self, op: Op) -> Result<Reply, ClusterError> {
-        let term = self.leader_term()?;
-        let proposal = Proposal {
-            log_time: self.clock.stamp(term),
-            unix_ms: self.clock.unix_ms(),
-            origin: Origin { node: self.node_id, request: self.next_request.fetch_add(1, Ordering::Relaxed) },
-            op,
-        };
-        let started = Instant::now();
-        match tokio::time::timeout(self.request_timeout, self.raft.client_write(proposal)).await {
+    /// Commits a client command through the log (sharing an entry with every
+    /// command waiting at the same moment); the reply is the one the state
+    /// machine produced when it applied the command.
+    pub async fn write(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
+        self.leader_term()?;
+        let origin = Origin { node: self.proposer.node_id, request: self.next_request.fetch_add(1, Ordering::Relaxed) };
+        let (tx, rx) = oneshot::channel();
+        let pending = PendingWrite { command: ClientCommand { origin, argv }, reply: tx };
+        self.writes.send(pending).map_err(|_| ClusterError::Fatal("write path stopped".into()))?;
+        // The batcher bounds each proposal by the request timeout; this bound
+        // also covers the wait for the batch ahead.
+        match tokio::time::timeout(self.proposer.request_timeout * 2, rx).await {
             Err(_) => Err(ClusterError::Timeout),
-            Ok(Ok(resp)) => {
-                crate::metrics::record_commit(started.elapsed());
-                Ok(resp.data)
-            }
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => match f.leader_id {
-                Some(id) if id != self.node_id => Err(ClusterError::NotLeader(id)),
-                _ => Err(ClusterError::NoLeader),
-            },
-            Ok(Err(e)) => Err(ClusterError::Fatal(e.to_string())),
+            Ok(Err(_)) => Err(ClusterError::Fatal("write path stopped".into())),
+            Ok(Ok(result)) => result,
         }
+    }
+
+    /// Commits one `Expire` entry (the leader's expiry timer).
+    pub async fn expire(&self) -> Result<(), ClusterError> {
+        self.proposer.propose(Op::Expire).await.map(|_| ())
     }
 
     /// Runs `f` on the keyspace once it reflects every write committed before
@@ -192,12 +261,13 @@ impl Consensus {
         let term = self.leader_term()?;
         let (tx, rx) = oneshot::channel();
         self.reads.send(tx).map_err(|_| ClusterError::Fatal("read path stopped".into()))?;
-        match tokio::time::timeout(self.request_timeout, rx).await {
+        match tokio::time::timeout(self.proposer.request_timeout, rx).await {
             Err(_) => return Err(ClusterError::Timeout),
             Ok(Err(_)) => return Err(ClusterError::Fatal("read path stopped".into())),
             Ok(Ok(result)) => result?,
         }
-        let ctx = ReadCtx { now: self.clock.now(term), unix_ms: self.clock.unix_ms() };
+        let clock = &self.proposer.clock;
+        let ctx = ReadCtx { now: clock.now(term), unix_ms: clock.unix_ms() };
         let applied = self.shared.lock();
         Ok(f(&applied.keyspace, &ctx))
     }
@@ -206,7 +276,7 @@ impl Consensus {
     pub fn expiry_due(&self) -> Option<(LogTime, LogTime)> {
         let term = self.leader_term().ok()?;
         let next = self.shared.lock().keyspace.next_expiry()?;
-        Some((next, self.clock.now(term)))
+        Some((next, self.proposer.clock.now(term)))
     }
 
     /// (keys, keys with an expiry) as applied on this node, for `INFO`.
@@ -222,15 +292,16 @@ impl Consensus {
     }
 
     pub async fn status(&self) -> RaftStatus {
-        let committed = self.raft.with_raft_state(|st| st.committed.map(|c| c.index)).await.ok().flatten();
-        let m = self.metrics.borrow().clone();
+        let raft = &self.proposer.raft;
+        let committed = raft.with_raft_state(|st| st.committed.map(|c| c.index)).await.ok().flatten();
+        let m = self.proposer.metrics.borrow().clone();
         let members: Vec<(NodeId, NodeInfo)> =
             m.membership_config.nodes().map(|(id, node)| (*id, node.clone())).collect();
         let leader_addr = m
             .current_leader
             .and_then(|l| members.iter().find(|(id, _)| *id == l).map(|(_, n)| n.client_addr.clone()));
         RaftStatus {
-            node_id: self.node_id,
+            node_id: self.proposer.node_id,
             role: match m.state {
                 ServerState::Leader => "leader",
                 ServerState::Follower => "follower",
@@ -250,7 +321,7 @@ impl Consensus {
     }
 
     pub async fn shutdown(&self) {
-        if let Err(e) = self.raft.shutdown().await {
+        if let Err(e) = self.proposer.raft.shutdown().await {
             tracing::warn!("raft shutdown: {e}");
         }
     }

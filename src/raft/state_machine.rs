@@ -79,6 +79,20 @@ impl StateMachine {
         Ok(StateMachine { shared, db, clock, sink })
     }
 
+    /// Hands a command's events to the node; `PUBLISH` replies the number of
+    /// subscribers that received the message here.
+    fn deliver(&self, outcome: commands::Applied) -> Reply {
+        let commands::Applied { mut reply, events } = outcome;
+        if !events.is_empty() {
+            let published = events.iter().any(|e| matches!(e, Event::Publish { .. }));
+            let receivers = (self.sink)(events);
+            if published && !reply.is_error() {
+                reply = Reply::Int(receivers as i64);
+            }
+        }
+        reply
+    }
+
     pub fn shared(&self) -> Arc<SharedState> {
         self.shared.clone()
     }
@@ -123,7 +137,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok((applied.last_applied, applied.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Reply>, StorageIoError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Vec<Reply>>, StorageIoError>
     where
         I: IntoIterator<Item = Entry> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
@@ -133,26 +147,19 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let mut applied = self.shared.lock();
             for entry in entries {
                 applied.last_applied = Some(entry.log_id);
-                let reply = match entry.payload {
-                    EntryPayload::Blank => Reply::ok(),
+                let entry_replies = match entry.payload {
+                    EntryPayload::Blank => Vec::new(),
                     EntryPayload::Normal(proposal) => {
                         self.clock.observe(proposal.log_time);
-                        let (mut reply, events) = commands::apply(&mut applied.keyspace, entry.log_id.index, &proposal);
-                        if !events.is_empty() {
-                            let published = events.iter().any(|e| matches!(e, Event::Publish { .. }));
-                            let receivers = (self.sink)(events);
-                            if published && !reply.is_error() {
-                                reply = Reply::Int(receivers as i64);
-                            }
-                        }
-                        reply
+                        let outcomes = commands::apply(&mut applied.keyspace, entry.log_id.index, &proposal);
+                        outcomes.into_iter().map(|outcome| self.deliver(outcome)).collect()
                     }
                     EntryPayload::Membership(m) => {
                         applied.membership = StoredMembership::new(Some(entry.log_id), m);
-                        Reply::ok()
+                        Vec::new()
                     }
                 };
-                replies.push(reply);
+                replies.push(entry_replies);
             }
         }
         self.shared.changed.notify_one();

@@ -21,10 +21,11 @@ impl std::fmt::Display for NodeInfo {
 }
 
 openraft::declare_raft_types!(
-    /// raftlock's Raft types: entries carry [`Proposal`]s, responses are [`Reply`]s.
+    /// raftlock's Raft types: entries carry [`Proposal`]s; the response to an
+    /// entry is one [`Reply`] per command in it.
     pub TypeConfig:
         D = Proposal,
-        R = Reply,
+        R = Vec<Reply>,
         NodeId = u64,
         Node = NodeInfo,
         Entry = openraft::Entry<TypeConfig>,

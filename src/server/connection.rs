@@ -20,7 +20,7 @@ use tokio_util::codec::FramedRead;
 use super::hub::{format_notify_flags, parse_notify_flags, PushMsg, Subscriber};
 use super::info::{self, REDIS_VERSION};
 use super::Node;
-use crate::commands::{self, arity_error, command_docs, command_info, unknown_command, CommandSpec, Handler, Op, COMMANDS};
+use crate::commands::{self, arity_error, command_docs, command_info, unknown_command, CommandSpec, Handler, COMMANDS};
 use crate::protocol::{encode_reply, parse_i64, ProtocolError, Reply, RequestCodec};
 
 /// Write buffered replies once they pass this size, even mid-pipeline.
@@ -172,7 +172,7 @@ impl Connection {
         }
         let (reply, next) = match spec.handler {
             Handler::Write(_) => {
-                let reply = self.node.consensus.write(Op::Command(argv)).await.unwrap_or_else(|e| Reply::Error(e.to_string()));
+                let reply = self.node.consensus.write(argv).await.unwrap_or_else(|e| Reply::Error(e.to_string()));
                 (Some(reply), Next::Continue)
             }
             Handler::Read(_) => {

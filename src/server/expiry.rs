@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use crate::commands::Op;
 use crate::raft::Consensus;
 
 /// Longest sleep between checks: bounds how late a follower that becomes
@@ -18,7 +17,7 @@ pub async fn run(consensus: Arc<Consensus>, mut shutdown: broadcast::Receiver<()
     loop {
         let wait = match consensus.expiry_due() {
             Some((next, now)) if now > next => {
-                if let Err(e) = consensus.write(Op::Expire).await {
+                if let Err(e) = consensus.expire().await {
                     tracing::debug!("expire entry not committed: {e}");
                     Some(MAX_IDLE)
                 } else {
