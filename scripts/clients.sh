@@ -158,9 +158,11 @@ pane() { tmux -L "$TMUX_SOCK" capture-pane -p -J -S -200 -t rl 2>/dev/null || tr
 wait_screen() { # fixed-string, description
     local deadline=$((SECONDS + STEP_TIMEOUT))
     while ((SECONDS < deadline)); do
-        if pane | grep -qF -- "$1"; then return 0; fi
-        if pane | grep -q "REDIS_CLI_EXITED="; then
-            pane >&2
+        local now
+        now="$(pane)"
+        if grep -qF -- "$1" <<<"$now"; then return 0; fi
+        if grep -q "REDIS_CLI_EXITED=" <<<"$now"; then
+            echo "$now" >&2
             fail "redis-cli exited during: $2"
         fi
         sleep 0.1

@@ -106,6 +106,9 @@ fn client_subcommands() {
         lines.iter().any(|l| l.starts_with(&format!("id={other_id} "))),
         "CLIENT LIST lacks the other connection: {list}"
     );
+    // redis-py >= 8 and node-redis send this; COMPAT.md: reply -ERR
+    let e = expect_err(q(&mut c, &["CLIENT", "MAINT_NOTIFICATIONS", "ON", "moving-endpoint-type", "none"]));
+    assert!(e.starts_with("ERR "), "{e}");
     let e = expect_err(q(&mut c, &["CLIENT", "NOSUCHSUB"]));
     assert!(e.starts_with("ERR "), "{e}");
     assert_eq!(client_id(&mut c), id, "connection must stay open");
@@ -154,6 +157,8 @@ fn hello_3_then_2_over_raw_socket() {
         Resp::Error(e) => assert!(e.starts_with("NOPROTO"), "HELLO 4: {e}"),
         other => panic!("HELLO 4 must be a NOPROTO error, got {other:?}"),
     }
+    // go-redis sends it in lower case
+    assert!(matches!(r.cmd(&["hello", "3"]), Resp::Map(_)));
     // HELLO with SETNAME
     let reply = r.cmd(&["HELLO", "3", "SETNAME", "via-hello"]);
     assert!(matches!(reply, Resp::Map(_)), "{reply:?}");
@@ -746,6 +751,40 @@ fn malformed_resp_gets_protocol_error_and_close() {
     assert!(r.closed_within(EVENT_TIMEOUT));
     // the server is fine afterwards
     let mut c = s.client();
+    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+}
+
+#[test]
+fn oversized_declarations_do_not_take_the_server_down() {
+    // Headers that announce enormous arrays or strings, then stall: the server must
+    // neither allocate what they announce nor stop serving others.
+    let s = TestServer::start();
+    let rss_before = s.rss_kib();
+    let mut stalled = Vec::new();
+    for header in [
+        &b"*2147483647\r\n$3\r\nGET\r\n"[..],
+        &b"*1\r\n$2147483647\r\nabc"[..],
+        &b"*1\r\n$536870912\r\nabc"[..],
+        &b"*1048576\r\n"[..],
+    ] {
+        for _ in 0..4 {
+            let mut r = s.raw();
+            r.send(header);
+            stalled.push(r);
+        }
+    }
+    let mut c = s.client();
+    for i in 0..20 {
+        assert_eq!(q(&mut c, &["SET", &format!("k{i}"), "v"]).unwrap(), Value::Okay);
+    }
+    assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(20));
+    if let (Some(before), Some(after)) = (rss_before, s.rss_kib()) {
+        assert!(
+            after < before + 512 * 1024,
+            "RSS grew from {before} KiB to {after} KiB after 16 stalled oversized headers"
+        );
+    }
+    drop(stalled);
     assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
 }
 

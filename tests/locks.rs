@@ -5,6 +5,9 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::*;
 use redis::Value;
@@ -266,6 +269,14 @@ fn lock_argument_errors() {
     let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "-5"]));
     assert!(e.starts_with("ERR "), "a negative lease must be refused: {e}");
     assert_eq!(info(&mut c, "k"), None);
+    let t = acquire(&mut c, "held", "o", 30_000).to_string();
+    let e = expect_err(q(&mut c, &["LOCK.RENEW", "held", "o", &t, "0"]));
+    assert!(e.starts_with("ERR "), "renew with a zero lease must be refused: {e}");
+    let e = expect_err(q(&mut c, &["LOCK.RENEW", "held", "o", &t, "later"]));
+    assert!(e.starts_with("ERR "), "{e}");
+    let e = expect_err(q(&mut c, &["LOCK.RELEASE", "held", "o", "tok"]));
+    assert!(e.starts_with("ERR "), "{e}");
+    assert_eq!(info(&mut c, "held").unwrap().owner, "o", "bad arguments changed the lock");
     // lower-case command names work
     assert!(matches!(q(&mut c, &["lock.acquire", "k", "o", "1000"]).unwrap(), Value::Int(_)));
 }
@@ -340,8 +351,15 @@ fn lease_lapses_after_its_ttl() {
     let e = expect_err(q(&mut c, &["LOCK.RENEW", "lease", "sleepy", &ts, "1000"]));
     assert!(e.starts_with("LOCKLOST"), "renew after the lease lapsed: {e:?}");
     assert_eq!(q(&mut c, &["LOCK.RELEASE", "lease", "sleepy", &ts]).unwrap(), Value::Int(0));
+    // the same owner coming back after its lease lapsed gets a new, greater token
+    let t1 = acquire(&mut c, "lease", "sleepy", 30_000);
+    assert!(t1 > t, "re-grant after lapse must have a new token: {t1} vs {t}");
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "lease", "sleepy", &t1.to_string()]).unwrap(),
+        Value::Int(1)
+    );
     let t2 = acquire(&mut c, "lease", "next", 30_000);
-    assert!(t2 > t, "token after lapse {t2} must exceed {t}");
+    assert!(t2 > t1, "token after lapse {t2} must exceed {t1}");
     // a stale fence by the old holder is refused once the new holder fenced
     assert_eq!(q(&mut c, &["LOCK.FENCE", "db", &t2.to_string()]).unwrap(), Value::Int(t2));
     let e = expect_err(q(&mut c, &["LOCK.FENCE", "db", &ts]));
@@ -440,4 +458,209 @@ fn kill9_restart_keeps_every_acknowledged_lock() {
     assert_eq!((i.owner.as_str(), i.token), ("new", fresh));
     let later = acquire(&mut c, "after-second-restart", "new", 600_000);
     assert!(later > fresh, "token {later} after second restart <= {fresh}");
+}
+
+#[test]
+fn token_is_the_key_version() {
+    // DESIGN §2: the token is the version of the key: SET replaces the value (new
+    // version), PEXPIRE changes it in place (same version).
+    let s = TestServer::start();
+    let mut c = s.client();
+    let t = acquire(&mut c, "v", "o", 30_000);
+    assert_eq!(q(&mut c, &["PEXPIRE", "v", "60000"]).unwrap(), Value::Int(1));
+    let i = info(&mut c, "v").unwrap();
+    assert_eq!(i.token, t, "PEXPIRE must keep the version");
+    assert!(i.ttl_ms > 30_000, "{i:?}");
+
+    // someone overwrites the lock key with plain SET: a new version, a new token
+    assert_eq!(q(&mut c, &["SET", "v", "mallory", "PX", "30000"]).unwrap(), Value::Okay);
+    let i = info(&mut c, "v").unwrap();
+    assert_eq!(i.owner, "mallory");
+    assert!(i.token > t, "SET replaced the value; token {} must exceed {t}", i.token);
+    let ts = t.to_string();
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "v", "o", &ts]).unwrap(), Value::Int(0));
+    let e = expect_err(q(&mut c, &["LOCK.RENEW", "v", "o", &ts, "1000"]));
+    assert!(e.starts_with("LOCKLOST"), "{e}");
+
+    // even the same owner re-SETting replaces the value: the old token is void
+    assert_eq!(q(&mut c, &["SET", "v", "o", "PX", "30000"]).unwrap(), Value::Okay);
+    let i2 = info(&mut c, "v").unwrap();
+    assert!(i2.token > i.token, "{i2:?} vs {i:?}");
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "v", "o", &ts]).unwrap(), Value::Int(0));
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "v", "o", &i2.token.to_string()]).unwrap(),
+        Value::Int(1)
+    );
+    // DEL frees a lock
+    let t3 = acquire(&mut c, "v", "o", 30_000);
+    assert!(t3 > i2.token);
+    assert_eq!(q(&mut c, &["DEL", "v"]).unwrap(), Value::Int(1));
+    assert_eq!(info(&mut c, "v"), None);
+}
+
+type Acked = Arc<Mutex<Vec<(String, String, i64)>>>;
+
+/// Four writer threads granting distinct locks as fast as they can until their
+/// connection fails (the server went away) or 5000 grants each; every
+/// acknowledged grant is recorded.
+fn spawn_writers(
+    s: &TestServer,
+    prefix: &str,
+) -> (Vec<std::thread::JoinHandle<()>>, Acked, Arc<AtomicUsize>) {
+    let acked: Acked = Arc::default();
+    let count = Arc::new(AtomicUsize::new(0));
+    let handles = (0..4)
+        .map(|w| {
+            let url = s.url();
+            let prefix = prefix.to_string();
+            let acked = acked.clone();
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let client = redis::Client::open(url).unwrap();
+                let mut c = client.get_connection_with_timeout(IO_TIMEOUT).unwrap();
+                c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                c.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+                for i in 0..5_000 {
+                    let key = format!("{prefix}:{w}:{i}");
+                    let owner = format!("o{w}-{i}");
+                    match q(&mut c, &["LOCK.ACQUIRE", &key, &owner, "600000"]) {
+                        Ok(Value::Int(t)) => {
+                            acked.lock().unwrap().push((key, owner, t));
+                            count.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // a shutting-down server may refuse with an error reply
+                        Err(e) if e.code().is_some() => return,
+                        Ok(other) => panic!("LOCK.ACQUIRE {key}: {other:?}"),
+                        Err(_) => return, // connection gone
+                    }
+                }
+            })
+        })
+        .collect();
+    (handles, acked, count)
+}
+
+/// Every recorded grant is present with its owner and token; returns the max token.
+fn check_acked(c: &mut redis::Connection, acked: &[(String, String, i64)]) -> i64 {
+    let mut max_old = 0;
+    for (k, o, t) in acked {
+        let i = info(c, k).unwrap_or_else(|| panic!("acknowledged grant {k} (token {t}) lost"));
+        assert_eq!((&i.owner, i.token), (o, *t), "{k}");
+        max_old = max_old.max(*t);
+    }
+    max_old
+}
+
+#[test]
+fn kill9_during_writes_loses_nothing_acknowledged() {
+    let mut s = TestServer::start();
+    let (handles, acked, count) = spawn_writers(&s, "inflight");
+    poll_until(Duration::from_secs(60), "200 acknowledged grants", || {
+        (count.load(Ordering::SeqCst) >= 200).then_some(())
+    });
+    s.kill9();
+    for h in handles {
+        h.join().expect("writer thread panicked");
+    }
+    let acked = acked.lock().unwrap().clone();
+    s.restart();
+    let mut c = s.client();
+    let max_old = check_acked(&mut c, &acked);
+    let fresh = acquire(&mut c, "after", "x", 10_000);
+    assert!(fresh > max_old, "token {fresh} after restart <= acknowledged {max_old}");
+}
+
+#[test]
+fn sigterm_under_load_shuts_down_cleanly_and_keeps_acknowledged() {
+    let mut s = TestServer::start();
+    let (handles, acked, count) = spawn_writers(&s, "busy");
+    poll_until(Duration::from_secs(60), "200 acknowledged grants", || {
+        (count.load(Ordering::SeqCst) >= 200).then_some(())
+    });
+    let status = s.terminate();
+    for h in handles {
+        h.join().expect("writer thread panicked");
+    }
+    let tail: String = {
+        let l = s.logs();
+        l.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    };
+    assert!(
+        status.success(),
+        "SIGTERM with busy clients must shut down cleanly (exit 0), got {status}; log tail:\n{tail}"
+    );
+    let acked = acked.lock().unwrap().clone();
+    s.restart();
+    let mut c = s.client();
+    let max_old = check_acked(&mut c, &acked);
+    let fresh = acquire(&mut c, "after", "x", 10_000);
+    assert!(fresh > max_old);
+}
+
+#[test]
+fn restart_recovers_from_snapshots_and_log_suffix() {
+    // Ask for frequent snapshots (an env var the server may ignore; the test is
+    // still a valid restart test then) so recovery goes through snapshot + log.
+    let mut s = TestServer::start_with_env(&[("RAFTLOCK_SNAPSHOT_LOGS", "100")]);
+    let mut c = s.client();
+    let mut expect: Vec<(String, String, i64)> = Vec::new();
+    for batch in 0..15 {
+        let mut p = redis::pipe();
+        for i in 0..100 {
+            p.cmd("LOCK.ACQUIRE")
+                .arg(format!("snap:{batch}:{i}"))
+                .arg(format!("o{batch}-{i}"))
+                .arg(600_000);
+        }
+        let out: Vec<Value> = p.query(&mut c).unwrap();
+        for (i, v) in out.iter().enumerate() {
+            let t = int(v);
+            expect.push((format!("snap:{batch}:{i}"), format!("o{batch}-{i}"), t));
+        }
+    }
+    // release every third one
+    let mut released = Vec::new();
+    let mut p = redis::pipe();
+    for (n, (k, o, t)) in expect.iter().enumerate() {
+        if n % 3 == 0 {
+            p.cmd("LOCK.RELEASE").arg(k).arg(o).arg(*t);
+            released.push(k.clone());
+        }
+    }
+    let out: Vec<Value> = p.query(&mut c).unwrap();
+    assert!(out.iter().all(|v| *v == Value::Int(1)), "releases: {out:?}");
+    expect = expect.into_iter().enumerate().filter(|(n, _)| n % 3 != 0).map(|(_, x)| x).collect();
+    let max_old = expect.iter().map(|x| x.2).max().unwrap();
+    drop(c);
+
+    for round in 0..2 {
+        s.kill9();
+        s.restart();
+        let mut c = s.client();
+        for (k, o, t) in &expect {
+            let i = info(&mut c, k).unwrap_or_else(|| panic!("round {round}: lock {k} lost"));
+            assert_eq!((&i.owner, i.token), (o, *t), "round {round}: {k}");
+        }
+        for k in &released {
+            assert_eq!(info(&mut c, k), None, "round {round}: released {k} came back");
+        }
+        let n = int(&q(&mut c, &["DBSIZE"]).unwrap()) as usize;
+        assert_eq!(n, expect.len() + round, "round {round}: DBSIZE");
+        let t = acquire(&mut c, &format!("new{round}"), "x", 600_000);
+        assert!(t > max_old, "round {round}: token {t} <= {max_old}");
+    }
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly_and_keeps_locks() {
+    let mut s = TestServer::start();
+    let mut c = s.client();
+    let t = acquire(&mut c, "graceful", "g", 600_000);
+    drop(c);
+    let status = s.terminate();
+    assert!(status.success(), "SIGTERM must shut down cleanly (exit 0), got {status}");
+    s.restart();
+    let mut c = s.client();
+    let i = info(&mut c, "graceful").expect("lock lost across a clean shutdown");
+    assert_eq!((i.owner.as_str(), i.token), ("g", t));
 }

@@ -29,6 +29,7 @@ pub struct TestServer {
     dir: tempfile::TempDir,
     child: Option<Child>,
     starts: u32,
+    env: Vec<(String, String)>,
 }
 
 /// Find `n` distinct free TCP ports on 127.0.0.1 (all listeners are held until the
@@ -46,6 +47,12 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 impl TestServer {
     /// Start a fresh node and wait until it accepts a write.
     pub fn start() -> TestServer {
+        Self::start_with_env(&[])
+    }
+
+    /// Like `start`, with extra environment variables for the server process
+    /// (e.g. `RAFTLOCK_SNAPSHOT_LOGS`); they are kept for restarts.
+    pub fn start_with_env(env: &[(&str, &str)]) -> TestServer {
         // A port picked by binding :0 can in rare cases be taken by someone else
         // before the server binds it; retry a couple of times with new ports then.
         let mut last_logs = String::new();
@@ -62,6 +69,10 @@ impl TestServer {
                 dir,
                 child: None,
                 starts: 0,
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
             };
             s.spawn();
             match s.wait_ready(READY_TIMEOUT) {
@@ -114,6 +125,9 @@ impl TestServer {
             if k.starts_with("RAFTLOCK_") {
                 cmd.env_remove(k);
             }
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
         }
         cmd.arg("--bind")
             .arg("127.0.0.1")
@@ -252,6 +266,46 @@ impl TestServer {
             "raftlock did not become ready after restart: {last}\n--- server log ---\n{}",
             self.logs()
         );
+    }
+
+    /// Send SIGTERM and wait (bounded) for the process to exit; returns its status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("server not running");
+        let ok = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "could not send SIGTERM");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("raftlock did not exit within 15 s of SIGTERM\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Resident set size of the server process in KiB (Linux /proc).
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
     }
 
     pub fn is_running(&mut self) -> bool {
