@@ -2,11 +2,11 @@
 # Installs what building and testing raftlock needs on a fresh Debian machine
 # that has only the Rust toolchain: libclang (RocksDB's bindings), a C++
 # compiler, and Redis's client tools (redis-cli, redis-benchmark) plus
-# redis-server (the benchmark's baseline). Does nothing if all are present.
+# redis-server (the benchmark's baseline), tmux (interactive redis-cli test). Does nothing if all are present.
 set -euo pipefail
 
 need=()
-for pkg in libclang-dev clang g++ redis-tools redis-server; do
+for pkg in libclang-dev clang g++ redis-tools redis-server tmux; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then
