@@ -1,6 +1,7 @@
 //! Command-line flags, each also read from `RAFTLOCK_<NAME>`, and their
 //! validation. No I/O beyond reading the environment.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -54,6 +55,14 @@ pub struct Config {
     /// Lower bound of the election timeout in ms (the upper bound is twice it).
     #[arg(long, env = "RAFTLOCK_ELECTION_TIMEOUT_MS", default_value_t = 500)]
     pub election_timeout_ms: u64,
+    /// The cluster to form on first start: `id=peer-host:port[/client-host:port],...`
+    /// on every node (same value). Without it, a one-node cluster. A member's
+    /// client address defaults to its peer port minus 10000.
+    #[arg(long, env = "RAFTLOCK_INITIAL_CLUSTER", default_value = "")]
+    pub initial_cluster: String,
+    /// Shared secret every peer connection must present.
+    #[arg(long, env = "RAFTLOCK_CLUSTER_SECRET", default_value = "", hide_env_values = true)]
+    pub cluster_secret: String,
     /// How long a command waits for the cluster before replying an error, ms.
     #[arg(long, env = "RAFTLOCK_REQUEST_TIMEOUT_MS", default_value_t = 5000)]
     pub request_timeout_ms: u64,
@@ -97,9 +106,54 @@ impl Config {
         }
     }
 
+    /// The members to bootstrap with: `--initial-cluster`, or this node alone.
+    pub fn initial_members(&self) -> Result<BTreeMap<u64, (String, String)>, String> {
+        let mut members = BTreeMap::new();
+        if self.initial_cluster.trim().is_empty() {
+            members.insert(self.node_id, (self.peer_addr(), self.client_addr()));
+            return Ok(members);
+        }
+        for item in self.initial_cluster.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let bad = || format!("--initial-cluster: '{item}' is not id=peer-host:port[/client-host:port]");
+            let (id, addrs) = item.split_once('=').ok_or_else(bad)?;
+            let id: u64 = id.trim().parse().ok().filter(|id| *id > 0).ok_or_else(bad)?;
+            let (peer, client) = match addrs.split_once('/') {
+                Some((p, c)) => (p.to_string(), c.to_string()),
+                None => {
+                    let (host, port) = addrs.rsplit_once(':').ok_or_else(bad)?;
+                    let port: u16 = port.parse().map_err(|_| bad())?;
+                    let client_port = port.checked_sub(10000).ok_or_else(bad)?;
+                    (addrs.to_string(), format!("{host}:{client_port}"))
+                }
+            };
+            if peer.rsplit_once(':').is_none() || client.rsplit_once(':').is_none() {
+                return Err(bad());
+            }
+            if members.insert(id, (peer, client)).is_some() {
+                return Err(format!("--initial-cluster names node {id} twice"));
+            }
+        }
+        if !members.contains_key(&self.node_id) {
+            return Err(format!("--initial-cluster does not name this node (--node-id {})", self.node_id));
+        }
+        Ok(members)
+    }
+
+    /// The address other nodes use to reach this node's peer port.
+    pub fn advertised_peer_addr(&self) -> String {
+        self.initial_members()
+            .ok()
+            .and_then(|m| m.get(&self.node_id).map(|(p, _)| p.clone()))
+            .unwrap_or_else(|| self.peer_addr())
+    }
+
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         self.metrics_socket()?;
+        let members = self.initial_members()?;
+        if members.len() > 1 && self.cluster_secret.is_empty() {
+            return Err("a cluster of several nodes needs --cluster-secret (RAFTLOCK_CLUSTER_SECRET)".into());
+        }
         if self.node_id == 0 {
             return Err("--node-id must be at least 1".into());
         }
@@ -135,6 +189,29 @@ mod tests {
         assert_eq!(c.metrics_socket().unwrap(), Some("127.0.0.1:9379".parse().unwrap()));
         assert_eq!(c.node_id, 1);
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn initial_cluster_parses_and_must_name_this_node() {
+        let c = Config::parse_from([
+            "raftlock",
+            "--node-id",
+            "2",
+            "--cluster-secret",
+            "s",
+            "--initial-cluster",
+            "1=127.0.0.1:16379,2=127.0.0.1:16380/127.0.0.1:7000",
+        ]);
+        let m = c.initial_members().unwrap();
+        assert_eq!(m[&1], ("127.0.0.1:16379".to_string(), "127.0.0.1:6379".to_string()));
+        assert_eq!(m[&2], ("127.0.0.1:16380".to_string(), "127.0.0.1:7000".to_string()));
+        assert!(c.validate().is_ok());
+        let c = Config::parse_from(["raftlock", "--node-id", "3", "--initial-cluster", "1=127.0.0.1:16379"]);
+        assert!(c.initial_members().is_err());
+        let c = Config::parse_from(["raftlock", "--initial-cluster", "1=127.0.0.1:16379,2=127.0.0.1:16380"]);
+        assert!(c.validate().is_err(), "several nodes without a secret");
+        let c = Config::parse_from(["raftlock", "--initial-cluster", "1=nonsense"]);
+        assert!(c.initial_members().is_err());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod log_store;
 mod network;
+mod peer;
 mod state_machine;
 mod types;
 
@@ -29,6 +30,7 @@ use crate::protocol::Reply;
 use crate::storage::Storage;
 
 pub use log_store::{LogReader, LogStore};
+pub use peer::PeerPool;
 pub use network::Network;
 pub use state_machine::{EventSink, SharedState, StateMachine};
 pub use types::{NodeId, NodeInfo, TypeConfig};
@@ -42,6 +44,8 @@ pub enum ClusterError {
     NotLeader(NodeId),
     #[error("TRYAGAIN timed out waiting for the cluster")]
     Timeout,
+    #[error("TRYAGAIN the leader is unreachable: {0}")]
+    Unreachable(String),
     #[error("ERR consensus stopped: {0}")]
     Fatal(String),
 }
@@ -56,6 +60,11 @@ pub struct StartError(String);
 pub struct RaftSettings {
     pub node_id: NodeId,
     pub node: NodeInfo,
+    /// The members to bootstrap with on first start (this node alone for a
+    /// one-node cluster). Only the lowest id initialises the group, once.
+    pub initial_members: BTreeMap<NodeId, NodeInfo>,
+    /// Every peer connection must present this.
+    pub cluster_secret: String,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
     pub snapshot_logs: u64,
@@ -104,6 +113,30 @@ pub struct Consensus {
     next_request: AtomicU64,
     writes: mpsc::UnboundedSender<PendingWrite>,
     reads: mpsc::UnboundedSender<ReadWaiter>,
+    pool: Arc<PeerPool>,
+}
+
+/// Where a command should run.
+enum Route {
+    Here,
+    Leader(NodeId, String),
+}
+
+/// Runs commands forwarded by followers on this node, without forwarding
+/// them again.
+struct ForwardedCommands(std::sync::Weak<Consensus>);
+
+impl peer::ForwardHandler for ForwardedCommands {
+    fn forward(&self, argv: Vec<Bytes>) -> futures_util::future::BoxFuture<'static, Reply> {
+        let consensus = self.0.upgrade();
+        Box::pin(async move {
+            let Some(consensus) = consensus else { return Reply::error("ERR node is shutting down") };
+            if let Err(e) = consensus.leader_term() {
+                return Reply::Error(e.to_string());
+            }
+            consensus.execute_here(argv).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
+        })
+    }
 }
 
 impl Proposer {
@@ -173,6 +206,7 @@ impl Consensus {
     /// one-member cluster on first start (a restart recovers it instead).
     pub async fn start(
         settings: RaftSettings,
+        peer_listener: tokio::net::TcpListener,
         db: Arc<Storage>,
         clock: Arc<LogClock>,
         sink: EventSink,
@@ -194,27 +228,33 @@ impl Consensus {
         let log = LogStore::open(db.clone(), clock.clone()).map_err(|e| err(&e))?;
         let sm = StateMachine::open(db, clock.clone(), sink).map_err(|e| err(&e))?;
         let shared = sm.shared();
-        let raft = types::Raft::new(settings.node_id, Arc::new(config), Network, log, sm)
+        let pool = PeerPool::new(settings.node_id, settings.cluster_secret.clone());
+        let network = Network { pool: pool.clone(), node_id: settings.node_id };
+        let raft = types::Raft::new(settings.node_id, Arc::new(config), network, log, sm)
             .await
             .map_err(|e| err(&e))?;
-        if !raft.is_initialized().await.map_err(|e| err(&e))? {
-            let members = BTreeMap::from([(settings.node_id, settings.node.clone())]);
-            raft.initialize(members).await.map_err(|e| err(&e))?;
-            tracing::info!(node_id = settings.node_id, "initialised a new one-node cluster");
+        let lowest = settings.initial_members.keys().next().copied().unwrap_or(settings.node_id);
+        if !raft.is_initialized().await.map_err(|e| err(&e))? && lowest == settings.node_id {
+            let n = settings.initial_members.len();
+            raft.initialize(settings.initial_members.clone()).await.map_err(|e| err(&e))?;
+            tracing::info!(node_id = settings.node_id, members = n, "initialised a new cluster");
         }
         let (reads, read_rx) = mpsc::unbounded_channel();
         tokio::spawn(read_batcher(raft.clone(), read_rx));
         tokio::spawn(watch_metrics(raft.metrics()));
         let proposer = Arc::new(Proposer {
             metrics: raft.metrics(),
-            raft,
+            raft: raft.clone(),
             clock,
             node_id: settings.node_id,
             request_timeout: settings.request_timeout,
         });
         let (writes, write_rx) = mpsc::unbounded_channel();
         tokio::spawn(write_batcher(proposer.clone(), write_rx));
-        Ok(Arc::new(Consensus { proposer, shared, next_request: AtomicU64::new(1), writes, reads }))
+        let consensus = Arc::new(Consensus { proposer, shared, next_request: AtomicU64::new(1), writes, reads, pool });
+        let handler = Arc::new(ForwardedCommands(Arc::downgrade(&consensus)));
+        tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler));
+        Ok(consensus)
     }
 
     fn leader_term(&self) -> Result<u64, ClusterError> {
@@ -232,10 +272,118 @@ impl Consensus {
         matches!(became_leader, Ok(Ok(_)))
     }
 
+    /// Where commands go now: here if leader, else the leader's peer address.
+    /// With no leader known, waits for an election up to the request timeout.
+    async fn route(&self) -> Result<Route, ClusterError> {
+        let deadline = Instant::now() + self.proposer.request_timeout;
+        let mut rx = self.proposer.metrics.clone();
+        loop {
+            match self.leader_term() {
+                Ok(_) => return Ok(Route::Here),
+                Err(ClusterError::NotLeader(id)) => {
+                    let m = rx.borrow().clone();
+                    return match m.membership_config.nodes().find(|(nid, _)| **nid == id) {
+                        Some((_, node)) => Ok(Route::Leader(id, node.peer_addr.clone())),
+                        None => Err(ClusterError::NoLeader),
+                    };
+                }
+                Err(ClusterError::NoLeader) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+                        return Err(ClusterError::NoLeader);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs a client command (write, read or `RAFT.NODE`) on the leader: here,
+    /// or forwarded over the peer connection with the reply relayed.
+    pub async fn execute(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
+        let deadline = Instant::now() + self.proposer.request_timeout;
+        loop {
+            let (id, addr) = match self.route().await? {
+                Route::Here => return self.execute_here(argv).await,
+                Route::Leader(id, addr) => (id, addr),
+            };
+            let ttl = self.proposer.request_timeout * 2;
+            let request = peer::PeerRequest::Forward { argv: argv.clone() };
+            return match self.pool.call(id, &addr, request, ttl).await {
+                Ok(peer::PeerResponse::Forward(reply)) => Ok(reply),
+                Ok(_) => Err(ClusterError::Fatal("unexpected answer to a forwarded command".into())),
+                // Never sent (the leader is down or changing): safe to retry
+                // until a leader answers or time runs out.
+                Err(e @ peer::PeerError::NotSent(..)) => {
+                    if Instant::now() >= deadline {
+                        return Err(ClusterError::Unreachable(e.to_string()));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Err(peer::PeerError::Timeout(_)) => Err(ClusterError::Timeout),
+                // Sent but unanswered: it may have run; the client decides.
+                Err(e) => Err(ClusterError::Unreachable(e.to_string())),
+            };
+        }
+    }
+
+    /// Runs a command on this node, which must be the leader.
+    async fn execute_here(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
+        match crate::commands::resolve(&argv) {
+            Err(reply) => Ok(reply),
+            Ok(spec) if spec.name == "raft.node" => self.admin(&argv).await,
+            Ok(spec) if spec.is_write() => self.write(argv).await,
+            Ok(_) => self.read(move |ks, ctx| crate::commands::execute_read(ks, &argv, ctx)).await,
+        }
+    }
+
+    /// `RAFT.NODE ADD id peer-addr client-addr` / `RAFT.NODE REMOVE id`, on the leader.
+    async fn admin(&self, argv: &[Bytes]) -> Result<Reply, ClusterError> {
+        let text = |i: usize| argv.get(i).map(|a| String::from_utf8_lossy(a).into_owned());
+        let id = text(2).and_then(|s| s.parse::<NodeId>().ok()).filter(|id| *id > 0);
+        let raft = &self.proposer.raft;
+        let fatal = |e: &dyn std::fmt::Display| ClusterError::Fatal(e.to_string());
+        match (text(1).map(|s| s.to_ascii_uppercase()).as_deref(), id, argv.len()) {
+            (Some("ADD"), Some(id), 5) => {
+                let node = NodeInfo { peer_addr: text(3).unwrap_or_default(), client_addr: text(4).unwrap_or_default() };
+                // Joins as a learner and catches up (by snapshot if the log was
+                // purged) before it becomes a voter.
+                if let Err(e) = raft.add_learner(id, node, true).await {
+                    return Ok(Reply::Error(format!("ERR cannot add node {id}: {e}")));
+                }
+                let voters = std::collections::BTreeSet::from([id]);
+                match raft.change_membership(openraft::ChangeMembers::AddVoterIds(voters), false).await {
+                    Ok(_) => Ok(Reply::ok()),
+                    Err(RaftError::Fatal(e)) => Err(fatal(&e)),
+                    Err(e) => Ok(Reply::Error(format!("ERR cannot make node {id} a voter: {e}"))),
+                }
+            }
+            (Some("REMOVE"), Some(id), 3) => {
+                let m = self.proposer.metrics.borrow().clone();
+                let is_voter = m.membership_config.membership().voter_ids().any(|v| v == id);
+                let ids = std::collections::BTreeSet::from([id]);
+                let change = if is_voter {
+                    openraft::ChangeMembers::RemoveVoters(ids)
+                } else {
+                    openraft::ChangeMembers::RemoveNodes(ids)
+                };
+                match raft.change_membership(change, false).await {
+                    Ok(_) => Ok(Reply::ok()),
+                    Err(RaftError::Fatal(e)) => Err(fatal(&e)),
+                    Err(e) => Ok(Reply::Error(format!("ERR cannot remove node {id}: {e}"))),
+                }
+            }
+            _ => Ok(Reply::error(
+                "ERR syntax: RAFT.NODE ADD <id> <peer-addr> <client-addr> | RAFT.NODE REMOVE <id>",
+            )),
+        }
+    }
+
     /// Commits a client command through the log (sharing an entry with every
     /// command waiting at the same moment); the reply is the one the state
-    /// machine produced when it applied the command.
-    pub async fn write(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
+    /// machine produced when it applied the command. This node must lead.
+    async fn write(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
         self.leader_term()?;
         let origin = Origin { node: self.proposer.node_id, request: self.next_request.fetch_add(1, Ordering::Relaxed) };
         let (tx, rx) = oneshot::channel();
@@ -257,7 +405,7 @@ impl Consensus {
 
     /// Runs `f` on the keyspace once it reflects every write committed before
     /// this call (ReadIndex), at the leader's current log time.
-    pub async fn read<T>(&self, f: impl FnOnce(&Keyspace, &ReadCtx) -> T) -> Result<T, ClusterError> {
+    async fn read<T>(&self, f: impl FnOnce(&Keyspace, &ReadCtx) -> T) -> Result<T, ClusterError> {
         let term = self.leader_term()?;
         let (tx, rx) = oneshot::channel();
         self.reads.send(tx).map_err(|_| ClusterError::Fatal("read path stopped".into()))?;

@@ -1,64 +1,105 @@
-//! Raft RPC transport to peers.
-//!
-//! A one-node cluster never sends an RPC; this transport reports every peer
-//! unreachable. The peer transport (persistent, authenticated connections on
-//! the peer port) replaces it when clusters of several nodes arrive.
+//! Raft RPCs to peers over the [`peer`](super::peer) transport.
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use std::sync::Arc;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Timeout, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
+use openraft::RaftTypeConfig;
 
+use super::peer::{PeerError, PeerPool, PeerRequest, PeerResponse};
 use super::types::{NodeId, NodeInfo, TypeConfig};
 
 /// Creates a [`PeerClient`] per peer.
-#[derive(Clone, Default)]
-pub struct Network;
-
-/// The connection to one peer.
-pub struct PeerClient {
-    target: NodeId,
+#[derive(Clone)]
+pub struct Network {
+    pub pool: Arc<PeerPool>,
+    pub node_id: NodeId,
 }
 
-impl PeerClient {
-    fn unreachable<E: std::error::Error>(&self) -> RPCError<NodeId, NodeInfo, E> {
-        let e = std::io::Error::other(format!("node {} is not reachable: no peer transport in a one-node cluster", self.target));
-        RPCError::Unreachable(Unreachable::new(&e))
-    }
+/// Raft's view of one peer.
+pub struct PeerClient {
+    pool: Arc<PeerPool>,
+    node_id: NodeId,
+    target: NodeId,
+    addr: String,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
-    async fn new_client(&mut self, target: NodeId, _node: &NodeInfo) -> PeerClient {
-        PeerClient { target }
+    async fn new_client(&mut self, target: NodeId, node: &NodeInfo) -> PeerClient {
+        PeerClient { pool: self.pool.clone(), node_id: self.node_id, target, addr: node.peer_addr.clone() }
     }
+}
+
+type RpcErr<E = openraft::error::Infallible> = RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>;
+
+impl PeerClient {
+    async fn call<E: std::error::Error>(&self, request: PeerRequest, option: &RPCOption) -> Result<PeerResponse, RpcErr<E>> {
+        let ttl = option.hard_ttl();
+        self.pool.call(self.target, &self.addr, request, ttl).await.map_err(|e| match e {
+            PeerError::NotSent(..) | PeerError::Unreachable(..) => RPCError::Unreachable(Unreachable::new(&e)),
+            PeerError::Timeout(_) => RPCError::Timeout(Timeout {
+                action: openraft::network::RPCTypes::AppendEntries,
+                id: self.node_id,
+                target: self.target,
+                timeout: ttl,
+            }),
+            PeerError::Refused(..) => RPCError::Network(NetworkError::new(&e)),
+        })
+    }
+
+    fn unexpected<E: std::error::Error>(&self) -> RpcErr<E> {
+        let e = std::io::Error::other(format!("unexpected answer from node {}", self.target));
+        RPCError::Network(NetworkError::new(&e))
+    }
+}
+
+fn remote<E: std::error::Error>(target: NodeId, node: &NodeInfo, e: RaftError<NodeId, E>) -> RpcErr<E> {
+    RPCError::RemoteError(openraft::error::RemoteError::new_with_node(target, node.clone(), e))
 }
 
 impl RaftNetwork<TypeConfig> for PeerClient {
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
-        Err(self.unreachable())
+        match self.call(PeerRequest::AppendEntries(rpc), &option).await? {
+            PeerResponse::AppendEntries(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
+            _ => Err(self.unexpected()),
+        }
     }
 
     async fn install_snapshot(
         &mut self,
-        _rpc: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>> {
-        Err(self.unreachable())
+        match self.call(PeerRequest::InstallSnapshot(rpc), &option).await? {
+            PeerResponse::InstallSnapshot(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
+            _ => Err(self.unexpected()),
+        }
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<NodeId>,
-        _option: RPCOption,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
-        Err(self.unreachable())
+        match self.call(PeerRequest::Vote(rpc), &option).await? {
+            PeerResponse::Vote(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
+            _ => Err(self.unexpected()),
+        }
+    }
+}
+
+impl PeerClient {
+    fn node(&self) -> <TypeConfig as RaftTypeConfig>::Node {
+        NodeInfo { peer_addr: self.addr.clone(), client_addr: String::new() }
     }
 }

@@ -171,17 +171,9 @@ impl Connection {
             return Next::Continue;
         }
         let (reply, next) = match spec.handler {
-            Handler::Write(_) => {
-                let reply = self.node.consensus.write(argv).await.unwrap_or_else(|e| Reply::Error(e.to_string()));
-                (Some(reply), Next::Continue)
-            }
-            Handler::Read(_) => {
-                let reply = self
-                    .node
-                    .consensus
-                    .read(|ks, ctx| commands::execute_read(ks, &argv, ctx))
-                    .await
-                    .unwrap_or_else(|e| Reply::Error(e.to_string()));
+            // Replicated state: runs on the leader (here, or forwarded to it).
+            Handler::Write(_) | Handler::Read(_) => {
+                let reply = self.node.consensus.execute(argv).await.unwrap_or_else(|e| Reply::Error(e.to_string()));
                 (Some(reply), Next::Continue)
             }
             Handler::Local => self.local(spec, &argv).await,
@@ -234,6 +226,7 @@ impl Connection {
                 Reply::Verbatim(info::info(&self.node, &sections).await)
             }
             "raft.info" => Reply::Verbatim(info::raft_info(&self.node).await),
+            "raft.node" => self.node.consensus.execute(argv.to_vec()).await.unwrap_or_else(|e| Reply::Error(e.to_string())),
             "command" => command(argv),
             "config" => self.config(argv),
             "time" => {

@@ -56,16 +56,27 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let clock = Arc::new(LogClock::system());
     let hub = Arc::new(Hub::new());
     let sink_hub = hub.clone();
+    let initial_members = config
+        .initial_members()
+        .map_err(ServerError::Config)?
+        .into_iter()
+        .map(|(id, (peer_addr, client_addr))| (id, NodeInfo { peer_addr, client_addr }))
+        .collect();
     let settings = RaftSettings {
         node_id: config.node_id,
-        node: NodeInfo { peer_addr: config.peer_addr(), client_addr: config.client_addr() },
+        node: NodeInfo { peer_addr: config.advertised_peer_addr(), client_addr: config.client_addr() },
+        initial_members,
+        cluster_secret: config.cluster_secret.clone(),
         heartbeat_ms: config.heartbeat_ms,
         election_timeout_ms: config.election_timeout_ms,
         snapshot_logs: config.snapshot_logs,
         request_timeout: Duration::from_millis(config.request_timeout_ms),
     };
-    let consensus =
-        Consensus::start(settings, storage, clock.clone(), Arc::new(move |events| sink_hub.dispatch(events))).await?;
+    let peer_listener = TcpListener::bind(config.peer_addr())
+        .await
+        .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
+    let sink = Arc::new(move |events| sink_hub.dispatch(events));
+    let consensus = Consensus::start(settings, peer_listener, storage, clock.clone(), sink).await?;
     let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
     if let Some(addr) = metrics_addr {
         crate::metrics::install(addr).map_err(ServerError::Config)?;

@@ -1,0 +1,277 @@
+//! The peer transport: persistent, authenticated connections between nodes on
+//! the peer port, carrying Raft RPCs and forwarded client commands.
+//!
+//! Framing: a 4-byte big-endian length, then a bincode `(request id, body)`.
+//! The first frame on a connection is `Hello` with the cluster secret; a peer
+//! that does not present it is disconnected. Requests on one connection are
+//! served concurrently and answered by id, so a slow forwarded command never
+//! delays a heartbeat. Connections are made lazily and remade with backoff.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::{SinkExt, StreamExt};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+use super::types::{NodeId, Raft, TypeConfig};
+use crate::protocol::Reply;
+
+/// Largest peer frame: a batch of entries or a snapshot chunk.
+const MAX_FRAME: usize = 256 * 1024 * 1024;
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum PeerRequest {
+    Hello { secret: String, node_id: NodeId },
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A client command taken by a follower, for the leader to run.
+    Forward { argv: Vec<Bytes> },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum PeerResponse {
+    HelloOk,
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Forward(Reply),
+    Refused(String),
+}
+
+/// Why a peer call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PeerError {
+    /// The request never left this node: safe to retry, even for a write.
+    #[error("peer {0} unreachable: {1}")]
+    NotSent(NodeId, String),
+    /// The link failed after the request was sent: it may have run.
+    #[error("peer {0} unreachable: {1}")]
+    Unreachable(NodeId, String),
+    #[error("peer {0} did not answer in time")]
+    Timeout(NodeId),
+    #[error("peer {0} refused: {1}")]
+    Refused(NodeId, String),
+}
+
+/// Runs commands forwarded by followers (implemented by the server).
+pub trait ForwardHandler: Send + Sync + 'static {
+    fn forward(&self, argv: Vec<Bytes>) -> BoxFuture<'static, Reply>;
+}
+
+fn encode(id: u64, body: &impl Serialize) -> Bytes {
+    Bytes::from(bincode::serialize(&(id, body)).expect("serialising plain data cannot fail"))
+}
+
+fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec()
+}
+
+/// Constant-time comparison, so the secret cannot be guessed byte by byte.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Accepts peer connections until the listener fails.
+pub async fn serve(listener: TcpListener, raft: Raft, secret: String, handler: Arc<dyn ForwardHandler>) {
+    loop {
+        let (socket, addr) = match listener.accept().await {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!("peer accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        let (raft, secret, handler) = (raft.clone(), secret.clone(), handler.clone());
+        tokio::spawn(async move {
+            if let Err(e) = serve_conn(socket, raft, secret, handler).await {
+                tracing::debug!(%addr, "peer connection closed: {e}");
+            }
+        });
+    }
+}
+
+async fn serve_conn(socket: TcpStream, raft: Raft, secret: String, handler: Arc<dyn ForwardHandler>) -> Result<(), String> {
+    let (mut sink, mut stream) = Framed::new(socket, codec()).split();
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .map_err(|_| "no hello")?
+        .ok_or("closed before hello")?
+        .map_err(|e| e.to_string())?;
+    match bincode::deserialize::<(u64, PeerRequest)>(&first) {
+        Ok((id, PeerRequest::Hello { secret: given, .. })) if same_secret(&given, &secret) => {
+            sink.send(encode(id, &PeerResponse::HelloOk)).await.map_err(|e| e.to_string())?;
+        }
+        _ => {
+            let _ = sink.send(encode(0, &PeerResponse::Refused("bad cluster secret".into()))).await;
+            return Err("peer presented a wrong cluster secret".into());
+        }
+    }
+    let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
+    let writer = tokio::spawn(async move {
+        while let Some(frame) = rx.recv().await {
+            if sink.send(frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(frame) = stream.next().await {
+        let frame = frame.map_err(|e| e.to_string())?;
+        let (id, request): (u64, PeerRequest) = bincode::deserialize(&frame).map_err(|e| e.to_string())?;
+        let (raft, handler, tx) = (raft.clone(), handler.clone(), tx.clone());
+        tokio::spawn(async move {
+            let response = match request {
+                PeerRequest::Hello { .. } => PeerResponse::HelloOk,
+                PeerRequest::AppendEntries(rpc) => PeerResponse::AppendEntries(raft.append_entries(rpc).await),
+                PeerRequest::Vote(rpc) => PeerResponse::Vote(raft.vote(rpc).await),
+                PeerRequest::InstallSnapshot(rpc) => PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await),
+                PeerRequest::Forward { argv } => PeerResponse::Forward(handler.forward(argv).await),
+            };
+            let _ = tx.send(encode(id, &response)).await;
+        });
+    }
+    writer.abort();
+    Ok(())
+}
+
+type Waiter = oneshot::Sender<Result<PeerResponse, PeerError>>;
+
+/// One persistent connection to a peer, shared by every caller.
+struct PeerConn {
+    requests: mpsc::Sender<(PeerRequest, Waiter)>,
+}
+
+/// Connections to every peer, made on first use.
+pub struct PeerPool {
+    node_id: NodeId,
+    secret: String,
+    conns: Mutex<HashMap<(NodeId, String), Arc<PeerConn>>>,
+}
+
+impl PeerPool {
+    pub fn new(node_id: NodeId, secret: String) -> Arc<PeerPool> {
+        Arc::new(PeerPool { node_id, secret, conns: Mutex::new(HashMap::new()) })
+    }
+
+    fn conn(&self, target: NodeId, addr: &str) -> Arc<PeerConn> {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns
+            .entry((target, addr.to_string()))
+            .or_insert_with(|| {
+                let (tx, rx) = mpsc::channel(4096);
+                tokio::spawn(run_conn(target, addr.to_string(), self.node_id, self.secret.clone(), rx));
+                Arc::new(PeerConn { requests: tx })
+            })
+            .clone()
+    }
+
+    /// Sends `request` to `target` at `addr` and waits up to `ttl` for the answer.
+    pub async fn call(&self, target: NodeId, addr: &str, request: PeerRequest, ttl: Duration) -> Result<PeerResponse, PeerError> {
+        let conn = self.conn(target, addr);
+        let (tx, rx) = oneshot::channel();
+        conn.requests
+            .try_send((request, tx))
+            .map_err(|_| PeerError::NotSent(target, "too many requests queued".into()))?;
+        match tokio::time::timeout(ttl, rx).await {
+            Err(_) => Err(PeerError::Timeout(target)),
+            Ok(Err(_)) => Err(PeerError::Unreachable(target, "connection task stopped".into())),
+            Ok(Ok(result)) => result,
+        }
+    }
+}
+
+/// Owns the connection to one peer: connects when there is work, sends
+/// requests, routes answers by id, and fails waiters when the link drops.
+async fn run_conn(target: NodeId, addr: String, node_id: NodeId, secret: String, mut requests: mpsc::Receiver<(PeerRequest, Waiter)>) {
+    let mut backoff = Duration::from_millis(20);
+    let mut next_id: u64 = 1;
+    while let Some(first) = requests.recv().await {
+        let socket = match connect(&addr, node_id, &secret).await {
+            Ok(s) => {
+                backoff = Duration::from_millis(20);
+                s
+            }
+            Err(e) => {
+                let _ = first.1.send(Err(PeerError::NotSent(target, e)));
+                // Fail what queued meanwhile, then wait before trying again.
+                let until = Instant::now() + backoff;
+                while let Ok(Some((_, w))) = tokio::time::timeout_at(until.into(), requests.recv()).await {
+                    let _ = w.send(Err(PeerError::NotSent(target, "reconnecting".into())));
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let (mut sink, mut stream) = socket.split();
+        let mut inflight: HashMap<u64, Waiter> = HashMap::new();
+        let mut pending = Some(first);
+        loop {
+            if let Some((request, waiter)) = pending.take() {
+                let id = next_id;
+                next_id += 1;
+                if sink.send(encode(id, &request)).await.is_err() {
+                    let _ = waiter.send(Err(PeerError::NotSent(target, "send failed".into())));
+                    break;
+                }
+                inflight.insert(id, waiter);
+            }
+            tokio::select! {
+                next = requests.recv() => match next {
+                    Some(item) => pending = Some(item),
+                    None => return,
+                },
+                frame = stream.next() => {
+                    let Some(Ok(frame)) = frame else { break };
+                    match bincode::deserialize::<(u64, PeerResponse)>(&frame) {
+                        Ok((id, response)) => {
+                            if let Some(w) = inflight.remove(&id) {
+                                let _ = w.send(Ok(response));
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        for (_, w) in inflight.drain() {
+            let _ = w.send(Err(PeerError::Unreachable(target, "connection lost".into())));
+        }
+    }
+}
+
+async fn connect(addr: &str, node_id: NodeId, secret: &str) -> Result<Framed<TcpStream, LengthDelimitedCodec>, String> {
+    let socket = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    let _ = socket.set_nodelay(true);
+    let mut framed = Framed::new(socket, codec());
+    framed
+        .send(encode(0, &PeerRequest::Hello { secret: secret.to_string(), node_id }))
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer = tokio::time::timeout(CONNECT_TIMEOUT, framed.next())
+        .await
+        .map_err(|_| "hello timed out".to_string())?
+        .ok_or("closed during hello")?
+        .map_err(|e| e.to_string())?;
+    match bincode::deserialize::<(u64, PeerResponse)>(&answer) {
+        Ok((_, PeerResponse::HelloOk)) => Ok(framed),
+        Ok((_, PeerResponse::Refused(why))) => Err(why),
+        _ => Err("bad hello answer".into()),
+    }
+}
