@@ -21,7 +21,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(raftlock::server::run(config)) {
+    let result = runtime.block_on(raftlock::server::run(config));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("raftlock stopped: {e:#}");

@@ -38,7 +38,10 @@ fn client_id(c: &mut redis::Connection) -> i64 {
 fn ping_and_echo() {
     let s = TestServer::start();
     let mut c = s.client();
-    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+    assert_eq!(
+        q(&mut c, &["PING"]).unwrap(),
+        Value::SimpleString("PONG".into())
+    );
     assert_eq!(q(&mut c, &["PING", "hello"]).unwrap(), bulk("hello"));
     assert_eq!(q(&mut c, &["ECHO", "hi there"]).unwrap(), bulk("hi there"));
     assert_eq!(q(&mut c, &["echo", ""]).unwrap(), bulk(""));
@@ -59,7 +62,10 @@ fn select_zero_only() {
     let id = client_id(&mut c);
     assert_eq!(q(&mut c, &["SELECT", "0"]).unwrap(), Value::Okay);
     let e = expect_err(q(&mut c, &["SELECT", "1"]));
-    assert!(e.starts_with("ERR "), "SELECT 1 should be an ERR reply, got {e:?}");
+    assert!(
+        e.starts_with("ERR "),
+        "SELECT 1 should be an ERR reply, got {e:?}"
+    );
     // still the same, open connection
     assert_eq!(client_id(&mut c), id);
 }
@@ -71,10 +77,16 @@ fn client_subcommands() {
     let mut other = s.client();
     let id = client_id(&mut c);
     let other_id = client_id(&mut other);
-    assert!(id > 0 && other_id > 0 && id != other_id, "ids {id} {other_id}");
+    assert!(
+        id > 0 && other_id > 0 && id != other_id,
+        "ids {id} {other_id}"
+    );
 
     assert_eq!(q(&mut c, &["CLIENT", "GETNAME"]).unwrap(), Value::Nil);
-    assert_eq!(q(&mut c, &["CLIENT", "SETNAME", "worker-7"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["CLIENT", "SETNAME", "worker-7"]).unwrap(),
+        Value::Okay
+    );
     assert_eq!(q(&mut c, &["CLIENT", "GETNAME"]).unwrap(), bulk("worker-7"));
     let e = expect_err(q(&mut c, &["CLIENT", "SETNAME", "has space"]));
     assert!(e.starts_with("ERR "), "{e}");
@@ -99,15 +111,28 @@ fn client_subcommands() {
     let list = as_text(&q(&mut c, &["CLIENT", "LIST"]).unwrap()).expect("CLIENT LIST text");
     let lines: Vec<&str> = list.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(
-        lines.iter().any(|l| l.starts_with(&format!("id={id} ")) && l.contains("name=worker-7")),
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("id={id} ")) && l.contains("name=worker-7")),
         "CLIENT LIST lacks this connection: {list}"
     );
     assert!(
-        lines.iter().any(|l| l.starts_with(&format!("id={other_id} "))),
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("id={other_id} "))),
         "CLIENT LIST lacks the other connection: {list}"
     );
     // redis-py >= 8 and node-redis send this; COMPAT.md: reply -ERR
-    let e = expect_err(q(&mut c, &["CLIENT", "MAINT_NOTIFICATIONS", "ON", "moving-endpoint-type", "none"]));
+    let e = expect_err(q(
+        &mut c,
+        &[
+            "CLIENT",
+            "MAINT_NOTIFICATIONS",
+            "ON",
+            "moving-endpoint-type",
+            "none",
+        ],
+    ));
     assert!(e.starts_with("ERR "), "{e}");
     let e = expect_err(q(&mut c, &["CLIENT", "NOSUCHSUB"]));
     assert!(e.starts_with("ERR "), "{e}");
@@ -129,10 +154,21 @@ fn hello_3_then_2_over_raw_socket() {
             .unwrap_or_else(|| panic!("HELLO 3 map lacks {k:?}: {reply:?}"))
     };
     assert_eq!(get("proto"), Resp::Int(3));
-    assert!(get("server").text().is_some(), "server: {:?}", get("server"));
+    assert!(
+        get("server").text().is_some(),
+        "server: {:?}",
+        get("server")
+    );
     let version = get("version").text().expect("version is a string");
-    assert!(version.starts_with("7."), "version {version:?} must look like Redis 7");
-    assert!(matches!(get("id"), Resp::Int(i) if i > 0), "id: {:?}", get("id"));
+    assert!(
+        version.starts_with("7."),
+        "version {version:?} must look like Redis 7"
+    );
+    assert!(
+        matches!(get("id"), Resp::Int(i) if i > 0),
+        "id: {:?}",
+        get("id")
+    );
     assert_eq!(get("mode").text().as_deref(), Some("standalone"));
     assert_eq!(get("role").text().as_deref(), Some("master"));
     let _ = get("modules");
@@ -174,7 +210,34 @@ fn resp3_client_of_redis_crate_connects() {
     assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v"));
     assert_eq!(q(&mut c, &["GET", "missing"]).unwrap(), Value::Nil);
     let cfg = q(&mut c, &["CONFIG", "GET", "maxclients"]).unwrap();
-    assert!(matches!(cfg, Value::Map(_)), "RESP3 CONFIG GET must be a map: {cfg:?}");
+    assert!(
+        matches!(cfg, Value::Map(_)),
+        "RESP3 CONFIG GET must be a map: {cfg:?}"
+    );
+
+    // HELLO through the redis crate on a RESP2 connection: a map, then a flat array
+    let mut c2 = s.client();
+    let hello = q(&mut c2, &["HELLO", "3"]).unwrap();
+    let Value::Map(_) = &hello else {
+        panic!("HELLO 3 must reply a map: {hello:?}")
+    };
+    let p = pairs(&hello);
+    assert_eq!(lookup(&p, "proto"), Some(&Value::Int(3)), "{hello:?}");
+    let v = lookup(&p, "version").and_then(as_text).expect("version");
+    assert!(v.starts_with("7."), "{v}");
+    assert!(
+        lookup(&p, "server").and_then(as_text).is_some(),
+        "{hello:?}"
+    );
+    let hello = q(&mut c2, &["HELLO", "2"]).unwrap();
+    let Value::Array(_) = &hello else {
+        panic!("HELLO 2 must reply a flat array: {hello:?}")
+    };
+    assert_eq!(
+        lookup(&pairs(&hello), "proto"),
+        Some(&Value::Int(2)),
+        "{hello:?}"
+    );
 }
 
 #[test]
@@ -187,20 +250,29 @@ fn auth_is_a_clear_error_and_keeps_connection() {
     let e = expect_err(q(&mut c, &["AUTH", "user", "secret"]));
     assert!(e.len() > 4, "AUTH error should explain itself: {e:?}");
     assert_eq!(client_id(&mut c), id);
-    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+    assert_eq!(
+        q(&mut c, &["PING"]).unwrap(),
+        Value::SimpleString("PONG".into())
+    );
 }
 
 #[test]
 fn quit_and_reset() {
     let s = TestServer::start();
     let mut r = s.raw();
-    assert_eq!(r.cmd(&["CLIENT", "SETNAME", "before-reset"]), Resp::Simple("OK".into()));
+    assert_eq!(
+        r.cmd(&["CLIENT", "SETNAME", "before-reset"]),
+        Resp::Simple("OK".into())
+    );
     assert!(matches!(r.cmd(&["HELLO", "3"]), Resp::Map(_)));
     assert_eq!(r.cmd(&["RESET"]), Resp::Simple("RESET".into()));
     // RESET drops the name and goes back to RESP2
     assert_eq!(r.cmd(&["CLIENT", "GETNAME"]), Resp::Bulk(None));
     assert_eq!(r.cmd(&["QUIT"]), Resp::Simple("OK".into()));
-    assert!(r.closed_within(EVENT_TIMEOUT), "QUIT must close the connection");
+    assert!(
+        r.closed_within(EVENT_TIMEOUT),
+        "QUIT must close the connection"
+    );
 }
 
 // ------------------------------------------------------------------------------
@@ -222,9 +294,15 @@ fn info_has_the_fields_clients_need() {
     ] {
         assert!(info.contains(needle), "INFO lacks {needle:?}:\n{info}");
     }
-    assert!(info.contains("\r\n"), "INFO lines are CRLF-separated like Redis");
+    assert!(
+        info.contains("\r\n"),
+        "INFO lines are CRLF-separated like Redis"
+    );
     let server = as_text(&q(&mut c, &["INFO", "server"]).unwrap()).unwrap();
-    assert!(server.contains("redis_version:7."), "INFO server:\n{server}");
+    assert!(
+        server.contains("redis_version:7."),
+        "INFO server:\n{server}"
+    );
     // RESP3 clients (ioredis, redis-py) also run INFO
     let mut c3 = s.client_resp3();
     let info3 = as_text(&q(&mut c3, &["INFO"]).unwrap()).expect("INFO (RESP3) is a string");
@@ -236,17 +314,30 @@ fn command_count_docs_info() {
     let s = TestServer::start();
     let mut c = s.client();
     let count = int(&q(&mut c, &["COMMAND", "COUNT"]).unwrap());
-    assert!(count >= 30, "COMMAND COUNT {count} is too small for issue 2's commands");
+    assert!(
+        count >= 30,
+        "COMMAND COUNT {count} is too small for issue 2's commands"
+    );
 
     let all = q(&mut c, &["COMMAND"]).unwrap();
-    let Value::Array(entries) = &all else { panic!("COMMAND: {all:?}") };
-    assert_eq!(entries.len() as i64, count, "COMMAND and COMMAND COUNT disagree");
+    let Value::Array(entries) = &all else {
+        panic!("COMMAND: {all:?}")
+    };
+    assert_eq!(
+        entries.len() as i64,
+        count,
+        "COMMAND and COMMAND COUNT disagree"
+    );
 
     let info = q(&mut c, &["COMMAND", "INFO", "get", "set"]).unwrap();
-    let Value::Array(infos) = &info else { panic!("COMMAND INFO: {info:?}") };
+    let Value::Array(infos) = &info else {
+        panic!("COMMAND INFO: {info:?}")
+    };
     assert_eq!(infos.len(), 2);
     for (entry, name, arity) in [(&infos[0], "get", 2), (&infos[1], "set", -3)] {
-        let Value::Array(f) = entry else { panic!("COMMAND INFO entry: {entry:?}") };
+        let Value::Array(f) = entry else {
+            panic!("COMMAND INFO entry: {entry:?}")
+        };
         assert_eq!(as_text(&f[0]).as_deref(), Some(name));
         assert_eq!(f[1], Value::Int(arity), "arity of {name}");
         assert_eq!(f[3], Value::Int(1), "first key of {name}");
@@ -256,7 +347,14 @@ fn command_count_docs_info() {
     let docs = q(&mut c, &["COMMAND", "DOCS"]).unwrap();
     let p = pairs(&docs);
     let names: BTreeSet<String> = p.iter().map(|(k, _)| k.to_lowercase()).collect();
-    for n in ["get", "set", "ping", "lock.acquire", "lock.release", "lock.info"] {
+    for n in [
+        "get",
+        "set",
+        "ping",
+        "lock.acquire",
+        "lock.release",
+        "lock.info",
+    ] {
         assert!(names.contains(n), "COMMAND DOCS lacks {n}: {names:?}");
     }
     for (name, doc) in &p {
@@ -274,9 +372,14 @@ fn command_count_docs_info() {
     // RESP3: a real map
     let mut c3 = s.client_resp3();
     let docs3 = q(&mut c3, &["COMMAND", "DOCS", "get", "set"]).unwrap();
-    let Value::Map(m) = &docs3 else { panic!("COMMAND DOCS in RESP3 must be a map: {docs3:?}") };
+    let Value::Map(m) = &docs3 else {
+        panic!("COMMAND DOCS in RESP3 must be a map: {docs3:?}")
+    };
     assert_eq!(m.len(), 2);
-    assert!(m.iter().all(|(_, v)| matches!(v, Value::Map(_))), "{docs3:?}");
+    assert!(
+        m.iter().all(|(_, v)| matches!(v, Value::Map(_))),
+        "{docs3:?}"
+    );
 }
 
 #[test]
@@ -287,10 +390,16 @@ fn config_get_set() {
     let p = pairs(&v);
     assert_eq!(p.len(), 1, "{v:?}");
     assert_eq!(p[0].0, "maxclients");
-    let n: i64 = as_text(&p[0].1).unwrap().parse().expect("maxclients is a number");
+    let n: i64 = as_text(&p[0].1)
+        .unwrap()
+        .parse()
+        .expect("maxclients is a number");
     assert!(n > 0);
 
-    assert_eq!(q(&mut c, &["CONFIG", "SET", "maxclients", "5000"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["CONFIG", "SET", "maxclients", "5000"]).unwrap(),
+        Value::Okay
+    );
     let p = pairs(&q(&mut c, &["CONFIG", "GET", "maxclients"]).unwrap());
     assert_eq!(as_text(&p[0].1).as_deref(), Some("5000"));
 
@@ -298,7 +407,11 @@ fn config_get_set() {
     let p = pairs(&q(&mut c, &["CONFIG", "GET", "notify-keyspace-events"]).unwrap());
     assert_eq!(p.len(), 1);
     let flags: BTreeSet<char> = as_text(&p[0].1).unwrap().chars().collect();
-    assert_eq!(flags, "KEL".chars().collect::<BTreeSet<_>>(), "default notify-keyspace-events");
+    assert_eq!(
+        flags,
+        "KEL".chars().collect::<BTreeSet<_>>(),
+        "default notify-keyspace-events"
+    );
 
     assert_eq!(
         q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]).unwrap(),
@@ -306,7 +419,11 @@ fn config_get_set() {
     );
     let p = pairs(&q(&mut c, &["CONFIG", "GET", "notify-keyspace-events"]).unwrap());
     let flags: BTreeSet<char> = as_text(&p[0].1).unwrap().chars().collect();
-    assert_eq!(flags, "AKE".chars().collect::<BTreeSet<_>>(), "after CONFIG SET KEA");
+    assert_eq!(
+        flags,
+        "AKE".chars().collect::<BTreeSet<_>>(),
+        "after CONFIG SET KEA"
+    );
 
     // a pattern
     let p = pairs(&q(&mut c, &["CONFIG", "GET", "maxcl*"]).unwrap());
@@ -342,9 +459,14 @@ fn dbsize_flushdb_flushall_time() {
     assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(0));
 
     let t = q(&mut c, &["TIME"]).unwrap();
-    let Value::Array(parts) = &t else { panic!("TIME: {t:?}") };
+    let Value::Array(parts) = &t else {
+        panic!("TIME: {t:?}")
+    };
     assert_eq!(parts.len(), 2, "{t:?}");
-    assert!(matches!(parts[0], Value::BulkString(_)), "TIME parts are bulk strings: {t:?}");
+    assert!(
+        matches!(parts[0], Value::BulkString(_)),
+        "TIME parts are bulk strings: {t:?}"
+    );
     let secs: u64 = as_text(&parts[0]).unwrap().parse().unwrap();
     let micros: u64 = as_text(&parts[1]).unwrap().parse().unwrap();
     assert!(micros < 1_000_000);
@@ -376,18 +498,34 @@ fn set_get_nx_xx_get_option() {
 
     // GET option: returns the old value
     assert_eq!(q(&mut c, &["SET", "k", "v3", "GET"]).unwrap(), bulk("v2"));
-    assert_eq!(q(&mut c, &["SET", "fresh", "v", "GET"]).unwrap(), Value::Nil);
+    assert_eq!(
+        q(&mut c, &["SET", "fresh", "v", "GET"]).unwrap(),
+        Value::Nil
+    );
     assert_eq!(q(&mut c, &["GET", "fresh"]).unwrap(), bulk("v"));
     // NX GET on an existing key: old value, nothing set (Redis 7)
-    assert_eq!(q(&mut c, &["SET", "k", "v4", "NX", "GET"]).unwrap(), bulk("v3"));
+    assert_eq!(
+        q(&mut c, &["SET", "k", "v4", "NX", "GET"]).unwrap(),
+        bulk("v3")
+    );
     assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v3"));
     // any case, any order
-    assert_eq!(q(&mut c, &["set", "k", "v5", "get", "xx"]).unwrap(), bulk("v3"));
-    assert_eq!(q(&mut c, &["sEt", "k", "v6", "Xx", "gEt", "pX", "100000"]).unwrap(), bulk("v5"));
+    assert_eq!(
+        q(&mut c, &["set", "k", "v5", "get", "xx"]).unwrap(),
+        bulk("v3")
+    );
+    assert_eq!(
+        q(&mut c, &["sEt", "k", "v6", "Xx", "gEt", "pX", "100000"]).unwrap(),
+        bulk("v5")
+    );
     assert_eq!(q(&mut c, &["GET", "k"]).unwrap(), bulk("v6"));
     // binary-safe values
     let bin: Vec<u8> = (0u8..=255).collect();
-    let v: Value = redis::cmd("SET").arg("bin").arg(&bin[..]).query(&mut c).unwrap();
+    let v: Value = redis::cmd("SET")
+        .arg("bin")
+        .arg(&bin[..])
+        .query(&mut c)
+        .unwrap();
     assert_eq!(v, Value::Okay);
     let v: Vec<u8> = redis::cmd("GET").arg("bin").query(&mut c).unwrap();
     assert_eq!(v, bin);
@@ -400,26 +538,44 @@ fn set_expiry_options() {
     let ttl = |c: &mut redis::Connection, k: &str| int(&q(c, &["TTL", k]).unwrap());
     let pttl = |c: &mut redis::Connection, k: &str| int(&q(c, &["PTTL", k]).unwrap());
 
-    assert_eq!(q(&mut c, &["SET", "ex", "v", "EX", "100"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "ex", "v", "EX", "100"]).unwrap(),
+        Value::Okay
+    );
     let t = ttl(&mut c, "ex");
     assert!((90..=100).contains(&t), "TTL after EX 100: {t}");
 
-    assert_eq!(q(&mut c, &["SET", "px", "v", "PX", "100000"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "px", "v", "PX", "100000"]).unwrap(),
+        Value::Okay
+    );
     let t = pttl(&mut c, "px");
     assert!((90_000..=100_000).contains(&t), "PTTL after PX 100000: {t}");
 
     let at = (now_unix().as_secs() + 100).to_string();
-    assert_eq!(q(&mut c, &["SET", "exat", "v", "EXAT", &at]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "exat", "v", "EXAT", &at]).unwrap(),
+        Value::Okay
+    );
     let t = ttl(&mut c, "exat");
     assert!((90..=101).contains(&t), "TTL after EXAT now+100: {t}");
 
     let at = (now_unix().as_millis() as u64 + 100_000).to_string();
-    assert_eq!(q(&mut c, &["SET", "pxat", "v", "PXAT", &at]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "pxat", "v", "PXAT", &at]).unwrap(),
+        Value::Okay
+    );
     let t = pttl(&mut c, "pxat");
-    assert!((90_000..=100_000).contains(&t), "PTTL after PXAT now+100s: {t}");
+    assert!(
+        (90_000..=100_000).contains(&t),
+        "PTTL after PXAT now+100s: {t}"
+    );
 
     // KEEPTTL keeps it; a plain SET discards it
-    assert_eq!(q(&mut c, &["SET", "ex", "v2", "KEEPTTL"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "ex", "v2", "KEEPTTL"]).unwrap(),
+        Value::Okay
+    );
     let t = ttl(&mut c, "ex");
     assert!((1..=100).contains(&t), "TTL after SET KEEPTTL: {t}");
     assert_eq!(q(&mut c, &["GET", "ex"]).unwrap(), bulk("v2"));
@@ -427,14 +583,26 @@ fn set_expiry_options() {
     assert_eq!(ttl(&mut c, "ex"), -1, "plain SET must discard the TTL");
 
     // lower case, options in any order (redsync: `set k v px ms nx`)
-    assert_eq!(q(&mut c, &["set", "lk", "tok", "px", "30000", "nx"]).unwrap(), Value::Okay);
-    assert_eq!(q(&mut c, &["set", "lk", "tok2", "px", "30000", "nx"]).unwrap(), Value::Nil);
+    assert_eq!(
+        q(&mut c, &["set", "lk", "tok", "px", "30000", "nx"]).unwrap(),
+        Value::Okay
+    );
+    assert_eq!(
+        q(&mut c, &["set", "lk", "tok2", "px", "30000", "nx"]).unwrap(),
+        Value::Nil
+    );
     let t = pttl(&mut c, "lk");
     assert!((1..=30_000).contains(&t), "{t}");
-    assert_eq!(q(&mut c, &["SET", "lk2", "tok", "NX", "EX", "30"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "lk2", "tok", "NX", "EX", "30"]).unwrap(),
+        Value::Okay
+    );
 
     // errors, with Redis's texts
-    assert_eq!(expect_err(q(&mut c, &["SET", "e", "v", "NX", "XX"])), "ERR syntax error");
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e", "v", "NX", "XX"])),
+        "ERR syntax error"
+    );
     assert_eq!(
         expect_err(q(&mut c, &["SET", "e", "v", "EX", "10", "PX", "100"])),
         "ERR syntax error"
@@ -443,8 +611,14 @@ fn set_expiry_options() {
         expect_err(q(&mut c, &["SET", "e", "v", "KEEPTTL", "EX", "10"])),
         "ERR syntax error"
     );
-    assert_eq!(expect_err(q(&mut c, &["SET", "e", "v", "BOGUS"])), "ERR syntax error");
-    assert_eq!(expect_err(q(&mut c, &["SET", "e", "v", "EX"])), "ERR syntax error");
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e", "v", "BOGUS"])),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["SET", "e", "v", "EX"])),
+        "ERR syntax error"
+    );
     assert_eq!(
         expect_err(q(&mut c, &["SET", "e", "v", "EX", "0"])),
         "ERR invalid expire time in 'set' command"
@@ -461,7 +635,11 @@ fn set_expiry_options() {
         expect_err(q(&mut c, &["SET", "e"])),
         "ERR wrong number of arguments for 'set' command"
     );
-    assert_eq!(q(&mut c, &["EXISTS", "e"]).unwrap(), Value::Int(0), "failed SETs set nothing");
+    assert_eq!(
+        q(&mut c, &["EXISTS", "e"]).unwrap(),
+        Value::Int(0),
+        "failed SETs set nothing"
+    );
 }
 
 #[test]
@@ -477,11 +655,23 @@ fn getdel_del_exists_type() {
     assert_eq!(q(&mut c, &["GETDEL", "a"]).unwrap(), Value::Nil);
 
     assert_eq!(q(&mut c, &["EXISTS", "b"]).unwrap(), Value::Int(1));
-    assert_eq!(q(&mut c, &["EXISTS", "b", "b", "c", "nope"]).unwrap(), Value::Int(3));
-    assert_eq!(q(&mut c, &["TYPE", "b"]).unwrap(), Value::SimpleString("string".into()));
-    assert_eq!(q(&mut c, &["TYPE", "nope"]).unwrap(), Value::SimpleString("none".into()));
+    assert_eq!(
+        q(&mut c, &["EXISTS", "b", "b", "c", "nope"]).unwrap(),
+        Value::Int(3)
+    );
+    assert_eq!(
+        q(&mut c, &["TYPE", "b"]).unwrap(),
+        Value::SimpleString("string".into())
+    );
+    assert_eq!(
+        q(&mut c, &["TYPE", "nope"]).unwrap(),
+        Value::SimpleString("none".into())
+    );
 
-    assert_eq!(q(&mut c, &["DEL", "b", "c", "nope", "a"]).unwrap(), Value::Int(2));
+    assert_eq!(
+        q(&mut c, &["DEL", "b", "c", "nope", "a"]).unwrap(),
+        Value::Int(2)
+    );
     assert_eq!(q(&mut c, &["EXISTS", "b", "c"]).unwrap(), Value::Int(0));
     assert_eq!(q(&mut c, &["DEL", "b"]).unwrap(), Value::Int(0));
     assert_eq!(
@@ -503,11 +693,20 @@ fn expire_ttl_persist() {
     assert_eq!(q(&mut c, &["EXPIRE", "k", "100"]).unwrap(), Value::Int(1));
     let t = int(&q(&mut c, &["TTL", "k"]).unwrap());
     assert!((90..=100).contains(&t), "TTL {t}");
-    assert_eq!(q(&mut c, &["PEXPIRE", "k", "50000"]).unwrap(), Value::Int(1));
+    assert_eq!(
+        q(&mut c, &["PEXPIRE", "k", "50000"]).unwrap(),
+        Value::Int(1)
+    );
     let t = int(&q(&mut c, &["PTTL", "k"]).unwrap());
     assert!((40_000..=50_000).contains(&t), "PTTL {t}");
-    assert_eq!(q(&mut c, &["EXPIRE", "missing", "100"]).unwrap(), Value::Int(0));
-    assert_eq!(q(&mut c, &["PEXPIRE", "missing", "100"]).unwrap(), Value::Int(0));
+    assert_eq!(
+        q(&mut c, &["EXPIRE", "missing", "100"]).unwrap(),
+        Value::Int(0)
+    );
+    assert_eq!(
+        q(&mut c, &["PEXPIRE", "missing", "100"]).unwrap(),
+        Value::Int(0)
+    );
     assert_eq!(
         expect_err(q(&mut c, &["EXPIRE", "k", "later"])),
         "ERR value is not an integer or out of range"
@@ -539,7 +738,10 @@ fn keys_expire_by_themselves() {
 
     // and an expiring key disappears on its own (Expire entries), DBSIZE included
     q(&mut c, &["SET", "soon", "v"]).unwrap();
-    assert_eq!(q(&mut c, &["PEXPIRE", "soon", "300"]).unwrap(), Value::Int(1));
+    assert_eq!(
+        q(&mut c, &["PEXPIRE", "soon", "300"]).unwrap(),
+        Value::Int(1)
+    );
     poll_until(EVENT_TIMEOUT, "key 'soon' to expire", || {
         (q(&mut c, &["EXISTS", "soon"]).unwrap() == Value::Int(0)).then_some(())
     });
@@ -590,7 +792,9 @@ fn incr_incrby_decr() {
 fn keys_glob_patterns() {
     let s = TestServer::start();
     let mut c = s.client();
-    for k in ["hello", "hallo", "hxllo", "hllo", "heeeello", "user:1", "user:2", "x"] {
+    for k in [
+        "hello", "hallo", "hxllo", "hllo", "heeeello", "user:1", "user:2", "x",
+    ] {
         q(&mut c, &["SET", k, "1"]).unwrap();
     }
     let keys = |c: &mut redis::Connection, pat: &str| -> BTreeSet<String> {
@@ -641,14 +845,18 @@ fn scan_iterates_every_key() {
                 cmd.arg(*a);
             }
             let v: Value = cmd.query(c).unwrap();
-            let Value::Array(parts) = &v else { panic!("SCAN reply: {v:?}") };
+            let Value::Array(parts) = &v else {
+                panic!("SCAN reply: {v:?}")
+            };
             assert_eq!(parts.len(), 2, "SCAN reply: {v:?}");
             assert!(
                 matches!(parts[0], Value::BulkString(_)),
                 "SCAN cursor must be a bulk string: {v:?}"
             );
             cursor = as_text(&parts[0]).unwrap();
-            let Value::Array(keys) = &parts[1] else { panic!("SCAN keys: {v:?}") };
+            let Value::Array(keys) = &parts[1] else {
+                panic!("SCAN keys: {v:?}")
+            };
             for k in keys {
                 seen.insert(as_text(k).unwrap());
             }
@@ -658,11 +866,17 @@ fn scan_iterates_every_key() {
         }
         panic!("SCAN never returned cursor 0");
     };
-    assert_eq!(scan_all(&mut c, &["MATCH", "scan:*", "COUNT", "10"]), want_scan);
+    assert_eq!(
+        scan_all(&mut c, &["MATCH", "scan:*", "COUNT", "10"]),
+        want_scan
+    );
     let all = scan_all(&mut c, &["COUNT", "7"]);
     assert_eq!(all.len(), 250, "plain SCAN must return every key");
     assert_eq!(scan_all(&mut c, &[]).len(), 250);
-    assert_eq!(scan_all(&mut c, &["match", "other:1*", "count", "1000"]).len(), 4);
+    assert_eq!(
+        scan_all(&mut c, &["match", "other:1*", "count", "1000"]).len(),
+        4
+    );
     assert_eq!(
         expect_err(q(&mut c, &["SCAN", "notanumber"])),
         "ERR invalid cursor"
@@ -679,9 +893,15 @@ fn unknown_command_and_wrong_arity_texts() {
     let mut c = s.client();
     let id = client_id(&mut c);
     let e = expect_err(q(&mut c, &["dping"]));
-    assert_eq!(e.trim_end(), "ERR unknown command 'dping', with args beginning with:");
+    assert_eq!(
+        e.trim_end(),
+        "ERR unknown command 'dping', with args beginning with:"
+    );
     let e = expect_err(q(&mut c, &["dping", "a", "b"]));
-    assert_eq!(e.trim_end(), "ERR unknown command 'dping', with args beginning with: 'a' 'b'");
+    assert_eq!(
+        e.trim_end(),
+        "ERR unknown command 'dping', with args beginning with: 'a' 'b'"
+    );
     assert_eq!(
         expect_err(q(&mut c, &["GET"])),
         "ERR wrong number of arguments for 'get' command"
@@ -751,7 +971,10 @@ fn malformed_resp_gets_protocol_error_and_close() {
     assert!(r.closed_within(EVENT_TIMEOUT));
     // the server is fine afterwards
     let mut c = s.client();
-    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+    assert_eq!(
+        q(&mut c, &["PING"]).unwrap(),
+        Value::SimpleString("PONG".into())
+    );
 }
 
 #[test]
@@ -775,7 +998,10 @@ fn oversized_declarations_do_not_take_the_server_down() {
     }
     let mut c = s.client();
     for i in 0..20 {
-        assert_eq!(q(&mut c, &["SET", &format!("k{i}"), "v"]).unwrap(), Value::Okay);
+        assert_eq!(
+            q(&mut c, &["SET", &format!("k{i}"), "v"]).unwrap(),
+            Value::Okay
+        );
     }
     assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(20));
     if let (Some(before), Some(after)) = (rss_before, s.rss_kib()) {
@@ -785,7 +1011,10 @@ fn oversized_declarations_do_not_take_the_server_down() {
         );
     }
     drop(stalled);
-    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+    assert_eq!(
+        q(&mut c, &["PING"]).unwrap(),
+        Value::SimpleString("PONG".into())
+    );
 }
 
 #[test]
@@ -862,7 +1091,11 @@ async fn async_client_concurrent_commands() {
     for i in 0..50 {
         let mut con = con.clone();
         tasks.push(tokio::spawn(async move {
-            let n: i64 = redis::cmd("INCR").arg("actr").query_async(&mut con).await.unwrap();
+            let n: i64 = redis::cmd("INCR")
+                .arg("actr")
+                .query_async(&mut con)
+                .await
+                .unwrap();
             let ok: Value = redis::cmd("SET")
                 .arg(format!("a{i}"))
                 .arg(i)
@@ -877,7 +1110,11 @@ async fn async_client_concurrent_commands() {
     for t in tasks {
         seen.insert(t.await.unwrap());
     }
-    assert_eq!(seen, (1..=50).collect::<BTreeSet<i64>>(), "every INCR result exactly once");
+    assert_eq!(
+        seen,
+        (1..=50).collect::<BTreeSet<i64>>(),
+        "every INCR result exactly once"
+    );
     let mut con = con.clone();
     let n: i64 = redis::cmd("DBSIZE").query_async(&mut con).await.unwrap();
     assert_eq!(n, 51);
@@ -904,7 +1141,10 @@ fn stalled_half_frame_and_idle_connections_do_not_block_others() {
 fn maxclients_limit_uses_redis_error_text() {
     let s = TestServer::start();
     let mut admin = s.client();
-    assert_eq!(q(&mut admin, &["CONFIG", "SET", "maxclients", "3"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut admin, &["CONFIG", "SET", "maxclients", "3"]).unwrap(),
+        Value::Okay
+    );
     let mut refused = 0;
     let mut conns = Vec::new();
     for _ in 0..8 {
@@ -920,15 +1160,30 @@ fn maxclients_limit_uses_redis_error_text() {
             other => panic!("unexpected reply {other:?}"),
         }
     }
-    assert!(refused >= 1, "maxclients 3 never refused a connection ({} accepted)", conns.len());
-    assert!(conns.len() <= 3, "{} connections accepted with maxclients 3", conns.len());
+    assert!(
+        refused >= 1,
+        "maxclients 3 never refused a connection ({} accepted)",
+        conns.len()
+    );
+    assert!(
+        conns.len() <= 3,
+        "{} connections accepted with maxclients 3",
+        conns.len()
+    );
     drop(conns);
-    assert_eq!(q(&mut admin, &["CONFIG", "SET", "maxclients", "10000"]).unwrap(), Value::Okay);
-    let mut c = poll_until(EVENT_TIMEOUT, "a new connection after raising maxclients", || {
-        let mut r = s.raw();
-        r.send(b"PING\r\n");
-        matches!(r.read(), Ok(Resp::Simple(_))).then_some(r)
-    });
+    assert_eq!(
+        q(&mut admin, &["CONFIG", "SET", "maxclients", "10000"]).unwrap(),
+        Value::Okay
+    );
+    let mut c = poll_until(
+        EVENT_TIMEOUT,
+        "a new connection after raising maxclients",
+        || {
+            let mut r = s.raw();
+            r.send(b"PING\r\n");
+            matches!(r.read(), Ok(Resp::Simple(_))).then_some(r)
+        },
+    );
     assert_eq!(c.cmd(&["PING"]), Resp::Simple("PONG".into()));
 }
 
@@ -946,5 +1201,8 @@ fn metrics_endpoint_serves_prometheus_text() {
     http.read_to_string(&mut body).expect("read metrics");
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
     assert!(body.contains("# TYPE"), "{body}");
-    assert!(body.to_lowercase().contains("lock"), "no lock metric after a grant:\n{body}");
+    assert!(
+        body.to_lowercase().contains("lock"),
+        "no lock metric after a grant:\n{body}"
+    );
 }

@@ -50,9 +50,17 @@ fn info(c: &mut redis::Connection, key: &str) -> Option<Info> {
     let p = pairs(&v);
     if let Value::Array(_) = v {
         let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["owner", "token", "ttl-ms", "waiters"], "LOCK.INFO {key}: {v:?}");
+        assert_eq!(
+            keys,
+            ["owner", "token", "ttl-ms", "waiters"],
+            "LOCK.INFO {key}: {v:?}"
+        );
     }
-    let get = |k: &str| lookup(&p, k).unwrap_or_else(|| panic!("LOCK.INFO lacks {k}: {v:?}")).clone();
+    let get = |k: &str| {
+        lookup(&p, k)
+            .unwrap_or_else(|| panic!("LOCK.INFO lacks {k}: {v:?}"))
+            .clone()
+    };
     Some(Info {
         owner: as_text(&get("owner")).unwrap_or_else(|| panic!("owner not a string: {v:?}")),
         token: int(&get("token")),
@@ -74,12 +82,21 @@ fn acquire_grants_token_and_same_owner_retry_refreshes_lease() {
 
     // same owner: same token, lease refreshed to the new ttl
     let t2 = acquire(&mut c, "orders", "alice", 60_000);
-    assert_eq!(t2, t, "a retried LOCK.ACQUIRE by the same owner must return the same token");
+    assert_eq!(
+        t2, t,
+        "a retried LOCK.ACQUIRE by the same owner must return the same token"
+    );
     let pttl = int(&q(&mut c, &["PTTL", "orders"]).unwrap());
-    assert!((50_000..=60_000).contains(&pttl), "lease not refreshed: PTTL {pttl}");
+    assert!(
+        (50_000..=60_000).contains(&pttl),
+        "lease not refreshed: PTTL {pttl}"
+    );
 
     // another owner: nil, nothing changes
-    assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "orders", "bob", "5000"]).unwrap(), Value::Nil);
+    assert_eq!(
+        q(&mut c, &["LOCK.ACQUIRE", "orders", "bob", "5000"]).unwrap(),
+        Value::Nil
+    );
     assert_eq!(q(&mut c, &["GET", "orders"]).unwrap(), bulk("alice"));
     let i = info(&mut c, "orders").expect("held");
     assert_eq!(i.owner, "alice");
@@ -92,14 +109,23 @@ fn renew_extends_or_reports_locklost() {
     let mut c = s.client();
     let t = acquire(&mut c, "job", "w1", 2_000);
     let ts = t.to_string();
-    assert_eq!(q(&mut c, &["LOCK.RENEW", "job", "w1", &ts, "30000"]).unwrap(), Value::Int(30_000));
+    assert_eq!(
+        q(&mut c, &["LOCK.RENEW", "job", "w1", &ts, "30000"]).unwrap(),
+        Value::Int(30_000)
+    );
     let pttl = int(&q(&mut c, &["PTTL", "job"]).unwrap());
-    assert!((25_000..=30_000).contains(&pttl), "PTTL after renew: {pttl}");
+    assert!(
+        (25_000..=30_000).contains(&pttl),
+        "PTTL after renew: {pttl}"
+    );
     // the token does not change on renewal
     assert_eq!(info(&mut c, "job").unwrap().token, t);
 
     let wrong_token = (t + 1000).to_string();
-    let e = expect_err(q(&mut c, &["LOCK.RENEW", "job", "w1", &wrong_token, "30000"]));
+    let e = expect_err(q(
+        &mut c,
+        &["LOCK.RENEW", "job", "w1", &wrong_token, "30000"],
+    ));
     assert!(e.starts_with("LOCKLOST"), "renew with a wrong token: {e:?}");
     let e = expect_err(q(&mut c, &["LOCK.RENEW", "job", "w2", &ts, "30000"]));
     assert!(e.starts_with("LOCKLOST"), "renew by a wrong owner: {e:?}");
@@ -109,10 +135,17 @@ fn renew_extends_or_reports_locklost() {
     let i = info(&mut c, "job").unwrap();
     assert_eq!((i.owner.as_str(), i.token), ("w1", t));
 
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "job", "w1", &ts]).unwrap(), Value::Int(1));
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "job", "w1", &ts]).unwrap(),
+        Value::Int(1)
+    );
     let e = expect_err(q(&mut c, &["LOCK.RENEW", "job", "w1", &ts, "30000"]));
     assert!(e.starts_with("LOCKLOST"), "renew after release: {e:?}");
-    assert_eq!(q(&mut c, &["EXISTS", "job"]).unwrap(), Value::Int(0), "renew must not recreate");
+    assert_eq!(
+        q(&mut c, &["EXISTS", "job"]).unwrap(),
+        Value::Int(0),
+        "renew must not recreate"
+    );
 }
 
 #[test]
@@ -122,18 +155,37 @@ fn release_only_by_holder_with_token() {
     let t = acquire(&mut c, "r", "alice", 30_000);
     let ts = t.to_string();
     let wrong = (t + 7).to_string();
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "alice", &wrong]).unwrap(), Value::Int(0));
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "bob", &ts]).unwrap(), Value::Int(0));
-    assert_eq!(q(&mut c, &["GET", "r"]).unwrap(), bulk("alice"), "wrong release must not free");
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(), Value::Int(1));
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "r", "alice", &wrong]).unwrap(),
+        Value::Int(0)
+    );
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "r", "bob", &ts]).unwrap(),
+        Value::Int(0)
+    );
+    assert_eq!(
+        q(&mut c, &["GET", "r"]).unwrap(),
+        bulk("alice"),
+        "wrong release must not free"
+    );
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(),
+        Value::Int(1)
+    );
     assert_eq!(q(&mut c, &["GET", "r"]).unwrap(), Value::Nil);
     assert_eq!(info(&mut c, "r"), None);
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(), Value::Int(0));
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(),
+        Value::Int(0)
+    );
     // free again: someone else gets it, with a greater token
     let t2 = acquire(&mut c, "r", "bob", 30_000);
     assert!(t2 > t, "new grant token {t2} must exceed {t}");
     // the old holder's stale token can no longer release the new holder's lock
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(), Value::Int(0));
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "r", "alice", &ts]).unwrap(),
+        Value::Int(0)
+    );
     assert_eq!(q(&mut c, &["GET", "r"]).unwrap(), bulk("bob"));
 }
 
@@ -148,7 +200,10 @@ fn fence_records_highest_token_and_rejects_stale() {
         q(&mut c, &["LOCK.FENCE", "resource", &t1.to_string()]).unwrap(),
         Value::Int(t1)
     );
-    assert_eq!(q(&mut c, &["GET", "resource"]).unwrap(), bulk(&t1.to_string()));
+    assert_eq!(
+        q(&mut c, &["GET", "resource"]).unwrap(),
+        bulk(&t1.to_string())
+    );
     assert_eq!(
         q(&mut c, &["LOCK.FENCE", "resource", &t2.to_string()]).unwrap(),
         Value::Int(t2)
@@ -159,7 +214,10 @@ fn fence_records_highest_token_and_rejects_stale() {
         Value::Int(t2)
     );
     let e = expect_err(q(&mut c, &["LOCK.FENCE", "resource", &t1.to_string()]));
-    assert!(e.starts_with("STALE"), "a lower token must be refused with STALE: {e:?}");
+    assert!(
+        e.starts_with("STALE"),
+        "a lower token must be refused with STALE: {e:?}"
+    );
     assert_eq!(
         q(&mut c, &["GET", "resource"]).unwrap(),
         bulk(&t2.to_string()),
@@ -180,7 +238,9 @@ fn info_nil_when_free_flat_array_in_resp2() {
     assert_eq!(q(&mut c, &["LOCK.INFO", "free"]).unwrap(), Value::Nil);
     let t = acquire(&mut c, "held", "carol", 20_000);
     let v = q(&mut c, &["LOCK.INFO", "held"]).unwrap();
-    let Value::Array(items) = &v else { panic!("RESP2 LOCK.INFO must be a flat array: {v:?}") };
+    let Value::Array(items) = &v else {
+        panic!("RESP2 LOCK.INFO must be a flat array: {v:?}")
+    };
     assert_eq!(items.len(), 8, "{v:?}");
     assert_eq!(items[0], bulk("owner"));
     assert_eq!(items[1], bulk("carol"));
@@ -200,9 +260,13 @@ fn info_is_a_map_in_resp3() {
     assert_eq!(q(&mut c, &["LOCK.INFO", "free"]).unwrap(), Value::Nil);
     let t = acquire(&mut c, "held", "dave", 20_000);
     let v = q(&mut c, &["LOCK.INFO", "held"]).unwrap();
-    let Value::Map(m) = &v else { panic!("RESP3 LOCK.INFO must be a map: {v:?}") };
-    let m: BTreeMap<String, Value> =
-        m.iter().map(|(k, v)| (as_text(k).unwrap(), v.clone())).collect();
+    let Value::Map(m) = &v else {
+        panic!("RESP3 LOCK.INFO must be a map: {v:?}")
+    };
+    let m: BTreeMap<String, Value> = m
+        .iter()
+        .map(|(k, v)| (as_text(k).unwrap(), v.clone()))
+        .collect();
     assert_eq!(m.len(), 4, "{v:?}");
     assert_eq!(m["owner"], bulk("dave"));
     assert_eq!(m["token"], Value::Int(t));
@@ -215,18 +279,32 @@ fn plain_set_nx_px_lock_has_a_token() {
     let s = TestServer::start();
     let mut c = s.client();
     let before = acquire(&mut c, "probe1", "p", 10_000);
-    assert_eq!(q(&mut c, &["SET", "legacy", "tok-123", "NX", "PX", "10000"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "legacy", "tok-123", "NX", "PX", "10000"]).unwrap(),
+        Value::Okay
+    );
     let i = info(&mut c, "legacy").expect("a SET NX PX lock must show in LOCK.INFO");
     assert_eq!(i.owner, "tok-123");
-    assert!(i.token > before, "token {} must exceed the earlier grant {before}", i.token);
+    assert!(
+        i.token > before,
+        "token {} must exceed the earlier grant {before}",
+        i.token
+    );
     assert!((1..=10_000).contains(&i.ttl_ms), "{i:?}");
     assert_eq!(i.waiters, 0);
     // the LOCK.* family sees it as held by its owner
-    assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "legacy", "other", "5000"]).unwrap(), Value::Nil);
+    assert_eq!(
+        q(&mut c, &["LOCK.ACQUIRE", "legacy", "other", "5000"]).unwrap(),
+        Value::Nil
+    );
     let after = acquire(&mut c, "probe2", "p", 10_000);
     assert!(after > i.token);
     assert_eq!(
-        q(&mut c, &["LOCK.RELEASE", "legacy", "tok-123", &i.token.to_string()]).unwrap(),
+        q(
+            &mut c,
+            &["LOCK.RELEASE", "legacy", "tok-123", &i.token.to_string()]
+        )
+        .unwrap(),
         Value::Int(1)
     );
     assert_eq!(q(&mut c, &["GET", "legacy"]).unwrap(), Value::Nil);
@@ -238,8 +316,15 @@ fn acquire_with_wait_is_rejected_clearly_for_now() {
     let mut c = s.client();
     let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "1000", "WAIT", "10"]));
     assert!(e.len() > 4, "error should explain itself: {e:?}");
-    assert_eq!(info(&mut c, "k"), None, "a rejected LOCK.ACQUIRE ... WAIT must not take the lock");
-    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+    assert_eq!(
+        info(&mut c, "k"),
+        None,
+        "a rejected LOCK.ACQUIRE ... WAIT must not take the lock"
+    );
+    assert_eq!(
+        q(&mut c, &["PING"]).unwrap(),
+        Value::SimpleString("PONG".into())
+    );
 }
 
 #[test]
@@ -267,18 +352,31 @@ fn lock_argument_errors() {
     let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "0"]));
     assert!(e.starts_with("ERR "), "a zero lease must be refused: {e}");
     let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "-5"]));
-    assert!(e.starts_with("ERR "), "a negative lease must be refused: {e}");
+    assert!(
+        e.starts_with("ERR "),
+        "a negative lease must be refused: {e}"
+    );
     assert_eq!(info(&mut c, "k"), None);
     let t = acquire(&mut c, "held", "o", 30_000).to_string();
     let e = expect_err(q(&mut c, &["LOCK.RENEW", "held", "o", &t, "0"]));
-    assert!(e.starts_with("ERR "), "renew with a zero lease must be refused: {e}");
+    assert!(
+        e.starts_with("ERR "),
+        "renew with a zero lease must be refused: {e}"
+    );
     let e = expect_err(q(&mut c, &["LOCK.RENEW", "held", "o", &t, "later"]));
     assert!(e.starts_with("ERR "), "{e}");
     let e = expect_err(q(&mut c, &["LOCK.RELEASE", "held", "o", "tok"]));
     assert!(e.starts_with("ERR "), "{e}");
-    assert_eq!(info(&mut c, "held").unwrap().owner, "o", "bad arguments changed the lock");
+    assert_eq!(
+        info(&mut c, "held").unwrap().owner,
+        "o",
+        "bad arguments changed the lock"
+    );
     // lower-case command names work
-    assert!(matches!(q(&mut c, &["lock.acquire", "k", "o", "1000"]).unwrap(), Value::Int(_)));
+    assert!(matches!(
+        q(&mut c, &["lock.acquire", "k", "o", "1000"]).unwrap(),
+        Value::Int(_)
+    ));
 }
 
 #[test]
@@ -292,7 +390,11 @@ fn tokens_strictly_increase_across_keys_and_grants() {
         assert!(t > last, "token {t} after {last} is not strictly greater");
         last = t;
         assert_eq!(
-            q(&mut c, &["LOCK.RELEASE", &key, &format!("o{i}"), &t.to_string()]).unwrap(),
+            q(
+                &mut c,
+                &["LOCK.RELEASE", &key, &format!("o{i}"), &t.to_string()]
+            )
+            .unwrap(),
             Value::Int(1)
         );
     }
@@ -324,10 +426,19 @@ fn only_one_of_many_racing_owners_wins() {
         })
         .collect();
     let results: Vec<(i32, Value)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let winners: Vec<_> = results.iter().filter(|(_, v)| matches!(v, Value::Int(_))).collect();
-    assert_eq!(winners.len(), 1, "exactly one owner must be granted: {results:?}");
+    let winners: Vec<_> = results
+        .iter()
+        .filter(|(_, v)| matches!(v, Value::Int(_)))
+        .collect();
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one owner must be granted: {results:?}"
+    );
     assert!(
-        results.iter().all(|(_, v)| matches!(v, Value::Int(_) | Value::Nil)),
+        results
+            .iter()
+            .all(|(_, v)| matches!(v, Value::Int(_) | Value::Nil)),
         "{results:?}"
     );
     let (wi, wt) = winners[0];
@@ -342,26 +453,44 @@ fn lease_lapses_after_its_ttl() {
     let s = TestServer::start();
     let mut c = s.client();
     let t = acquire(&mut c, "lease", "sleepy", 300);
-    poll_until(EVENT_TIMEOUT, "the 300 ms lease to lapse (GET lease -> nil)", || {
-        (q(&mut c, &["GET", "lease"]).unwrap() == Value::Nil).then_some(())
-    });
+    poll_until(
+        EVENT_TIMEOUT,
+        "the 300 ms lease to lapse (GET lease -> nil)",
+        || (q(&mut c, &["GET", "lease"]).unwrap() == Value::Nil).then_some(()),
+    );
     assert_eq!(info(&mut c, "lease"), None);
     assert_eq!(q(&mut c, &["PTTL", "lease"]).unwrap(), Value::Int(-2));
     let ts = t.to_string();
     let e = expect_err(q(&mut c, &["LOCK.RENEW", "lease", "sleepy", &ts, "1000"]));
-    assert!(e.starts_with("LOCKLOST"), "renew after the lease lapsed: {e:?}");
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "lease", "sleepy", &ts]).unwrap(), Value::Int(0));
+    assert!(
+        e.starts_with("LOCKLOST"),
+        "renew after the lease lapsed: {e:?}"
+    );
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "lease", "sleepy", &ts]).unwrap(),
+        Value::Int(0)
+    );
     // the same owner coming back after its lease lapsed gets a new, greater token
     let t1 = acquire(&mut c, "lease", "sleepy", 30_000);
-    assert!(t1 > t, "re-grant after lapse must have a new token: {t1} vs {t}");
+    assert!(
+        t1 > t,
+        "re-grant after lapse must have a new token: {t1} vs {t}"
+    );
     assert_eq!(
-        q(&mut c, &["LOCK.RELEASE", "lease", "sleepy", &t1.to_string()]).unwrap(),
+        q(
+            &mut c,
+            &["LOCK.RELEASE", "lease", "sleepy", &t1.to_string()]
+        )
+        .unwrap(),
         Value::Int(1)
     );
     let t2 = acquire(&mut c, "lease", "next", 30_000);
     assert!(t2 > t1, "token after lapse {t2} must exceed {t1}");
     // a stale fence by the old holder is refused once the new holder fenced
-    assert_eq!(q(&mut c, &["LOCK.FENCE", "db", &t2.to_string()]).unwrap(), Value::Int(t2));
+    assert_eq!(
+        q(&mut c, &["LOCK.FENCE", "db", &t2.to_string()]).unwrap(),
+        Value::Int(t2)
+    );
     let e = expect_err(q(&mut c, &["LOCK.FENCE", "db", &ts]));
     assert!(e.starts_with("STALE"), "{e}");
 }
@@ -373,7 +502,10 @@ fn renewal_keeps_a_lease_alive_past_its_first_ttl() {
     let t = acquire(&mut c, "kept", "w", 1_000);
     let ts = t.to_string();
     // renew to a long lease right away, then wait beyond the original ttl
-    assert_eq!(q(&mut c, &["LOCK.RENEW", "kept", "w", &ts, "60000"]).unwrap(), Value::Int(60_000));
+    assert_eq!(
+        q(&mut c, &["LOCK.RENEW", "kept", "w", &ts, "60000"]).unwrap(),
+        Value::Int(60_000)
+    );
     // a sentinel with the original ttl, acquired after the renewal, lapses first
     acquire(&mut c, "sentinel", "w", 1_000);
     poll_until(EVENT_TIMEOUT, "the sentinel lease to lapse", || {
@@ -406,13 +538,18 @@ fn kill9_restart_keeps_every_acknowledged_lock() {
             })
         })
         .collect();
-    let mut held: Vec<(String, String, i64)> =
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let mut held: Vec<(String, String, i64)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
     let mut c = s.client();
     // release a few: acknowledged releases must survive too
     let released: Vec<(String, String, i64)> = held.drain(..5).collect();
     for (k, o, t) in &released {
-        assert_eq!(q(&mut c, &["LOCK.RELEASE", k, o, &t.to_string()]).unwrap(), Value::Int(1));
+        assert_eq!(
+            q(&mut c, &["LOCK.RELEASE", k, o, &t.to_string()]).unwrap(),
+            Value::Int(1)
+        );
     }
     let max_old = held.iter().chain(&released).map(|x| x.2).max().unwrap();
     assert_eq!(
@@ -430,25 +567,44 @@ fn kill9_restart_keeps_every_acknowledged_lock() {
     let mut c = s.client();
     for (k, o, t) in &held {
         let i = info(&mut c, k).unwrap_or_else(|| panic!("acknowledged lock {k} lost on restart"));
-        assert_eq!((&i.owner, i.token), (o, *t), "lock {k} changed across restart");
+        assert_eq!(
+            (&i.owner, i.token),
+            (o, *t),
+            "lock {k} changed across restart"
+        );
         assert!((1..=600_000).contains(&i.ttl_ms), "{k}: {i:?}");
     }
     for (k, _, _) in &released {
-        assert_eq!(info(&mut c, k), None, "released lock {k} came back after restart");
+        assert_eq!(
+            info(&mut c, k),
+            None,
+            "released lock {k} came back after restart"
+        );
     }
-    assert_eq!(q(&mut c, &["GET", "resource"]).unwrap(), bulk(&max_old.to_string()));
-    let e = expect_err(q(&mut c, &["LOCK.FENCE", "resource", &(max_old - 1).to_string()]));
+    assert_eq!(
+        q(&mut c, &["GET", "resource"]).unwrap(),
+        bulk(&max_old.to_string())
+    );
+    let e = expect_err(q(
+        &mut c,
+        &["LOCK.FENCE", "resource", &(max_old - 1).to_string()],
+    ));
     assert!(e.starts_with("STALE"), "{e}");
     // same-owner retry after restart still returns the original token
     let (k0, o0, t0) = &held[0];
     assert_eq!(acquire(&mut c, k0, o0, 600_000), *t0);
     // new tokens are greater than every old one
     let fresh = acquire(&mut c, "after-restart", "new", 600_000);
-    assert!(fresh > short && fresh > max_old, "token {fresh} after restart <= old {short}");
+    assert!(
+        fresh > short && fresh > max_old,
+        "token {fresh} after restart <= old {short}"
+    );
     // the short lease is still enforced after the restart
-    poll_until(EVENT_TIMEOUT, "the short lease to lapse after restart", || {
-        (q(&mut c, &["GET", "short"]).unwrap() == Value::Nil).then_some(())
-    });
+    poll_until(
+        EVENT_TIMEOUT,
+        "the short lease to lapse after restart",
+        || (q(&mut c, &["GET", "short"]).unwrap() == Value::Nil).then_some(()),
+    );
     drop(c);
 
     // and once more, to check a recovered node recovers again
@@ -457,7 +613,10 @@ fn kill9_restart_keeps_every_acknowledged_lock() {
     let i = info(&mut c, "after-restart").expect("lock granted after first restart lost");
     assert_eq!((i.owner.as_str(), i.token), ("new", fresh));
     let later = acquire(&mut c, "after-second-restart", "new", 600_000);
-    assert!(later > fresh, "token {later} after second restart <= {fresh}");
+    assert!(
+        later > fresh,
+        "token {later} after second restart <= {fresh}"
+    );
 }
 
 #[test]
@@ -467,26 +626,45 @@ fn token_is_the_key_version() {
     let s = TestServer::start();
     let mut c = s.client();
     let t = acquire(&mut c, "v", "o", 30_000);
-    assert_eq!(q(&mut c, &["PEXPIRE", "v", "60000"]).unwrap(), Value::Int(1));
+    assert_eq!(
+        q(&mut c, &["PEXPIRE", "v", "60000"]).unwrap(),
+        Value::Int(1)
+    );
     let i = info(&mut c, "v").unwrap();
     assert_eq!(i.token, t, "PEXPIRE must keep the version");
     assert!(i.ttl_ms > 30_000, "{i:?}");
 
     // someone overwrites the lock key with plain SET: a new version, a new token
-    assert_eq!(q(&mut c, &["SET", "v", "mallory", "PX", "30000"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "v", "mallory", "PX", "30000"]).unwrap(),
+        Value::Okay
+    );
     let i = info(&mut c, "v").unwrap();
     assert_eq!(i.owner, "mallory");
-    assert!(i.token > t, "SET replaced the value; token {} must exceed {t}", i.token);
+    assert!(
+        i.token > t,
+        "SET replaced the value; token {} must exceed {t}",
+        i.token
+    );
     let ts = t.to_string();
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "v", "o", &ts]).unwrap(), Value::Int(0));
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "v", "o", &ts]).unwrap(),
+        Value::Int(0)
+    );
     let e = expect_err(q(&mut c, &["LOCK.RENEW", "v", "o", &ts, "1000"]));
     assert!(e.starts_with("LOCKLOST"), "{e}");
 
     // even the same owner re-SETting replaces the value: the old token is void
-    assert_eq!(q(&mut c, &["SET", "v", "o", "PX", "30000"]).unwrap(), Value::Okay);
+    assert_eq!(
+        q(&mut c, &["SET", "v", "o", "PX", "30000"]).unwrap(),
+        Value::Okay
+    );
     let i2 = info(&mut c, "v").unwrap();
     assert!(i2.token > i.token, "{i2:?} vs {i:?}");
-    assert_eq!(q(&mut c, &["LOCK.RELEASE", "v", "o", &ts]).unwrap(), Value::Int(0));
+    assert_eq!(
+        q(&mut c, &["LOCK.RELEASE", "v", "o", &ts]).unwrap(),
+        Value::Int(0)
+    );
     assert_eq!(
         q(&mut c, &["LOCK.RELEASE", "v", "o", &i2.token.to_string()]).unwrap(),
         Value::Int(1)
@@ -567,7 +745,10 @@ fn kill9_during_writes_loses_nothing_acknowledged() {
     let mut c = s.client();
     let max_old = check_acked(&mut c, &acked);
     let fresh = acquire(&mut c, "after", "x", 10_000);
-    assert!(fresh > max_old, "token {fresh} after restart <= acknowledged {max_old}");
+    assert!(
+        fresh > max_old,
+        "token {fresh} after restart <= acknowledged {max_old}"
+    );
 }
 
 #[test]
@@ -583,7 +764,14 @@ fn sigterm_under_load_shuts_down_cleanly_and_keeps_acknowledged() {
     }
     let tail: String = {
         let l = s.logs();
-        l.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        l.lines()
+            .rev()
+            .take(15)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     assert!(
         status.success(),
@@ -629,7 +817,12 @@ fn restart_recovers_from_snapshots_and_log_suffix() {
     }
     let out: Vec<Value> = p.query(&mut c).unwrap();
     assert!(out.iter().all(|v| *v == Value::Int(1)), "releases: {out:?}");
-    expect = expect.into_iter().enumerate().filter(|(n, _)| n % 3 != 0).map(|(_, x)| x).collect();
+    expect = expect
+        .into_iter()
+        .enumerate()
+        .filter(|(n, _)| n % 3 != 0)
+        .map(|(_, x)| x)
+        .collect();
     let max_old = expect.iter().map(|x| x.2).max().unwrap();
     drop(c);
 
@@ -642,7 +835,11 @@ fn restart_recovers_from_snapshots_and_log_suffix() {
             assert_eq!((&i.owner, i.token), (o, *t), "round {round}: {k}");
         }
         for k in &released {
-            assert_eq!(info(&mut c, k), None, "round {round}: released {k} came back");
+            assert_eq!(
+                info(&mut c, k),
+                None,
+                "round {round}: released {k} came back"
+            );
         }
         let n = int(&q(&mut c, &["DBSIZE"]).unwrap()) as usize;
         assert_eq!(n, expect.len() + round, "round {round}: DBSIZE");
@@ -658,7 +855,10 @@ fn sigterm_shuts_down_cleanly_and_keeps_locks() {
     let t = acquire(&mut c, "graceful", "g", 600_000);
     drop(c);
     let status = s.terminate();
-    assert!(status.success(), "SIGTERM must shut down cleanly (exit 0), got {status}");
+    assert!(
+        status.success(),
+        "SIGTERM must shut down cleanly (exit 0), got {status}"
+    );
     s.restart();
     let mut c = s.client();
     let i = info(&mut c, "graceful").expect("lock lost across a clean shutdown");

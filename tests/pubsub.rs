@@ -44,10 +44,13 @@ fn wait_for(ps: &mut redis::PubSub<'_>, channel: &str, payload: &str) -> Vec<M> 
             !left.is_zero(),
             "no {payload:?} on {channel:?} within {EVENT_TIMEOUT:?}; saw {seen:?}"
         );
-        ps.set_read_timeout(Some(left.max(Duration::from_millis(1)))).unwrap();
+        ps.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
         let m = match ps.get_message() {
             Ok(m) => m,
-            Err(e) => panic!("no {payload:?} on {channel:?} within {EVENT_TIMEOUT:?} ({e}); saw {seen:?}"),
+            Err(e) => {
+                panic!("no {payload:?} on {channel:?} within {EVENT_TIMEOUT:?} ({e}); saw {seen:?}")
+            }
         };
         let m = M {
             pattern: m.get_pattern::<Option<String>>().unwrap(),
@@ -71,7 +74,10 @@ fn sub_each(ps: &mut redis::PubSub<'_>, channels: &[&str]) {
 }
 
 fn payloads_on(ms: &[M], channel: &str) -> Vec<String> {
-    ms.iter().filter(|m| m.channel == channel).map(|m| m.payload.clone()).collect()
+    ms.iter()
+        .filter(|m| m.channel == channel)
+        .map(|m| m.payload.clone())
+        .collect()
 }
 
 /// `needle` appears in `hay` in order (not necessarily adjacent).
@@ -107,12 +113,20 @@ fn subscribe_publish_unsubscribe() {
     assert_eq!(publish(&mut pubc, "news", "hello"), 1);
     assert_eq!(
         next_msg(&mut ps),
-        M { pattern: None, channel: "news".into(), payload: "hello".into() }
+        M {
+            pattern: None,
+            channel: "news".into(),
+            payload: "hello".into()
+        }
     );
     assert_eq!(publish(&mut pubc, "news.tech", "hi"), 1);
     assert_eq!(
         next_msg(&mut ps),
-        M { pattern: Some("news.*".into()), channel: "news.tech".into(), payload: "hi".into() }
+        M {
+            pattern: Some("news.*".into()),
+            channel: "news.tech".into(),
+            payload: "hi".into()
+        }
     );
     assert_eq!(publish(&mut pubc, "nobody-listens", "x"), 0);
 
@@ -164,12 +178,22 @@ fn pubsub_channels_and_numsub() {
     let chans: BTreeSet<String> = chans.into_iter().collect();
     assert_eq!(
         chans,
-        ["a.1", "a.2", "b.1"].iter().map(|s| s.to_string()).collect(),
+        ["a.1", "a.2", "b.1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
         "PUBSUB CHANNELS lists active channels (patterns are not channels)"
     );
-    let chans: Vec<String> = redis::cmd("PUBSUB").arg("CHANNELS").arg("a.*").query(&mut c).unwrap();
+    let chans: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg("a.*")
+        .query(&mut c)
+        .unwrap();
     let chans: BTreeSet<String> = chans.into_iter().collect();
-    assert_eq!(chans, ["a.1", "a.2"].iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        chans,
+        ["a.1", "a.2"].iter().map(|s| s.to_string()).collect()
+    );
 
     let v = q(&mut c, &["PUBSUB", "NUMSUB", "a.1", "b.1", "none"]).unwrap();
     assert_eq!(
@@ -183,7 +207,10 @@ fn pubsub_channels_and_numsub() {
             Value::Int(0),
         ])
     );
-    assert_eq!(q(&mut c, &["PUBSUB", "NUMSUB"]).unwrap(), Value::Array(vec![]));
+    assert_eq!(
+        q(&mut c, &["PUBSUB", "NUMSUB"]).unwrap(),
+        Value::Array(vec![])
+    );
 }
 
 #[test]
@@ -193,17 +220,29 @@ fn resp2_subscribed_mode_allows_only_pubsub_commands() {
     // UNSUBSCRIBE while not subscribed: [unsubscribe, nil, 0]
     assert_eq!(
         r.cmd(&["UNSUBSCRIBE"]),
-        Resp::Array(Some(vec![Resp::bulk("unsubscribe"), Resp::Bulk(None), Resp::Int(0)]))
+        Resp::Array(Some(vec![
+            Resp::bulk("unsubscribe"),
+            Resp::Bulk(None),
+            Resp::Int(0)
+        ]))
     );
 
     r.send(&RawConn::encode(&[b"SUBSCRIBE", b"c1", b"c2"]));
     assert_eq!(
         r.read().unwrap(),
-        Resp::Array(Some(vec![Resp::bulk("subscribe"), Resp::bulk("c1"), Resp::Int(1)]))
+        Resp::Array(Some(vec![
+            Resp::bulk("subscribe"),
+            Resp::bulk("c1"),
+            Resp::Int(1)
+        ]))
     );
     assert_eq!(
         r.read().unwrap(),
-        Resp::Array(Some(vec![Resp::bulk("subscribe"), Resp::bulk("c2"), Resp::Int(2)]))
+        Resp::Array(Some(vec![
+            Resp::bulk("subscribe"),
+            Resp::bulk("c2"),
+            Resp::Int(2)
+        ]))
     );
 
     match r.cmd(&["GET", "k"]) {
@@ -224,14 +263,22 @@ fn resp2_subscribed_mode_allows_only_pubsub_commands() {
     );
     assert_eq!(
         r.cmd(&["PSUBSCRIBE", "p*"]),
-        Resp::Array(Some(vec![Resp::bulk("psubscribe"), Resp::bulk("p*"), Resp::Int(3)]))
+        Resp::Array(Some(vec![
+            Resp::bulk("psubscribe"),
+            Resp::bulk("p*"),
+            Resp::Int(3)
+        ]))
     );
     // messages arrive as [message, channel, payload] / [pmessage, pattern, channel, payload]
     let mut c = s.client();
     assert_eq!(q(&mut c, &["PUBLISH", "c2", "m1"]).unwrap(), Value::Int(1));
     assert_eq!(
         r.read().unwrap(),
-        Resp::Array(Some(vec![Resp::bulk("message"), Resp::bulk("c2"), Resp::bulk("m1")]))
+        Resp::Array(Some(vec![
+            Resp::bulk("message"),
+            Resp::bulk("c2"),
+            Resp::bulk("m1")
+        ]))
     );
     assert_eq!(q(&mut c, &["PUBLISH", "pq", "m2"]).unwrap(), Value::Int(1));
     assert_eq!(
@@ -260,7 +307,11 @@ fn resp2_subscribed_mode_allows_only_pubsub_commands() {
     assert!(matches!(r.cmd(&["GET", "k"]), Resp::Error(_)));
     assert_eq!(
         r.cmd(&["PUNSUBSCRIBE"]),
-        Resp::Array(Some(vec![Resp::bulk("punsubscribe"), Resp::bulk("p*"), Resp::Int(0)]))
+        Resp::Array(Some(vec![
+            Resp::bulk("punsubscribe"),
+            Resp::bulk("p*"),
+            Resp::Int(0)
+        ]))
     );
     // out of subscribed mode: normal replies again
     assert_eq!(r.cmd(&["GET", "k"]), Resp::Bulk(None));
@@ -284,12 +335,23 @@ fn keyspace_set_del_expired_with_kea() {
     let mut subc = s.client();
     let mut ps = subc.as_pubsub();
     ps.set_read_timeout(Some(EVENT_TIMEOUT)).unwrap();
-    sub_each(&mut ps, &["__keyspace@0__:k", "__keyevent@0__:del", "__keyevent@0__:expired"]);
+    sub_each(
+        &mut ps,
+        &[
+            "__keyspace@0__:k",
+            "__keyevent@0__:del",
+            "__keyevent@0__:expired",
+        ],
+    );
 
     q(&mut c, &["SET", "k", "v"]).unwrap();
     q(&mut c, &["DEL", "k"]).unwrap();
     let mut seen = wait_for(&mut ps, "__keyspace@0__:k", "del");
-    assert_eq!(payloads_on(&seen, "__keyspace@0__:k"), ["set", "del"], "{seen:?}");
+    assert_eq!(
+        payloads_on(&seen, "__keyspace@0__:k"),
+        ["set", "del"],
+        "{seen:?}"
+    );
     if !payloads_on(&seen, "__keyevent@0__:del").contains(&"k".to_string()) {
         seen = wait_for(&mut ps, "__keyevent@0__:del", "k");
     }
@@ -299,7 +361,11 @@ fn keyspace_set_del_expired_with_kea() {
     q(&mut c, &["SET", "k", "v2", "PX", "300"]).unwrap();
     let seen = wait_for(&mut ps, "__keyspace@0__:k", "expired");
     let ks = payloads_on(&seen, "__keyspace@0__:k");
-    assert_eq!(ks, ["set", "expire", "expired"], "keyspace events for SET PX + lapse");
+    assert_eq!(
+        ks,
+        ["set", "expire", "expired"],
+        "keyspace events for SET PX + lapse"
+    );
     wait_for(&mut ps, "__keyevent@0__:expired", "k");
     assert_eq!(q(&mut c, &["EXISTS", "k"]).unwrap(), Value::Int(0));
 
@@ -308,7 +374,11 @@ fn keyspace_set_del_expired_with_kea() {
     q(&mut c, &["PEXPIRE", "k", "200"]).unwrap();
     let seen = wait_for(&mut ps, "__keyspace@0__:k", "expired");
     let ks = payloads_on(&seen, "__keyspace@0__:k");
-    assert_eq!(ks, ["set", "expire", "expired"], "keyspace events for SET + PEXPIRE + lapse");
+    assert_eq!(
+        ks,
+        ["set", "expire", "expired"],
+        "keyspace events for SET + PEXPIRE + lapse"
+    );
 }
 
 #[test]
@@ -318,13 +388,20 @@ fn lock_events_are_on_by_default() {
     let mut subc = s.client();
     let mut ps = subc.as_pubsub();
     ps.set_read_timeout(Some(EVENT_TIMEOUT)).unwrap();
-    sub_each(&mut ps, &["__keyspace@0__:orders", "__keyevent@0__:lock.released"]);
+    sub_each(
+        &mut ps,
+        &["__keyspace@0__:orders", "__keyevent@0__:lock.released"],
+    );
 
     let t = acquire(&mut c, "orders", "alice", 30_000);
     wait_for(&mut ps, "__keyspace@0__:orders", "lock.acquired");
 
     assert_eq!(
-        q(&mut c, &["LOCK.RENEW", "orders", "alice", &t.to_string(), "30000"]).unwrap(),
+        q(
+            &mut c,
+            &["LOCK.RENEW", "orders", "alice", &t.to_string(), "30000"]
+        )
+        .unwrap(),
         Value::Int(30_000)
     );
     wait_for(&mut ps, "__keyspace@0__:orders", "lock.renewed");
@@ -338,13 +415,17 @@ fn lock_events_are_on_by_default() {
     let seen = wait_for(&mut ps, "__keyspace@0__:orders", "lock.released");
     assert!(released_at.elapsed() < EVENT_TIMEOUT);
     // and the keyevent channel names the key
-    let more = if seen.iter().any(|m| m.channel == "__keyevent@0__:lock.released") {
+    let more = if seen
+        .iter()
+        .any(|m| m.channel == "__keyevent@0__:lock.released")
+    {
         seen
     } else {
         wait_for(&mut ps, "__keyevent@0__:lock.released", "orders")
     };
     assert!(
-        more.iter().any(|m| m.channel == "__keyevent@0__:lock.released" && m.payload == "orders"),
+        more.iter()
+            .any(|m| m.channel == "__keyevent@0__:lock.released" && m.payload == "orders"),
         "{more:?}"
     );
 }
@@ -361,10 +442,15 @@ fn lock_expired_event_after_lease_lapses() {
     acquire(&mut c, "lease1", "sleepy", 300);
     let seen = wait_for(&mut ps, "__keyspace@0__:lease1", "lock.expired");
     assert!(
-        is_subsequence(&["lock.acquired", "lock.expired"], &payloads_on(&seen, "__keyspace@0__:lease1")),
+        is_subsequence(
+            &["lock.acquired", "lock.expired"],
+            &payloads_on(&seen, "__keyspace@0__:lease1")
+        ),
         "{seen:?}"
     );
-    assert!(seen.iter().all(|m| m.pattern.as_deref() == Some("__keyspace@0__:lease*")));
+    assert!(seen
+        .iter()
+        .all(|m| m.pattern.as_deref() == Some("__keyspace@0__:lease*")));
     assert_eq!(q(&mut c, &["GET", "lease1"]).unwrap(), Value::Nil);
 }
 
@@ -387,15 +473,24 @@ fn kea_release_and_lapse_emit_generic_and_lock_events() {
     let seen = wait_for(&mut ps, "sentinel", "1");
     let ks = payloads_on(&seen, "__keyspace@0__:L");
     assert!(ks.contains(&"lock.acquired".to_string()), "{ks:?}");
-    assert!(ks.contains(&"lock.released".to_string()), "A includes L: {ks:?}");
-    assert!(ks.contains(&"del".to_string()), "a release deletes the key: {ks:?}");
+    assert!(
+        ks.contains(&"lock.released".to_string()),
+        "A includes L: {ks:?}"
+    );
+    assert!(
+        ks.contains(&"del".to_string()),
+        "a release deletes the key: {ks:?}"
+    );
 
     acquire(&mut c, "L", "o", 300);
     let seen = wait_for(&mut ps, "__keyspace@0__:L", "lock.expired");
     let mut ks = payloads_on(&seen, "__keyspace@0__:L");
     if !ks.contains(&"expired".to_string()) {
         // same log entry; give the sibling event its own bounded wait
-        ks.extend(payloads_on(&wait_for(&mut ps, "__keyspace@0__:L", "expired"), "__keyspace@0__:L"));
+        ks.extend(payloads_on(
+            &wait_for(&mut ps, "__keyspace@0__:L", "expired"),
+            "__keyspace@0__:L",
+        ));
     }
     assert!(ks.contains(&"expired".to_string()), "{ks:?}");
 }
@@ -409,13 +504,20 @@ fn notification_classes_are_honoured() {
     let mut subc = s.client();
     let mut ps = subc.as_pubsub();
     ps.set_read_timeout(Some(EVENT_TIMEOUT)).unwrap();
-    sub_each(&mut ps, &["__keyspace@0__:k", "__keyspace@0__:lk", "sentinel"]);
+    sub_each(
+        &mut ps,
+        &["__keyspace@0__:k", "__keyspace@0__:lk", "sentinel"],
+    );
 
     // default KEL: no string-class `set` event
     q(&mut c, &["SET", "k", "v"]).unwrap();
     publish(&mut c, "sentinel", "1");
     let seen = wait_for(&mut ps, "sentinel", "1");
-    assert_eq!(seen.len(), 1, "default notify-keyspace-events (KEL) emitted {seen:?}");
+    assert_eq!(
+        seen.len(),
+        1,
+        "default notify-keyspace-events (KEL) emitted {seen:?}"
+    );
 
     // everything off: no lock events either
     assert_eq!(
@@ -426,7 +528,11 @@ fn notification_classes_are_honoured() {
     q(&mut c, &["LOCK.RELEASE", "lk", "o", &t.to_string()]).unwrap();
     publish(&mut c, "sentinel", "2");
     let seen = wait_for(&mut ps, "sentinel", "2");
-    assert_eq!(seen.len(), 1, "notify-keyspace-events \"\" still emitted {seen:?}");
+    assert_eq!(
+        seen.len(),
+        1,
+        "notify-keyspace-events \"\" still emitted {seen:?}"
+    );
 
     // only keyevent + lock class: nothing on __keyspace@0__
     assert_eq!(
@@ -456,11 +562,20 @@ async fn resp3_push_messages() {
     sub.psubscribe("__keyspace@0__:*").await.unwrap();
 
     let mut pubc = s.async_client().await;
-    let n: i64 = redis::cmd("PUBLISH").arg("chan").arg("hello").query_async(&mut pubc).await.unwrap();
+    let n: i64 = redis::cmd("PUBLISH")
+        .arg("chan")
+        .arg("hello")
+        .query_async(&mut pubc)
+        .await
+        .unwrap();
     assert_eq!(n, 1);
 
     // RESP3 subscribed connections still run ordinary commands
-    let v: Value = redis::cmd("GET").arg("nokey").query_async(&mut sub).await.unwrap();
+    let v: Value = redis::cmd("GET")
+        .arg("nokey")
+        .query_async(&mut sub)
+        .await
+        .unwrap();
     assert_eq!(v, Value::Nil);
 
     let t: i64 = redis::cmd("LOCK.ACQUIRE")
@@ -485,7 +600,9 @@ async fn resp3_push_messages() {
     while !(got_message && ks.contains(&"lock.released".to_string())) {
         let push = tokio::time::timeout_at(deadline, rx.recv())
             .await
-            .unwrap_or_else(|_| panic!("RESP3 pushes missing: message={got_message} keyspace={ks:?}"))
+            .unwrap_or_else(|_| {
+                panic!("RESP3 pushes missing: message={got_message} keyspace={ks:?}")
+            })
             .expect("push channel closed");
         match push.kind {
             redis::PushKind::Message => {
@@ -501,5 +618,8 @@ async fn resp3_push_messages() {
             other => panic!("unexpected push {other:?}: {:?}", push.data),
         }
     }
-    assert!(is_subsequence(&["lock.acquired", "lock.released"], &ks), "{ks:?}");
+    assert!(
+        is_subsequence(&["lock.acquired", "lock.released"], &ks),
+        "{ks:?}"
+    );
 }

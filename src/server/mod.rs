@@ -76,7 +76,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         .await
         .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
     let sink = Arc::new(move |events| sink_hub.dispatch(events));
-    let consensus = Consensus::start(settings, peer_listener, storage, clock.clone(), sink).await?;
+    let consensus = Consensus::start(settings, peer_listener, storage.clone(), clock.clone(), sink).await?;
     let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
     if let Some(addr) = metrics_addr {
         crate::metrics::install(addr).map_err(ServerError::Config)?;
@@ -115,6 +115,19 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     while node.clients.count() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    drop(node);
+    drop(consensus);
+    // Close RocksDB here, not during process exit: wait until the log store,
+    // its fsync thread and the state machine have let go of it.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Arc::strong_count(&storage) > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    storage.stop_background_work();
+    if Arc::strong_count(&storage) > 1 {
+        tracing::warn!("storage still in use at shutdown; background work stopped");
+    }
+    drop(storage);
     tracing::info!("stopped");
     Ok(())
 }

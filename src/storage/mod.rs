@@ -122,6 +122,12 @@ impl Storage {
         Ok(self.db.flush_wal(true)?)
     }
 
+    /// Stops flushes and compactions and waits for those running. Call before
+    /// the process exits: RocksDB's background threads must not outlive it.
+    pub fn stop_background_work(&self) {
+        self.db.cancel_all_background_work(true);
+    }
+
     /// Calls `visit` for each entry with key `>= from`, in key order, while it
     /// returns true.
     pub fn scan(

@@ -209,8 +209,7 @@ impl TestServer {
 
     /// A new synchronous connection that speaks RESP3 (the crate sends `HELLO 3`).
     pub fn client_resp3(&self) -> redis::Connection {
-        let client =
-            redis::Client::open(format!("{}?protocol=resp3", self.url())).expect("client");
+        let client = redis::Client::open(format!("{}?protocol=resp3", self.url())).expect("client");
         let con = client
             .get_connection_with_timeout(IO_TIMEOUT)
             .unwrap_or_else(|e| panic!("connect (resp3) to raftlock: {e}\n{}", self.logs()));
@@ -286,7 +285,10 @@ impl TestServer {
             if Instant::now() >= deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("raftlock did not exit within 15 s of SIGTERM\n{}", self.logs());
+                panic!(
+                    "raftlock did not exit within 15 s of SIGTERM\n{}",
+                    self.logs()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -410,7 +412,10 @@ pub fn pairs(v: &Value) -> Vec<(String, Value)> {
             .map(|(k, v)| (as_text(k).expect("map key is a string"), v.clone()))
             .collect(),
         Value::Array(a) => {
-            assert!(a.len() % 2 == 0, "flat key/value array of odd length: {v:?}");
+            assert!(
+                a.len() % 2 == 0,
+                "flat key/value array of odd length: {v:?}"
+            );
             a.chunks(2)
                 .map(|c| (as_text(&c[0]).expect("key is a string"), c[1].clone()))
                 .collect()
@@ -606,7 +611,10 @@ impl RawConn {
 }
 
 fn find_crlf(b: &[u8], from: usize) -> Option<usize> {
-    b[from..].windows(2).position(|w| w == b"\r\n").map(|p| p + from)
+    b[from..]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|p| p + from)
 }
 
 /// Parse one RESP2/RESP3 value from the front of `b`. Ok(None) if incomplete.
