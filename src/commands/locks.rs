@@ -29,6 +29,7 @@ fn token_arg(args: &mut Args) -> Result<u64, CmdError> {
 fn owner_of(entry: &Entry) -> Result<&Bytes, CmdError> {
     match &entry.value {
         Value::Str(owner) => Ok(owner),
+        _ => Err(CmdError::WrongType),
     }
 }
 

@@ -7,12 +7,16 @@
 //! Commands that only touch a connection or the node (`HELLO`, `SUBSCRIBE`,
 //! `INFO`, ...) are listed here with [`Handler::Local`] and run in `server/`.
 
+mod containers;
+mod hashes;
 mod keys;
+mod lists;
 mod locks;
 mod pubsub;
 mod server;
 mod strings;
 mod table;
+mod zsets;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -35,6 +39,8 @@ pub enum CmdError {
     Overflow,
     #[error("ERR invalid cursor")]
     InvalidCursor,
+    #[error("ERR wrong number of arguments for '{0}' command")]
+    Arity(&'static str),
     /// A lease check failed (`LOCK.RENEW`).
     #[error("LOCKLOST {0}")]
     LockLost(String),

@@ -12,6 +12,7 @@ fn string_of(entry: Option<&Entry>) -> Result<Option<&Bytes>, CmdError> {
     match entry.map(|e| &e.value) {
         None => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
+        Some(_) => Err(CmdError::WrongType),
     }
 }
 
@@ -114,6 +115,7 @@ fn add(ks: &mut Keyspace, ctx: &mut ExecCtx, key: Bytes, delta: i64, event: &'st
         None => (0, false),
         Some(entry) => match &entry.value {
             Value::Str(s) => (parse_i64(s).ok_or(CmdError::Arg(crate::protocol::ArgError::NotInteger))?, true),
+            _ => return Err(CmdError::WrongType),
         },
     };
     let new = current.checked_add(delta).ok_or(CmdError::Overflow)?;

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{keys, locks, pubsub, server, strings, CmdResult};
+use super::{hashes, keys, lists, locks, pubsub, server, strings, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -99,6 +99,35 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("type", 2, ["readonly", "fast"], (1, 1, 1), "generic", "1.0.0", "Returns the type of the value of a key.", Read(keys::type_of)),
     cmd!("keys", 2, ["readonly"], (0, 0, 0), "generic", "1.0.0", "Returns all key names that match a pattern.", Read(keys::keys)),
     cmd!("scan", -2, ["readonly"], (0, 0, 0), "generic", "2.8.0", "SCAN cursor [MATCH pattern] [COUNT n] [TYPE type].", Read(keys::scan)),
+    // hashes
+    cmd!("hset", -4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "HSET key field value [field value ...]: the number of fields added.", Write(hashes::hset)),
+    cmd!("hmset", -4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "HMSET key field value [field value ...] (deprecated form of HSET).", Write(hashes::hmset)),
+    cmd!("hsetnx", 4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "Sets a hash field only if it does not exist.", Write(hashes::hsetnx)),
+    cmd!("hget", 3, ["readonly", "fast"], (1, 1, 1), "hash", "2.0.0", "Returns the value of a hash field.", Read(hashes::hget)),
+    cmd!("hmget", -3, ["readonly", "fast"], (1, 1, 1), "hash", "2.0.0", "Returns the values of several hash fields.", Read(hashes::hmget)),
+    cmd!("hexists", 3, ["readonly", "fast"], (1, 1, 1), "hash", "2.0.0", "Whether a hash field exists.", Read(hashes::hexists)),
+    cmd!("hincrby", 4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "Increments the integer value of a hash field.", Write(hashes::hincrby)),
+    cmd!("hdel", -3, ["write", "fast"], (1, 1, 1), "hash", "2.0.0", "Deletes hash fields; the number removed.", Write(hashes::hdel)),
+    cmd!("hlen", 2, ["readonly", "fast"], (1, 1, 1), "hash", "2.0.0", "Returns the number of fields in a hash.", Read(hashes::hlen)),
+    cmd!("hkeys", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns the fields of a hash.", Read(hashes::hkeys)),
+    cmd!("hvals", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns the values of a hash.", Read(hashes::hvals)),
+    cmd!("hgetall", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns all fields and values of a hash.", Read(hashes::hgetall)),
+    // lists
+    cmd!("lpush", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "1.0.0", "Prepends elements to a list; its new length.", Write(lists::lpush)),
+    cmd!("rpush", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "1.0.0", "Appends elements to a list; its new length.", Write(lists::rpush)),
+    cmd!("lpop", -2, ["write", "fast"], (1, 1, 1), "list", "1.0.0", "LPOP key [count]: removes and returns the first elements.", Write(lists::lpop)),
+    cmd!("rpop", -2, ["write", "fast"], (1, 1, 1), "list", "1.0.0", "RPOP key [count]: removes and returns the last elements.", Write(lists::rpop)),
+    cmd!("lindex", 3, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns an element by its index.", Read(lists::lindex)),
+    cmd!("lrange", 4, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns a range of elements.", Read(lists::lrange)),
+    cmd!("lrem", 4, ["write"], (1, 1, 1), "list", "1.0.0", "LREM key count element: removes occurrences of an element.", Write(lists::lrem)),
+    cmd!("llen", 2, ["readonly", "fast"], (1, 1, 1), "list", "1.0.0", "Returns the length of a list.", Read(lists::llen)),
+    // sorted sets
+    cmd!("zadd", -4, ["write", "denyoom", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...].", Write(zsets::zadd)),
+    cmd!("zincrby", 4, ["write", "denyoom", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Increments the score of a member.", Write(zsets::zincrby)),
+    cmd!("zscore", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the score of a member.", Read(zsets::zscore)),
+    cmd!("zrem", -3, ["write", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Removes members; the number removed.", Write(zsets::zrem)),
+    cmd!("zrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES].", Read(zsets::zrange)),
+    cmd!("zcard", 2, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the number of members.", Read(zsets::zcard)),
     // locks
     cmd!("lock.acquire", -4, ["write", "denyoom", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.ACQUIRE key owner ttl-ms: the fencing token, or nil if held by another owner.", Write(locks::acquire)),
     cmd!("lock.renew", 5, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RENEW key owner token ttl-ms: extends the lease from now.", Write(locks::renew)),

@@ -7,7 +7,7 @@
 
 mod glob;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -24,10 +24,15 @@ pub type LogTime = u64;
 /// (group commit). Strictly increasing across all keys, never reused.
 pub type Version = u64;
 
-/// A key's value.
+/// A key's value. Containers are ordered (B-trees, a deque) so that every
+/// node iterates them identically: scripts may act on iteration order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Value {
     Str(Bytes),
+    Hash(BTreeMap<Bytes, Bytes>),
+    List(VecDeque<Bytes>),
+    /// Sorted set: member -> score.
+    ZSet(BTreeMap<Bytes, f64>),
 }
 
 impl Value {
@@ -35,6 +40,19 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::ZSet(_) => "zset",
+        }
+    }
+
+    /// Whether this is an empty container (which Redis never keeps).
+    pub fn is_empty_container(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.is_empty(),
+            Value::List(l) => l.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
         }
     }
 }
@@ -56,7 +74,11 @@ pub struct Entry {
 
 impl Entry {
     pub fn string(value: Bytes, version: Version, since: LogTime) -> Entry {
-        Entry { value: Value::Str(value), expires_at: None, version, since, lease: false }
+        Entry::new(Value::Str(value), version, since)
+    }
+
+    pub fn new(value: Value, version: Version, since: LogTime) -> Entry {
+        Entry { value, expires_at: None, version, since, lease: false }
     }
 
     fn is_expired(&self, now: LogTime) -> bool {
