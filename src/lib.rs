@@ -11,6 +11,7 @@
 //!   (log entries, every node) and `execute_read` (leader reads).
 //! - [`keyspace`]: PURE replicated data: keys, values, versions, expiry in log
 //!   time, events out, snapshot encoding. No tokio, openraft or rocksdb.
+//! - [`scripting`]: the deterministic, sandboxed Lua 5.1 for `EVAL`.
 //! - [`clock`]: the log-time source, monotonic and anchored, behind a trait.
 //! - [`storage`]: the only module that imports `rocksdb`.
 //! - [`raft`]: the only module that imports `openraft`: types, log store, state
@@ -25,5 +26,6 @@ pub mod keyspace;
 pub mod metrics;
 pub mod protocol;
 pub mod raft;
+pub mod scripting;
 pub mod server;
 pub mod storage;

@@ -84,6 +84,8 @@ pub struct RaftStatus {
     pub last_log_index: u64,
     pub snapshot_index: u64,
     pub members: Vec<(NodeId, NodeInfo)>,
+    /// The members that vote; the others are learners.
+    pub voters: Vec<NodeId>,
 }
 
 type ReadWaiter = oneshot::Sender<Result<(), ClusterError>>;
@@ -184,6 +186,11 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
                 Err(_) => break,
             }
         }
+        // Clients that gave up waiting get nothing proposed on their behalf.
+        batch.retain(|w| !w.reply.is_closed());
+        if batch.is_empty() {
+            continue;
+        }
         crate::metrics::record_write_batch(batch.len());
         let (commands, waiters): (Vec<ClientCommand>, Vec<_>) = batch.into_iter().map(|w| (w.command, w.reply)).unzip();
         match proposer.propose(Op::Commands(commands)).await {
@@ -274,8 +281,7 @@ impl Consensus {
 
     /// Where commands go now: here if leader, else the leader's peer address.
     /// With no leader known, waits for an election up to the request timeout.
-    async fn route(&self) -> Result<Route, ClusterError> {
-        let deadline = Instant::now() + self.proposer.request_timeout;
+    async fn route(&self, deadline: Instant) -> Result<Route, ClusterError> {
         let mut rx = self.proposer.metrics.clone();
         loop {
             match self.leader_term() {
@@ -301,13 +307,14 @@ impl Consensus {
     /// Runs a client command (write, read or `RAFT.NODE`) on the leader: here,
     /// or forwarded over the peer connection with the reply relayed.
     pub async fn execute(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
+        // One deadline for finding the leader and hearing back from it.
         let deadline = Instant::now() + self.proposer.request_timeout;
         loop {
-            let (id, addr) = match self.route().await? {
+            let (id, addr) = match self.route(deadline).await? {
                 Route::Here => return self.execute_here(argv).await,
                 Route::Leader(id, addr) => (id, addr),
             };
-            let ttl = self.proposer.request_timeout * 2;
+            let ttl = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
             let request = peer::PeerRequest::Forward { argv: argv.clone() };
             return match self.pool.call(id, &addr, request, ttl).await {
                 Ok(peer::PeerResponse::Forward(reply)) => Ok(reply),
@@ -389,9 +396,9 @@ impl Consensus {
         let (tx, rx) = oneshot::channel();
         let pending = PendingWrite { command: ClientCommand { origin, argv }, reply: tx };
         self.writes.send(pending).map_err(|_| ClusterError::Fatal("write path stopped".into()))?;
-        // The batcher bounds each proposal by the request timeout; this bound
-        // also covers the wait for the batch ahead.
-        match tokio::time::timeout(self.proposer.request_timeout * 2, rx).await {
+        // A command still queued when this gives up is dropped by the batcher
+        // (its waiter is gone), so a timed-out command is never proposed late.
+        match tokio::time::timeout(self.proposer.request_timeout, rx).await {
             Err(_) => Err(ClusterError::Timeout),
             Ok(Err(_)) => Err(ClusterError::Fatal("write path stopped".into())),
             Ok(Ok(result)) => result,
@@ -464,6 +471,7 @@ impl Consensus {
             applied_index: m.last_applied.map(|l| l.index).unwrap_or(0),
             last_log_index: m.last_log_index.unwrap_or(0),
             snapshot_index: m.snapshot.map(|l| l.index).unwrap_or(0),
+            voters: m.membership_config.membership().voter_ids().collect(),
             members,
         }
     }

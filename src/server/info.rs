@@ -121,6 +121,12 @@ fn raft_fields(status: &RaftStatus, t: &mut Text) {
     let members: Vec<String> =
         status.members.iter().map(|(id, n)| format!("{id}@{}/{}", n.peer_addr, n.client_addr)).collect();
     t.field("members", members.join(","));
+    let ids = |want_voter: bool| -> Vec<String> {
+        let is_voter = |id: &u64| status.voters.contains(id);
+        status.members.iter().filter(|(id, _)| is_voter(id) == want_voter).map(|(id, _)| id.to_string()).collect()
+    };
+    t.field("voters", ids(true).join(","));
+    t.field("learners", ids(false).join(","));
 }
 
 /// `RAFT.INFO`: `field:value` lines.

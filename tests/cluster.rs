@@ -1,0 +1,771 @@
+//! Multi-node behaviour (issue 3, "What it must show"), against three (or four) real
+//! `raftlock` processes on free 127.0.0.1 ports, driven with the `redis` crate:
+//!
+//! 1. a lock acquired on a follower is seen, with its owner and token, on every node;
+//! 2. `kill -9` of the leader: a new leader and a successful grant within a bound
+//!    (the measured time is printed); tokens before and after strictly increase;
+//! 3. a lease granted just before the leader dies is still held after the failover
+//!    until its TTL, and only then can someone else take it;
+//! 4. a minority (two of three nodes SIGSTOPped) answers with a clear error within a
+//!    bound, never a grant or a stale read, and serves again after SIGCONT;
+//! 5. `kill -9` of all three and a restart keeps every acknowledged lock and token;
+//! 6. membership: a fourth node joins by snapshot (the log behind the snapshots was
+//!    purged), becomes a voter, one original follower is removed, and writes keep
+//!    succeeding throughout.
+//!
+//! The tests run one at a time (`cluster_support::serial`), each under ~60 s.
+
+mod cluster_support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cluster_support::*;
+use redis::Value;
+
+const ALL: [u64; 3] = [1, 2, 3];
+
+fn others(ids: &[u64], but: u64) -> Vec<u64> {
+    ids.iter().copied().filter(|i| *i != but).collect()
+}
+
+/// LOCK.ACQUIRE that must be granted; returns the token.
+#[track_caller]
+fn acquire(con: &mut redis::Connection, key: &str, owner: &str, ttl_ms: u64) -> i64 {
+    match q(con, &["LOCK.ACQUIRE", key, owner, &ttl_ms.to_string()]) {
+        Ok(Value::Int(t)) => t,
+        Ok(other) => panic!("LOCK.ACQUIRE {key} {owner} {ttl_ms} should grant a token, got {other:?}"),
+        Err(e) => panic!("LOCK.ACQUIRE {key} {owner} {ttl_ms} should grant a token, got error {}", err_text(&e)),
+    }
+}
+
+/// LOCK.ACQUIRE through `via` (round robin, a fresh connection per attempt),
+/// retried on errors (no leader yet, connection refused) until `deadline`. The same
+/// owner retrying is idempotent, so the token returned is the grant's token.
+/// Returns (token, node that answered). A nil reply (held by someone else) panics.
+#[track_caller]
+fn acquire_retrying(c: &Cluster, via: &[u64], key: &str, owner: &str, ttl_ms: u64, deadline: Instant) -> (i64, u64) {
+    let mut last: String;
+    let mut attempt = 0usize;
+    loop {
+        let id = via[attempt % via.len()];
+        attempt += 1;
+        match c.node(id).try_client(Duration::from_secs(1)) {
+            Err(e) => last = format!("node {id}: connect: {e}"),
+            Ok(mut con) => match q(&mut con, &["LOCK.ACQUIRE", key, owner, &ttl_ms.to_string()]) {
+                Ok(Value::Int(t)) => return (t, id),
+                Ok(other) => panic!("LOCK.ACQUIRE {key} {owner} via node {id}: expected a token, got {other:?}"),
+                Err(e) => last = format!("node {id}: {}", err_text(&e)),
+            },
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "LOCK.ACQUIRE {key} {owner} not granted through {via:?} by the deadline; last: {last}\n{}",
+                c.describe()
+            );
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Poll RAFT.INFO of `id` until its applied_index reaches `index`.
+#[track_caller]
+fn wait_applied(c: &Cluster, id: u64, index: u64, timeout: Duration) -> RaftInfo {
+    poll_until(timeout, &format!("node {id} applied_index >= {index}"), || {
+        c.node(id).raft_info().ok().filter(|i| i.num("applied_index") >= index)
+    })
+}
+
+/// `db0:keys=N` from `INFO keyspace`, which a node answers from its own applied state.
+fn local_key_count(c: &Cluster, id: u64) -> Option<u64> {
+    let text = c.node(id).info_section("keyspace").ok()?;
+    let line = text.lines().find(|l| l.starts_with("db0:"))?;
+    let keys = line.trim_start_matches("db0:").split(',').find_map(|kv| kv.strip_prefix("keys="))?;
+    keys.trim().parse().ok()
+}
+
+fn is_no_quorum_error(e: &redis::RedisError) -> bool {
+    matches!(e.code(), Some("CLUSTERDOWN") | Some("TRYAGAIN"))
+}
+
+// ---------------------------------------------------------------------------------
+// 1. acquire on a follower, see it everywhere
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn lock_acquired_on_a_follower_is_seen_on_every_node() {
+    let _serial = serial();
+    let c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let followers = others(&ALL, leader);
+    let f = followers[0];
+    assert_eq!(c.node(f).raft_info().unwrap().role(), "follower", "{}", c.describe());
+
+    let mut con = c.node(f).client();
+    let token = acquire(&mut con, "orders-lock", "worker-7", 30_000);
+    assert!(token > 0, "token {token}");
+    let commit = c.node(leader).raft_info().unwrap().num("commit_index");
+
+    for id in ALL {
+        let mut con = c.node(id).client();
+        let info = lock_info(&mut con, "orders-lock")
+            .unwrap_or_else(|e| panic!("LOCK.INFO via node {id}: {e}"))
+            .unwrap_or_else(|| panic!("LOCK.INFO via node {id} says the lock is free"));
+        assert_eq!(info.owner, "worker-7", "owner via node {id}: {info:?}");
+        assert_eq!(info.token, token, "token via node {id}: {info:?}");
+        assert!((1..=30_000).contains(&info.ttl_ms), "ttl-ms via node {id}: {info:?}");
+        assert_eq!(
+            q(&mut con, &["GET", "orders-lock"]).unwrap(),
+            Value::BulkString(b"worker-7".to_vec()),
+            "GET via node {id}"
+        );
+        // Another owner is refused on every node.
+        assert_eq!(
+            q(&mut con, &["LOCK.ACQUIRE", "orders-lock", "worker-9", "30000"]).unwrap(),
+            Value::Nil,
+            "LOCK.ACQUIRE by another owner via node {id} must return nil"
+        );
+        // The grant is replicated: each node applies it and holds the key locally
+        // (INFO keyspace is answered from the node's own state, not forwarded).
+        wait_applied(&c, id, commit, Duration::from_secs(5));
+        let keys = poll_until(Duration::from_secs(5), &format!("node {id} holds orders-lock locally"), || {
+            local_key_count(&c, id).filter(|k| *k == 1)
+        });
+        assert_eq!(keys, 1);
+    }
+
+    // A retry by the same owner on the other follower is the same grant.
+    let mut con = c.node(followers[1]).client();
+    assert_eq!(acquire(&mut con, "orders-lock", "worker-7", 30_000), token, "same-owner retry on another node");
+}
+
+// ---------------------------------------------------------------------------------
+// 2. kill -9 the leader
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn leader_kill9_elects_a_new_leader_and_tokens_keep_increasing() {
+    let _serial = serial();
+    let mut c = Cluster::start(3, Opts::default());
+    let old_leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let term_before = c.node(old_leader).raft_info().unwrap().num("term");
+    let survivors = others(&ALL, old_leader);
+
+    // Grants before the failover, through every node (leader and followers).
+    let mut grants: Vec<(String, String, i64)> = Vec::new();
+    for i in 0..12 {
+        let id = ALL[i % 3];
+        let (key, owner) = (format!("before-{i}"), format!("owner-{i}"));
+        let mut con = c.node(id).client();
+        grants.push((key.clone(), owner.clone(), acquire(&mut con, &key, &owner, 60_000)));
+    }
+    let n_before = grants.len();
+
+    let killed_at = Instant::now();
+    c.kill9(old_leader);
+    let bound = Duration::from_secs(15);
+    let (t, via) = acquire_retrying(&c, &survivors, "after-0", "owner-after-0", 60_000, killed_at + bound);
+    let failover = killed_at.elapsed();
+    eprintln!(
+        "failover: first successful LOCK.ACQUIRE {failover:?} after kill -9 of leader {old_leader} (via node {via})"
+    );
+    assert!(failover <= bound, "failover took {failover:?} (bound {bound:?})");
+    grants.push(("after-0".into(), "owner-after-0".into(), t));
+
+    let new_leader = c.wait_leader(&survivors, Duration::from_secs(10));
+    assert_ne!(new_leader, old_leader);
+    let term_after = c.node(new_leader).raft_info().unwrap().num("term");
+    assert!(term_after > term_before, "term {term_before} -> {term_after}");
+
+    for i in 1..12 {
+        let id = survivors[i % 2];
+        let (key, owner) = (format!("after-{i}"), format!("owner-after-{i}"));
+        let mut con = c.node(id).client();
+        grants.push((key.clone(), owner.clone(), acquire(&mut con, &key, &owner, 60_000)));
+    }
+
+    // Unique and strictly increasing in grant order, across the failover.
+    let tokens: Vec<i64> = grants.iter().map(|g| g.2).collect();
+    for w in tokens.windows(2) {
+        assert!(w[0] < w[1], "tokens not strictly increasing in grant order: {tokens:?}");
+    }
+
+    // No acknowledged grant was lost: every lock from before the failover is still
+    // held by its owner with its token, on both survivors.
+    for id in &survivors {
+        let mut con = c.node(*id).client();
+        for (key, owner, token) in &grants[..n_before] {
+            let info = lock_info(&mut con, key).unwrap().unwrap_or_else(|| panic!("{key} lost after failover"));
+            assert_eq!((&info.owner, info.token), (owner, *token), "{key} via node {id}");
+        }
+    }
+
+    // The killed node comes back as a follower and catches up.
+    c.restart(old_leader);
+    c.wait_ready(&ALL, Duration::from_secs(20));
+    let commit = c.node(new_leader).raft_info().unwrap().num("commit_index");
+    let info = wait_applied(&c, old_leader, commit, Duration::from_secs(10));
+    assert_ne!(info.role(), "leader", "the restarted node took over leadership without need?\n{}", c.describe());
+    let mut con = c.node(old_leader).client();
+    let (key, owner, token) = grants.last().unwrap();
+    let li = lock_info(&mut con, key).unwrap().expect("lock visible via the restarted node");
+    assert_eq!((&li.owner, li.token), (owner, *token));
+}
+
+// ---------------------------------------------------------------------------------
+// 3. a lease granted just before the leader dies
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn lease_granted_before_leader_dies_is_held_until_its_ttl() {
+    let _serial = serial();
+    let mut c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let survivors = others(&ALL, leader);
+    const TTL: u64 = 8_000;
+
+    let mut con = c.node(survivors[0]).client();
+    let sent = Instant::now();
+    let token_a = acquire(&mut con, "lease", "holder-a", TTL);
+    c.kill9(leader);
+    let killed = sent.elapsed();
+
+    // Until 1 s before the TTL (measured from when the acquire was sent, which is no
+    // later than the server's start of the lease) the lock must stay with holder-a.
+    let check_until = sent + Duration::from_millis(TTL - 1_000);
+    let expiry = sent + Duration::from_millis(TTL);
+    let mut verified: Vec<Duration> = Vec::new();
+    let mut last_err = String::new();
+    let mut i = 0;
+    while Instant::now() < check_until {
+        let id = survivors[i % 2];
+        i += 1;
+        let mut con = match c.node(id).try_client(Duration::from_secs(1)) {
+            Ok(con) => con,
+            Err(e) => {
+                last_err = format!("node {id}: connect: {e}");
+                thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        match q(&mut con, &["LOCK.ACQUIRE", "lease", "holder-b", &TTL.to_string()]) {
+            Ok(Value::Nil) => match lock_info(&mut con, "lease") {
+                Ok(Some(info)) => {
+                    assert_eq!(info.owner, "holder-a", "lease owner via node {id} at {:?}: {info:?}", sent.elapsed());
+                    assert_eq!(info.token, token_a, "lease token via node {id}: {info:?}");
+                    assert!((1..=TTL as i64).contains(&info.ttl_ms), "ttl-ms via node {id}: {info:?}");
+                    verified.push(sent.elapsed());
+                }
+                Ok(None) => panic!("lease reported free via node {id} at {:?}, before its TTL", sent.elapsed()),
+                Err(e) => last_err = format!("node {id}: LOCK.INFO: {e}"),
+            },
+            Ok(Value::Int(t)) => panic!(
+                "lease cut short: holder-b was granted token {t} via node {id} {:?} after holder-a's {TTL} ms lease \
+                 (token {token_a}) was requested; leader {leader} was killed {killed:?} after that request",
+                sent.elapsed()
+            ),
+            Ok(other) => panic!("LOCK.ACQUIRE replied {other:?}"),
+            Err(e) => last_err = format!("node {id}: {}", err_text(&e)),
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    let late = Duration::from_millis(TTL - 2_000);
+    assert!(
+        verified.iter().any(|t| *t >= late),
+        "could not verify the lease after the failover at or after {late:?} (verified at {verified:?}); last error: {last_err}\n{}",
+        c.describe()
+    );
+
+    // After the TTL (log time stood still during the election, so the lease may
+    // outlast its TTL in real time by about the failover time) holder-b gets it.
+    let deadline = expiry + Duration::from_secs(12);
+    let mut i = 0;
+    let (token_b, at) = loop {
+        let id = survivors[i % 2];
+        i += 1;
+        if let Ok(mut con) = c.node(id).try_client(Duration::from_secs(1)) {
+            match q(&mut con, &["LOCK.ACQUIRE", "lease", "holder-b", &TTL.to_string()]) {
+                Ok(Value::Int(t)) => {
+                    let at = Instant::now();
+                    assert!(
+                        at >= expiry,
+                        "holder-b was granted the lease {:?} after holder-a's {TTL} ms lease was requested",
+                        at - sent
+                    );
+                    break (t, at);
+                }
+                Ok(Value::Nil) => {}
+                Ok(other) => panic!("LOCK.ACQUIRE replied {other:?}"),
+                Err(e) => last_err = format!("node {id}: {}", err_text(&e)),
+            }
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "holder-b could not take the lease within {:?} of its TTL; last error: {last_err}\n{}",
+                deadline - expiry,
+                c.describe()
+            );
+        }
+        thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!(
+        "lease: {TTL} ms lease requested at 0, leader killed at {killed:?}, verified held until {:?}, \
+         taken over at {:?}",
+        verified.last().unwrap(),
+        at - sent
+    );
+    assert!(token_b > token_a, "new holder's token {token_b} must exceed {token_a}");
+    for id in &survivors {
+        let mut con = c.node(*id).client();
+        let info = lock_info(&mut con, "lease").unwrap().expect("lease held by holder-b");
+        assert_eq!((info.owner.as_str(), info.token), ("holder-b", token_b), "via node {id}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 4. minority partition (SIGSTOP two of three)
+// ---------------------------------------------------------------------------------
+
+const REQUEST_TIMEOUT_MS: u64 = 2_000;
+
+/// Run `args` on a fresh connection to `id`; the reply must be a CLUSTERDOWN /
+/// TRYAGAIN error within `bound`. Violations are collected, not panicked on, so the
+/// rest of the scenario (recovery) still runs.
+fn expect_no_quorum_error(c: &Cluster, id: u64, args: &[&str], bound: Duration, violations: &mut Vec<String>) {
+    let mut con = match c.node(id).try_client(Duration::from_secs(2)) {
+        Ok(con) => con,
+        Err(e) => {
+            violations.push(format!("{args:?} on node {id}: cannot connect: {e}"));
+            return;
+        }
+    };
+    let t0 = Instant::now();
+    let r = q(&mut con, args);
+    let took = t0.elapsed();
+    match r {
+        Ok(v) => violations.push(format!(
+            "{args:?} on node {id} (no quorum) replied {v:?} after {took:?}; expected a CLUSTERDOWN/TRYAGAIN error"
+        )),
+        Err(e) if is_no_quorum_error(&e) => {
+            eprintln!("partition: {args:?} on node {id}: {:?} after {took:?}", err_text(&e));
+            if took > bound {
+                violations.push(format!(
+                    "{args:?} on node {id} (no quorum) answered {:?} only after {took:?}; expected within {bound:?} \
+                     (--request-timeout-ms {REQUEST_TIMEOUT_MS})",
+                    err_text(&e)
+                ));
+            }
+        }
+        Err(e) => violations.push(format!(
+            "{args:?} on node {id} (no quorum): expected a CLUSTERDOWN/TRYAGAIN error within {bound:?}, got {} after {took:?}",
+            err_text(&e)
+        )),
+    }
+}
+
+#[test]
+fn minority_partition_answers_errors_then_serves_again() {
+    let _serial = serial();
+    let opts = Opts { request_timeout_ms: Some(REQUEST_TIMEOUT_MS), ..Opts::default() };
+    let mut c = Cluster::start(3, opts);
+    let bound = Duration::from_millis(REQUEST_TIMEOUT_MS + 1_500);
+    let mut violations: Vec<String> = Vec::new();
+
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let mut con = c.node(leader).client();
+    let held = acquire(&mut con, "held", "owner-h", 60_000);
+
+    // Case A: the leader and one follower stop; the other follower is alone.
+    let followers = others(&ALL, leader);
+    let (alone, paused) = (followers[0], [leader, followers[1]]);
+    for id in paused {
+        c.pause(id);
+    }
+    expect_no_quorum_error(&c, alone, &["LOCK.ACQUIRE", "part-a-0", "owner-a", "30000"], bound, &mut violations);
+    expect_no_quorum_error(&c, alone, &["LOCK.ACQUIRE", "part-a-1", "owner-a", "30000"], bound, &mut violations);
+    // No stale read either.
+    expect_no_quorum_error(&c, alone, &["LOCK.INFO", "held"], bound, &mut violations);
+    expect_no_quorum_error(&c, alone, &["GET", "held"], bound, &mut violations);
+    for id in paused {
+        c.resume(id);
+    }
+    let resumed = Instant::now();
+    c.wait_ready(&ALL, Duration::from_secs(15));
+    eprintln!("partition A healed: serving again {:?} after SIGCONT", resumed.elapsed());
+    for id in ALL {
+        let mut con = c.node(id).client();
+        let t = acquire(&mut con, &format!("healed-a-{id}"), "owner-x", 30_000);
+        assert!(t > held, "token after healing {t} <= {held}");
+        let info = lock_info(&mut con, "held").unwrap().expect("held lock survives the partition");
+        assert_eq!((info.owner.as_str(), info.token), ("owner-h", held), "via node {id}");
+    }
+
+    // Case B: both followers stop; the leader is alone.
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let paused = others(&ALL, leader);
+    for id in &paused {
+        c.pause(*id);
+    }
+    expect_no_quorum_error(&c, leader, &["LOCK.ACQUIRE", "part-b-0", "owner-b", "30000"], bound, &mut violations);
+    expect_no_quorum_error(&c, leader, &["LOCK.INFO", "held"], bound, &mut violations);
+    for id in &paused {
+        c.resume(*id);
+    }
+    let resumed = Instant::now();
+    c.wait_ready(&ALL, Duration::from_secs(15));
+    eprintln!("partition B healed: serving again {:?} after SIGCONT", resumed.elapsed());
+    for id in ALL {
+        let mut con = c.node(id).client();
+        acquire(&mut con, &format!("healed-b-{id}"), "owner-y", 30_000);
+    }
+
+    assert!(violations.is_empty(), "minority partition:\n{}", violations.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------
+// 5. kill -9 all three, restart
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn restart_of_all_nodes_keeps_acknowledged_state() {
+    let _serial = serial();
+    let mut c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let term_before = c.node(leader).raft_info().unwrap().num("term");
+    let members_before = c.node(leader).raft_info().unwrap().members();
+
+    let mut locks: Vec<(String, String, i64)> = Vec::new();
+    for i in 0..9 {
+        let id = ALL[i % 3];
+        let (key, owner) = (format!("lock-{i}"), format!("owner-{i}"));
+        let mut con = c.node(id).client();
+        locks.push((key.clone(), owner.clone(), acquire(&mut con, &key, &owner, 60_000)));
+        assert_eq!(
+            q(&mut con, &["SET", &format!("plain-{i}"), &format!("value-{i}")]).unwrap(),
+            Value::Okay
+        );
+    }
+    let max_token = locks.iter().map(|l| l.2).max().unwrap();
+    let mut con = c.node(leader).client();
+    assert_eq!(q(&mut con, &["LOCK.FENCE", "orders-db", &max_token.to_string()]).unwrap(), Value::Int(max_token));
+    drop(con);
+
+    for id in others(&ALL, leader).into_iter().chain([leader]) {
+        c.kill9(id);
+    }
+    for id in ALL {
+        c.restart(id);
+    }
+    c.wait_ready(&ALL, Duration::from_secs(25));
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let info = c.node(leader).raft_info().unwrap();
+    assert!(info.num("term") >= term_before, "term went back: {term_before} -> {}", info.num("term"));
+    assert_eq!(info.members(), members_before, "membership changed across the restart");
+    let inits: usize = ALL.iter().map(|id| c.node(*id).logs().matches("initialised a new cluster").count()).sum();
+    assert!(inits <= 1, "the cluster was initialised {inits} times (restarts must recover, not re-initialise)");
+
+    for id in ALL {
+        let mut con = c.node(id).client();
+        for (i, (key, owner, token)) in locks.iter().enumerate() {
+            let li = lock_info(&mut con, key)
+                .unwrap_or_else(|e| panic!("LOCK.INFO {key} via node {id}: {e}"))
+                .unwrap_or_else(|| panic!("{key} lost by the restart (via node {id})"));
+            assert_eq!((&li.owner, li.token), (owner, *token), "{key} via node {id}");
+            assert!((1..=60_000).contains(&li.ttl_ms), "{key} ttl-ms {}", li.ttl_ms);
+            assert_eq!(
+                q(&mut con, &["GET", &format!("plain-{i}")]).unwrap(),
+                Value::BulkString(format!("value-{i}").into_bytes()),
+                "plain-{i} via node {id}"
+            );
+            // Still held: another owner is refused.
+            assert_eq!(q(&mut con, &["LOCK.ACQUIRE", key, "intruder", "1000"]).unwrap(), Value::Nil, "{key}");
+        }
+        // The fenced resource remembers the highest token.
+        let stale = (max_token - 1).to_string();
+        match q(&mut con, &["LOCK.FENCE", "orders-db", &stale]) {
+            Err(e) => assert_eq!(e.code(), Some("STALE"), "LOCK.FENCE {stale}: {}", err_text(&e)),
+            Ok(v) => panic!("LOCK.FENCE orders-db {stale} after restart replied {v:?}; expected -STALE"),
+        }
+    }
+
+    let mut con = c.node(others(&ALL, leader)[0]).client();
+    let t = acquire(&mut con, "after-restart", "owner-new", 60_000);
+    assert!(t > max_token, "token after restart {t} must exceed every earlier token (max {max_token})");
+}
+
+// ---------------------------------------------------------------------------------
+// 6. membership: add a fourth node (snapshot catch-up), remove one, keep serving
+// ---------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct WriterLog {
+    tokens: Vec<i64>,
+    errors: Vec<String>,
+    keys: Vec<(String, String, i64)>,
+}
+
+/// Writes LOCK.ACQUIREs through `node` (one connection) until `stop`.
+fn spawn_writer(
+    name: &'static str,
+    node: (u64, String),
+    stop: Arc<AtomicBool>,
+    log: Arc<Mutex<WriterLog>>,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let (id, url) = node;
+        let connect = || -> redis::RedisResult<redis::Connection> {
+            let con = redis::Client::open(url.as_str())?.get_connection_with_timeout(Duration::from_secs(2))?;
+            con.set_read_timeout(Some(IO_TIMEOUT))?;
+            con.set_write_timeout(Some(IO_TIMEOUT))?;
+            Ok(con)
+        };
+        let mut con = None;
+        let mut i = 0u64;
+        while !stop.load(Ordering::SeqCst) {
+            if con.is_none() {
+                match connect() {
+                    Ok(c) => con = Some(c),
+                    Err(e) => {
+                        log.lock().unwrap().errors.push(format!("{name} via node {id}: connect: {e}"));
+                        thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                }
+            }
+            let key = format!("w-{name}-{i}");
+            let started = Instant::now();
+            let r = q(con.as_mut().unwrap(), &["LOCK.ACQUIRE", &key, name, "60000"]);
+            let mut l = log.lock().unwrap();
+            match r {
+                Ok(Value::Int(t)) => {
+                    l.tokens.push(t);
+                    l.keys.push((key, name.to_string(), t));
+                    i += 1;
+                }
+                Ok(other) => l.errors.push(format!("{name} via node {id}: {key}: replied {other:?}")),
+                Err(e) => {
+                    l.errors.push(format!(
+                        "{name} via node {id}: {key}: {} after {:?}",
+                        err_text(&e),
+                        started.elapsed()
+                    ));
+                    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                        con = None;
+                    }
+                }
+            }
+            drop(l);
+            thread::sleep(Duration::from_millis(10));
+        }
+    })
+}
+
+#[test]
+fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
+    let _serial = serial();
+    let started = Instant::now();
+    let opts = Opts { snapshot_logs: Some(200), ..Opts::default() };
+    let mut c = Cluster::start(3, opts);
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let followers = others(&ALL, leader);
+    let (to_remove, stays) = (followers[0], followers[1]);
+
+    // The server keeps 1000 entries behind a snapshot and purges in batches of at
+    // least 1024 entries (openraft's max_in_snapshot_log_to_keep / purge_batch_size
+    // in src/raft/mod.rs), so the first purge needs a snapshot at index >= 2023.
+    // Commands sent one at a time take one entry each; with a snapshot every 200
+    // entries, 2600 of them put the snapshot past that point.
+    const KEEP_BEHIND_SNAPSHOT: u64 = 1_000;
+    const PURGE_BATCH: u64 = 1_024;
+    const FIRST_PURGE_SNAPSHOT: u64 = KEEP_BEHIND_SNAPSHOT + PURGE_BATCH - 1;
+    const N_KEYS: usize = 2_600;
+    let t0 = Instant::now();
+    let mut con = c.node(leader).client();
+    for i in 0..N_KEYS {
+        let r = q(&mut con, &["SET", &format!("key:{i}"), &format!("val:{i}")]);
+        assert_eq!(r.as_ref().ok(), Some(&Value::Okay), "SET key:{i}: {r:?}");
+    }
+    eprintln!("membership: wrote {N_KEYS} keys in {:?}", t0.elapsed());
+    // The leader's snapshot is far enough that the first entries are gone from its log.
+    let leader_snapshot = poll_until(
+        Duration::from_secs(15),
+        &format!("leader snapshot_index >= {FIRST_PURGE_SNAPSHOT}"),
+        || {
+            c.node(leader)
+                .raft_info()
+                .ok()
+                .map(|i| i.num("snapshot_index"))
+                .filter(|s| *s >= FIRST_PURGE_SNAPSHOT)
+        },
+    );
+
+    // Writers through the leader and through the follower that stays, until the end.
+    let stop = Arc::new(AtomicBool::new(false));
+    let logs: Vec<Arc<Mutex<WriterLog>>> = (0..2).map(|_| Arc::new(Mutex::new(WriterLog::default()))).collect();
+    let writers = vec![
+        spawn_writer("via-leader", (leader, c.node(leader).url()), stop.clone(), logs[0].clone()),
+        spawn_writer("via-follower", (stays, c.node(stays).url()), stop.clone(), logs[1].clone()),
+    ];
+
+    // Node 4: started with the original members plus itself; it does not initialise
+    // anything, it waits to be added.
+    c.start_extra_node(4);
+    let n4 = c.node(4);
+    let info4 = n4.raft_info().unwrap();
+    assert_eq!(info4.num("applied_index"), 0, "node 4 must start empty:\n{}", info4.raw);
+
+    // Watch node 4's RAFT.INFO while it catches up: (applied_index, snapshot_index).
+    let watching = Arc::new(AtomicBool::new(true));
+    let observed: Arc<Mutex<Vec<(u64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let watcher = {
+        let (watching, observed) = (watching.clone(), observed.clone());
+        let url = n4.url();
+        thread::spawn(move || {
+            let client = redis::Client::open(url.as_str()).unwrap();
+            let mut con = None;
+            while watching.load(Ordering::SeqCst) {
+                if con.is_none() {
+                    con = client.get_connection_with_timeout(Duration::from_secs(1)).ok();
+                    if let Some(c) = con.as_ref() {
+                        c.set_read_timeout(Some(Duration::from_secs(2))).ok();
+                    }
+                }
+                if let Some(c) = con.as_mut() {
+                    match redis::cmd("RAFT.INFO").query::<Value>(c) {
+                        Ok(v) => {
+                            let i = RaftInfo::parse(&as_text(&v).unwrap_or_default());
+                            let a = i.fields.get("applied_index").and_then(|s| s.parse().ok()).unwrap_or(0);
+                            let s = i.fields.get("snapshot_index").and_then(|s| s.parse().ok()).unwrap_or(0);
+                            let mut o = observed.lock().unwrap();
+                            if o.last() != Some(&(a, s)) {
+                                o.push((a, s));
+                            }
+                        }
+                        Err(_) => con = None,
+                    }
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+
+    // Add it through a follower (forwarded to the leader).
+    let n4_peer = n4.peer_addr();
+    let n4_client = n4.addr();
+    let t_add = Instant::now();
+    let mut admin = c.node(stays).try_client_slow(Duration::from_secs(30)).unwrap();
+    let r = q(&mut admin, &["RAFT.NODE", "ADD", "4", &n4_peer, &n4_client]);
+    assert_eq!(r.as_ref().ok(), Some(&Value::Okay), "RAFT.NODE ADD 4: {r:?}\n{}", c.describe());
+    eprintln!("membership: RAFT.NODE ADD 4 returned after {:?}", t_add.elapsed());
+
+    // Node 4 is a voter: its own role is follower (a learner reports learner), and
+    // every node lists it with its addresses.
+    let expect4 = format!("{n4_peer}/{n4_client}");
+    let info4 = poll_until(Duration::from_secs(10), "node 4 reports role:follower", || {
+        c.node(4).raft_info().ok().filter(|i| i.role() == "follower")
+    });
+    assert_eq!(info4.leader_id(), Some(leader), "node 4's leader:\n{}", info4.raw);
+    for id in [leader, stays, to_remove, 4] {
+        let i = c.node(id).raft_info().unwrap();
+        assert_eq!(i.members().get(&4), Some(&expect4), "node {id} members:\n{}", i.raw);
+        assert_eq!(i.members().len(), 4, "node {id} members:\n{}", i.raw);
+    }
+
+    // Node 4 caught up by snapshot: its applied state reaches the leader's commit
+    // index, it holds a snapshot, and the first state it reported with anything
+    // applied was already a snapshot at least as recent as the leader's snapshot
+    // from before the join (a log replay from index 1 would show applied entries
+    // without such a snapshot first).
+    let commit = c.node(leader).raft_info().unwrap().num("commit_index");
+    let info4 = wait_applied(&c, 4, commit, Duration::from_secs(10));
+    assert!(info4.num("snapshot_index") > 0, "node 4 has no snapshot:\n{}", info4.raw);
+    watching.store(false, Ordering::SeqCst);
+    watcher.join().unwrap();
+    let observed = observed.lock().unwrap().clone();
+    eprintln!(
+        "membership: node 4 (applied_index, snapshot_index) while joining: {:?}",
+        &observed[..observed.len().min(8)]
+    );
+    let first = observed.iter().find(|(a, _)| *a > 0).copied();
+    match first {
+        Some((applied, snapshot)) => assert!(
+            snapshot >= leader_snapshot && applied >= snapshot,
+            "node 4 did not start from a snapshot: first (applied_index, snapshot_index) with data was \
+             ({applied}, {snapshot}); leader snapshot before the join: {leader_snapshot}; observed: {:?}",
+            &observed[..observed.len().min(20)]
+        ),
+        None => panic!("node 4 never reported an applied index; observed {observed:?}"),
+    }
+    // Its own applied state holds every key (INFO keyspace is answered locally).
+    let local = poll_until(Duration::from_secs(10), "node 4 holds all keys locally", || {
+        local_key_count(&c, 4).filter(|k| *k >= N_KEYS as u64)
+    });
+    eprintln!("membership: node 4 holds {local} keys locally; snapshot_index {}", info4.num("snapshot_index"));
+    // And serves them (reads through node 4).
+    let mut con4 = c.node(4).client();
+    for i in (0..N_KEYS).step_by(97).chain([N_KEYS - 1]) {
+        assert_eq!(
+            q(&mut con4, &["GET", &format!("key:{i}")]).unwrap(),
+            Value::BulkString(format!("val:{i}").into_bytes()),
+            "GET key:{i} via node 4"
+        );
+    }
+
+    // Remove an original follower, through node 4.
+    let r = q(&mut con4, &["RAFT.NODE", "REMOVE", &to_remove.to_string()]);
+    assert_eq!(r.as_ref().ok(), Some(&Value::Okay), "RAFT.NODE REMOVE {to_remove}: {r:?}\n{}", c.describe());
+    for id in [leader, stays, 4] {
+        let i = poll_until(Duration::from_secs(10), &format!("node {id} no longer lists node {to_remove}"), || {
+            c.node(id).raft_info().ok().filter(|i| !i.members().contains_key(&to_remove))
+        });
+        assert_eq!(
+            i.members().keys().copied().collect::<Vec<_>>(),
+            {
+                let mut m = vec![leader, stays, 4];
+                m.sort();
+                m
+            },
+            "node {id} members:\n{}",
+            i.raw
+        );
+    }
+    // Writes go on for a while after the removal, then the writers stop.
+    let before = logs.iter().map(|l| l.lock().unwrap().tokens.len()).sum::<usize>();
+    poll_until(Duration::from_secs(10), "writers make progress after the removal", || {
+        let now = logs.iter().map(|l| l.lock().unwrap().tokens.len()).sum::<usize>();
+        (now >= before + 20).then_some(())
+    });
+    let t = acquire(&mut con4, "after-remove", "owner-r", 60_000);
+    stop.store(true, Ordering::SeqCst);
+    for w in writers {
+        w.join().unwrap();
+    }
+
+    let mut all_keys = Vec::new();
+    for (name, l) in ["via-leader", "via-follower"].iter().zip(&logs) {
+        let l = l.lock().unwrap();
+        assert!(l.errors.is_empty(), "writer {name} saw errors while members changed:\n{}", l.errors.join("\n"));
+        assert!(l.tokens.len() >= 20, "writer {name} made only {} writes", l.tokens.len());
+        for w in l.tokens.windows(2) {
+            assert!(w[0] < w[1], "writer {name}: tokens not increasing: {:?}", l.tokens);
+        }
+        all_keys.extend(l.keys.iter().cloned());
+    }
+    // Every acknowledged write is there, read through node 4.
+    for (key, owner, token) in all_keys.iter().step_by(7) {
+        let li = lock_info(&mut con4, key).unwrap().unwrap_or_else(|| panic!("{key} lost"));
+        assert_eq!((&li.owner, li.token), (owner, *token), "{key}");
+    }
+
+    // Node 4 counts in the quorum and the removed node does not: with the removed
+    // node and the remaining original follower both dead, only the leader and node 4
+    // are up -- a majority of {leader, stays, 4}, but not of the four-node group.
+    c.kill9(to_remove);
+    c.kill9(stays);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (t2, _) = acquire_retrying(&c, &[leader, 4], "quorum-check", "owner-q", 60_000, deadline);
+    assert!(t2 > t, "{t2} <= {t}");
+    eprintln!("membership: test took {:?}", started.elapsed());
+}
