@@ -13,6 +13,7 @@ mod keys;
 mod lists;
 mod locks;
 mod pubsub;
+mod scripts;
 mod server;
 mod strings;
 mod table;
@@ -98,6 +99,9 @@ pub struct Proposal {
 pub struct Applied {
     pub reply: Reply,
     pub events: Vec<Event>,
+    /// The command was `PUBLISH`: its reply is the number of local receivers,
+    /// which the node that delivers the events fills in.
+    pub is_publish: bool,
 }
 
 /// Applies one committed entry: one [`Applied`] per command (one for
@@ -109,21 +113,22 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
         Op::Expire => {
             let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
             ks.expire_due(&mut ctx);
-            vec![Applied { reply: Reply::ok(), events: ctx.events }]
+            vec![Applied { reply: Reply::ok(), events: ctx.events, is_publish: false }]
         }
         Op::Commands(commands) => commands
             .iter()
             .map(|cmd| {
                 let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
                 let reply = execute_write(ks, &mut ctx, &cmd.argv);
-                Applied { reply, events: ctx.events }
+                let is_publish = cmd.argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish"));
+                Applied { reply, events: ctx.events, is_publish }
             })
             .collect(),
     }
 }
 
-/// Runs one command as part of an applied entry.
-fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]) -> Reply {
+/// Runs one command as part of an applied entry (or of a script).
+pub(crate) fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]) -> Reply {
     match resolve(argv) {
         Err(reply) => reply,
         Ok(spec) => match spec.handler {

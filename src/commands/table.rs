@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{hashes, keys, lists, locks, pubsub, server, strings, zsets, CmdResult};
+use super::{hashes, keys, lists, locks, pubsub, scripts, server, strings, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -134,6 +134,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("lock.release", 4, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RELEASE key owner token: 1 if released, 0 if not held.", Write(locks::release)),
     cmd!("lock.fence", 3, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.FENCE resource token: records the token unless a higher one was honored.", Write(locks::fence)),
     cmd!("lock.info", 2, ["readonly", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.INFO key: owner, token, ttl-ms and waiters, or nil if free.", Read(locks::info)),
+    // scripting
+    cmd!("eval", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys"], (0, 0, 0), "scripting", "2.6.0", "EVAL script numkeys [key ...] [arg ...]: runs a Lua script atomically on every node.", Write(scripts::eval)),
+    cmd!("evalsha", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys"], (0, 0, 0), "scripting", "2.6.0", "EVALSHA sha1 numkeys [key ...] [arg ...]: runs a cached script.", Write(scripts::evalsha)),
+    cmd!("eval_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly"], (0, 0, 0), "scripting", "7.0.0", "EVAL_RO script numkeys [key ...] [arg ...]: a read-only script.", Read(scripts::eval_ro)),
+    cmd!("evalsha_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly"], (0, 0, 0), "scripting", "7.0.0", "EVALSHA_RO sha1 numkeys [key ...] [arg ...]: a cached read-only script.", Read(scripts::evalsha_ro)),
+    cmd!("script", -2, ["noscript"], (0, 0, 0), "scripting", "2.6.0", "SCRIPT LOAD|EXISTS|FLUSH|KILL: the replicated script cache.", Write(scripts::script)),
     // pub/sub
     cmd!("publish", 3, ["pubsub", "loading", "stale", "fast"], (0, 0, 0), "pubsub", "2.0.0", "Posts a message to a channel (through the log).", Write(pubsub::publish)),
     cmd!("subscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Listens for messages published to channels.", Local),

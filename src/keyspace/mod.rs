@@ -171,12 +171,16 @@ pub struct Keyspace {
     log_time: LogTime,
     /// Last version handed out.
     last_version: Version,
+    /// The script cache (`SCRIPT LOAD`, `EVAL`): SHA1 hex -> body. Replicated,
+    /// so `EVALSHA` works on every node.
+    scripts: BTreeMap<String, Bytes>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct SnapshotV1 {
     log_time: LogTime,
     last_version: Version,
+    scripts: BTreeMap<String, Bytes>,
     entries: Vec<(Bytes, Entry)>,
 }
 
@@ -314,6 +318,24 @@ impl Keyspace {
         self.len(now) == 0
     }
 
+    /// The cached script with this SHA1 (lower-case hex).
+    pub fn script(&self, sha: &str) -> Option<&Bytes> {
+        self.scripts.get(sha)
+    }
+
+    pub fn has_script(&self, sha: &str) -> bool {
+        self.scripts.contains_key(sha)
+    }
+
+    /// Caches a script under its SHA1.
+    pub fn add_script(&mut self, sha: String, body: Bytes) {
+        self.scripts.insert(sha, body);
+    }
+
+    pub fn flush_scripts(&mut self) {
+        self.scripts.clear();
+    }
+
     /// Deletes every key.
     pub fn clear(&mut self) {
         self.entries.clear();
@@ -325,7 +347,12 @@ impl Keyspace {
         let mut entries: Vec<(Bytes, Entry)> = self.entries.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
         // Sorted, so equal keyspaces give byte-identical snapshots.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let snap = SnapshotV1 { log_time: self.log_time, last_version: self.last_version, entries };
+        let snap = SnapshotV1 {
+            log_time: self.log_time,
+            last_version: self.last_version,
+            scripts: self.scripts.clone(),
+            entries,
+        };
         let mut out = vec![1u8];
         out.extend(bincode::serialize(&snap).expect("serialising plain data cannot fail"));
         out
@@ -337,7 +364,12 @@ impl Keyspace {
             None => Ok(Keyspace::new()),
             Some((1, rest)) => {
                 let snap: SnapshotV1 = bincode::deserialize(rest).map_err(|e| SnapshotError(e.to_string()))?;
-                let mut ks = Keyspace { log_time: snap.log_time, last_version: snap.last_version, ..Keyspace::default() };
+                let mut ks = Keyspace {
+                    log_time: snap.log_time,
+                    last_version: snap.last_version,
+                    scripts: snap.scripts,
+                    ..Keyspace::default()
+                };
                 for (key, entry) in snap.entries {
                     ks.insert(key, entry);
                 }

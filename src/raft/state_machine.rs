@@ -16,6 +16,7 @@ use super::types::{Entry, LogId, NodeId, NodeInfo, StorageIoError, TypeConfig};
 use crate::clock::LogClock;
 use crate::commands;
 use crate::keyspace::{Event, Keyspace};
+
 use crate::protocol::Reply;
 use crate::storage::{Batch, Cf, Storage};
 
@@ -82,11 +83,10 @@ impl StateMachine {
     /// Hands a command's events to the node; `PUBLISH` replies the number of
     /// subscribers that received the message here.
     fn deliver(&self, outcome: commands::Applied) -> Reply {
-        let commands::Applied { mut reply, events } = outcome;
+        let commands::Applied { mut reply, events, is_publish } = outcome;
         if !events.is_empty() {
-            let published = events.iter().any(|e| matches!(e, Event::Publish { .. }));
             let receivers = (self.sink)(events);
-            if published && !reply.is_error() {
+            if is_publish && !reply.is_error() {
                 reply = Reply::Int(receivers as i64);
             }
         }

@@ -1,0 +1,164 @@
+//! Scripting commands: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT.
+//!
+//! `EVAL` is replicated verbatim and runs in the state machine on every node
+//! (see `scripting`); every `redis.call` inside it runs through the same
+//! command table as a client command would. The script cache is replicated.
+
+use bytes::Bytes;
+
+use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
+use crate::protocol::{Args, Reply};
+use crate::scripting::{self, INSTRUCTION_BUDGET};
+
+use super::{resolve, CmdError, CmdResult, Handler};
+
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+/// Splits `numkeys key... arg...`.
+fn keys_and_args(args: &mut Args) -> Result<(Vec<Bytes>, Vec<Bytes>), CmdError> {
+    let numkeys = args.next_i64()?;
+    let rest = args.rest();
+    if numkeys < 0 {
+        return Err(CmdError::Other("ERR Number of keys can't be negative".into()));
+    }
+    if numkeys as usize > rest.len() {
+        return Err(CmdError::Other("ERR Number of keys can't be greater than number of args".into()));
+    }
+    let (keys, argv) = rest.split_at(numkeys as usize);
+    Ok((keys.to_vec(), argv.to_vec()))
+}
+
+fn sha_arg(args: &mut Args) -> Result<String, CmdError> {
+    Ok(String::from_utf8_lossy(args.next_bytes()?).to_ascii_lowercase())
+}
+
+fn not_allowed(spec_name: &str) -> Reply {
+    Reply::error(format!("ERR This Redis command is not allowed from script: '{spec_name}'"))
+}
+
+/// Runs a script that may write, inside an applied entry.
+fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
+    // The first write uses the script's own version; each further write gets
+    // the next one, so keys created by one script still have distinct tokens.
+    let mut version_used = false;
+    let mut call = |cmd: &[Bytes]| -> Reply {
+        let spec = match resolve(cmd) {
+            Ok(spec) => spec,
+            Err(reply) => return reply,
+        };
+        if spec.flags.contains(&"noscript") {
+            return not_allowed(spec.name);
+        }
+        match spec.handler {
+            Handler::Write(f) => {
+                if version_used {
+                    ctx.version = ks.next_version(ctx.version);
+                }
+                version_used = true;
+                f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from)
+            }
+            Handler::Read(f) => {
+                let read = ReadCtx { now: ctx.log_time, unix_ms: ctx.unix_ms };
+                f(ks, &read, Args::new(cmd)).unwrap_or_else(Reply::from)
+            }
+            Handler::Local => not_allowed(spec.name),
+        }
+    };
+    scripting::run(body, keys, argv, INSTRUCTION_BUDGET, &mut call)
+}
+
+/// Runs a read-only script on the leader.
+fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
+    let mut call = |cmd: &[Bytes]| -> Reply {
+        match resolve(cmd) {
+            Err(reply) => reply,
+            Ok(spec) if spec.flags.contains(&"noscript") => not_allowed(spec.name),
+            Ok(spec) => match spec.handler {
+                Handler::Read(f) => f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from),
+                Handler::Write(_) => Reply::error("ERR Write commands are not allowed from read-only scripts."),
+                Handler::Local => not_allowed(spec.name),
+            },
+        }
+    };
+    scripting::run(body, keys, argv, INSTRUCTION_BUDGET, &mut call)
+}
+
+/// ```text
+/// EVAL script numkeys [key ...] [arg ...]
+/// ```
+/// The script's return value, converted as Redis converts it. The script is
+/// cached for `EVALSHA`.
+pub fn eval(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let body = args.next_bytes()?.clone();
+    let (keys, argv) = keys_and_args(&mut args)?;
+    ks.add_script(scripting::sha1hex(&body), body.clone());
+    Ok(run_writable(ks, ctx, &body, &keys, &argv))
+}
+
+/// ```text
+/// EVALSHA sha1 numkeys [key ...] [arg ...]
+/// ```
+/// Runs a cached script; `-NOSCRIPT` if it is not cached.
+pub fn evalsha(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let sha = sha_arg(&mut args)?;
+    let (keys, argv) = keys_and_args(&mut args)?;
+    let body = ks.script(&sha).cloned().ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
+    Ok(run_writable(ks, ctx, &body, &keys, &argv))
+}
+
+/// ```text
+/// EVAL_RO script numkeys [key ...] [arg ...]
+/// ```
+/// A script that only reads: runs on the leader without a log entry.
+pub fn eval_ro(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let body = args.next_bytes()?.clone();
+    let (keys, argv) = keys_and_args(&mut args)?;
+    Ok(run_read_only(ks, ctx, &body, &keys, &argv))
+}
+
+/// ```text
+/// EVALSHA_RO sha1 numkeys [key ...] [arg ...]
+/// ```
+pub fn evalsha_ro(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let sha = sha_arg(&mut args)?;
+    let (keys, argv) = keys_and_args(&mut args)?;
+    let body = ks.script(&sha).cloned().ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
+    Ok(run_read_only(ks, ctx, &body, &keys, &argv))
+}
+
+/// ```text
+/// SCRIPT LOAD script | SCRIPT EXISTS sha1 [sha1 ...] | SCRIPT FLUSH [ASYNC | SYNC] | SCRIPT KILL
+/// ```
+/// Replicated, so the cache is the same on every node.
+pub fn script(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let sub = args.next_keyword()?;
+    match sub.as_str() {
+        "LOAD" if args.remaining() == 1 => {
+            let body = args.next_bytes()?.clone();
+            let sha = scripting::sha1hex(&body);
+            ks.add_script(sha.clone(), body);
+            Ok(Reply::text(&sha))
+        }
+        "EXISTS" if args.remaining() >= 1 => Ok(Reply::Array(
+            args.rest()
+                .iter()
+                .map(|sha| Reply::Int(ks.has_script(&String::from_utf8_lossy(sha).to_ascii_lowercase()) as i64))
+                .collect(),
+        )),
+        "FLUSH" if args.remaining() <= 1 => {
+            if args.remaining() == 1 && !matches!(args.next_keyword()?.as_str(), "ASYNC" | "SYNC") {
+                return Err(CmdError::Arg(crate::protocol::ArgError::Syntax));
+            }
+            ks.flush_scripts();
+            Ok(Reply::ok())
+        }
+        // Scripts run to completion inside one log entry: none is ever
+        // running between commands.
+        "KILL" if args.remaining() == 0 => Ok(Reply::error("NOTBUSY No scripts in execution right now.")),
+        "LOAD" | "EXISTS" | "FLUSH" | "KILL" => Err(CmdError::Other(format!(
+            "ERR wrong number of arguments for 'script|{}' command",
+            sub.to_ascii_lowercase()
+        ))),
+        _ => Err(CmdError::Other(format!("ERR unknown subcommand '{sub}'. Try SCRIPT HELP."))),
+    }
+}
