@@ -159,7 +159,7 @@ pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
-    use crate::commands::{apply, execute_read, ClientCommand, Op, Origin, Proposal};
+    use crate::commands::{apply, execute_read, ClientCommand, Op, Origin, Proposal, Request};
     use crate::keyspace::{Event, Keyspace, LeaseEvent, ReadCtx};
     use crate::protocol::Reply;
     use bytes::Bytes;
@@ -168,7 +168,8 @@ mod tests {
     fn run(ks: &mut Keyspace, index: u64, t: u64, cmd: &str) -> (Reply, Vec<Event>) {
         let argv = cmd.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect();
         let origin = Origin { node: 1, request: index };
-        let p = Proposal { log_time: t, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, argv }]) };
+        let request = Request::Command(argv);
+        let p = Proposal { log_time: t, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, request }]) };
         let applied = apply(ks, index, &p).pop().unwrap();
         (applied.reply, applied.events)
     }
@@ -291,7 +292,9 @@ mod tests {
         let mut ks = Keyspace::new();
         let cmd = |k: &str| ClientCommand {
             origin: Origin { node: 1, request: 0 },
-            argv: ["LOCK.ACQUIRE", k, "o", "1000"].iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect(),
+            request: Request::Command(
+                ["LOCK.ACQUIRE", k, "o", "1000"].iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect(),
+            ),
         };
         let p = Proposal { log_time: 0, unix_ms: 0, op: Op::Commands(vec![cmd("a"), cmd("b"), cmd("c")]) };
         let replies: Vec<Reply> = apply(&mut ks, 7, &p).into_iter().map(|a| a.reply).collect();

@@ -17,12 +17,13 @@ mod scripts;
 mod server;
 mod strings;
 mod table;
+mod transactions;
 mod zsets;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::keyspace::{Event, ExecCtx, Keyspace, LogTime, ReadCtx};
+use crate::keyspace::{Event, ExecCtx, Keyspace, LogTime, ReadCtx, Version};
 use crate::protocol::{ArgError, Args, Reply};
 
 pub use table::{command_docs, command_info, lookup, CommandSpec, Handler, COMMANDS};
@@ -68,11 +69,21 @@ pub struct Origin {
     pub request: u64,
 }
 
-/// A client command as received, and where it came from.
+/// What a client asks the leader to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// One command, its arguments exactly as received.
+    Command(Vec<Bytes>),
+    /// `MULTI` ... `EXEC`: the queued commands, applied together, or not at
+    /// all if a `WATCH`ed key changed or a `LOCK.FENCE` among them is stale.
+    Transaction { watched: Vec<(Bytes, Version)>, commands: Vec<Vec<Bytes>> },
+}
+
+/// A client request as received, and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientCommand {
     pub origin: Origin,
-    pub argv: Vec<Bytes>,
+    pub request: Request,
 }
 
 /// What a log entry asks the state machine to do.
@@ -119,8 +130,14 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
             .iter()
             .map(|cmd| {
                 let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
-                let reply = execute_write(ks, &mut ctx, &cmd.argv);
-                let is_publish = cmd.argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish"));
+                let (reply, is_publish) = match &cmd.request {
+                    Request::Command(argv) => {
+                        (execute_write(ks, &mut ctx, argv), argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")))
+                    }
+                    Request::Transaction { watched, commands } => {
+                        (transactions::exec(ks, &mut ctx, watched, commands), false)
+                    }
+                };
                 Applied { reply, events: ctx.events, is_publish }
             })
             .collect(),
@@ -132,7 +149,7 @@ pub(crate) fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]
     match resolve(argv) {
         Err(reply) => reply,
         Ok(spec) => match spec.handler {
-            Handler::Write(f) => f(ks, ctx, Args::new(argv)).unwrap_or_else(Reply::from),
+            Handler::Write(f) => run_write(f, spec, ks, ctx, argv),
             Handler::Read(f) => {
                 let read = ReadCtx { now: ctx.log_time, unix_ms: ctx.unix_ms };
                 f(ks, &read, Args::new(argv)).unwrap_or_else(Reply::from)
@@ -140,6 +157,21 @@ pub(crate) fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]
             Handler::Local => Reply::error(format!("ERR '{}' cannot be replicated", spec.name)),
         },
     }
+}
+
+/// Runs a write handler and records, for `WATCH`, that it wrote its keys.
+pub(super) fn run_write(
+    f: fn(&mut Keyspace, &mut ExecCtx, Args) -> CmdResult,
+    spec: &CommandSpec,
+    ks: &mut Keyspace,
+    ctx: &mut ExecCtx,
+    argv: &[Bytes],
+) -> Reply {
+    let reply = f(ks, ctx, Args::new(argv)).unwrap_or_else(Reply::from);
+    for key in spec.keys(argv) {
+        ks.touch(key, ctx.version);
+    }
+    reply
 }
 
 /// Runs a read-only command against the keyspace at log time `ctx.now`.

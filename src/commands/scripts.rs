@@ -55,7 +55,7 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
                     ctx.version = ks.next_version(ctx.version);
                 }
                 version_used = true;
-                f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from)
+                super::run_write(f, spec, ks, ctx, cmd)
             }
             Handler::Read(f) => {
                 let read = ReadCtx { now: ctx.log_time, unix_ms: ctx.unix_ms };

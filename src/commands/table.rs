@@ -3,10 +3,12 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use bytes::Bytes;
+
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{hashes, keys, lists, locks, pubsub, scripts, server, strings, zsets, CmdResult};
+use super::{hashes, keys, lists, locks, pubsub, scripts, server, strings, transactions, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -44,6 +46,16 @@ impl CommandSpec {
 
     pub fn is_write(&self) -> bool {
         matches!(self.handler, Handler::Write(_))
+    }
+
+    /// The key arguments of `argv`, by the table's key positions.
+    pub fn keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
+        let len = argv.len() as i64;
+        let first = self.first_key;
+        let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };
+        let step = self.key_step.max(1);
+        let range = if first > 0 && first <= last { (first..=last).step_by(step as usize) } else { (1..=0).step_by(1) };
+        range.filter_map(move |i| argv.get(i as usize))
     }
 }
 
@@ -140,6 +152,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("eval_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly"], (0, 0, 0), "scripting", "7.0.0", "EVAL_RO script numkeys [key ...] [arg ...]: a read-only script.", Read(scripts::eval_ro)),
     cmd!("evalsha_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly"], (0, 0, 0), "scripting", "7.0.0", "EVALSHA_RO sha1 numkeys [key ...] [arg ...]: a cached read-only script.", Read(scripts::evalsha_ro)),
     cmd!("script", -2, ["noscript"], (0, 0, 0), "scripting", "2.6.0", "SCRIPT LOAD|EXISTS|FLUSH|KILL: the replicated script cache.", Write(scripts::script)),
+    // transactions
+    cmd!("multi", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "transactions", "1.2.0", "Starts a transaction: commands are queued until EXEC.", Local),
+    cmd!("exec", 1, ["noscript", "loading", "stale", "skip_slowlog"], (0, 0, 0), "transactions", "1.2.0", "Runs the queued commands as one log entry, or none of them.", Local),
+    cmd!("discard", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "transactions", "2.0.0", "Discards the queued commands.", Local),
+    cmd!("watch", -2, ["noscript", "loading", "stale", "fast", "readonly"], (1, -1, 1), "transactions", "2.2.0", "EXEC will do nothing if one of these keys changes before it.", Read(transactions::watch)),
+    cmd!("unwatch", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "transactions", "2.2.0", "Forgets the watched keys.", Local),
     // pub/sub
     cmd!("publish", 3, ["pubsub", "loading", "stale", "fast"], (0, 0, 0), "pubsub", "2.0.0", "Posts a message to a channel (through the log).", Write(pubsub::publish)),
     cmd!("subscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Listens for messages published to channels.", Local),

@@ -70,6 +70,8 @@ pub struct Entry {
     /// Whether this key is a lease (taken with `LOCK.ACQUIRE` or `SET NX` with
     /// an expiry): its expiry and release emit lock events.
     pub lease: bool,
+    /// Version of the last command that wrote this key (for `WATCH`).
+    pub modified: Version,
 }
 
 impl Entry {
@@ -78,7 +80,7 @@ impl Entry {
     }
 
     pub fn new(value: Value, version: Version, since: LogTime) -> Entry {
-        Entry { value, expires_at: None, version, since, lease: false }
+        Entry { value, expires_at: None, version, since, lease: false, modified: version }
     }
 
     fn is_expired(&self, now: LogTime) -> bool {
@@ -307,6 +309,19 @@ impl Keyspace {
     pub fn len(&self, now: LogTime) -> usize {
         let expired = self.expiries.iter().take_while(|(at, _)| now > *at).count();
         self.entries.len() - expired
+    }
+
+    /// What `WATCH` compares: the version of the last write to a live key, 0
+    /// for a missing or expired key.
+    pub fn modified(&self, key: &[u8], now: LogTime) -> Version {
+        self.get(key, now).map(|e| e.modified).unwrap_or(0)
+    }
+
+    /// Records that the command with `version` wrote `key`.
+    pub fn touch(&mut self, key: &[u8], version: Version) {
+        if let Some(e) = self.entries.get_mut(key) {
+            e.modified = version;
+        }
     }
 
     /// Number of keys that have an expiry.

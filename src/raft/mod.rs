@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::LogClock;
 use bytes::Bytes;
 
-use crate::commands::{ClientCommand, Op, Origin, Proposal};
+use crate::commands::{ClientCommand, Op, Origin, Proposal, Request};
 use crate::keyspace::{Keyspace, LogTime, ReadCtx};
 use crate::protocol::Reply;
 use crate::storage::Storage;
@@ -129,14 +129,14 @@ enum Route {
 struct ForwardedCommands(std::sync::Weak<Consensus>);
 
 impl peer::ForwardHandler for ForwardedCommands {
-    fn forward(&self, argv: Vec<Bytes>) -> futures_util::future::BoxFuture<'static, Reply> {
+    fn forward(&self, request: Request) -> futures_util::future::BoxFuture<'static, Reply> {
         let consensus = self.0.upgrade();
         Box::pin(async move {
             let Some(consensus) = consensus else { return Reply::error("ERR node is shutting down") };
             if let Err(e) = consensus.leader_term() {
                 return Reply::Error(e.to_string());
             }
-            consensus.execute_here(argv).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
+            consensus.execute_here(request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
         })
     }
 }
@@ -306,17 +306,17 @@ impl Consensus {
 
     /// Runs a client command (write, read or `RAFT.NODE`) on the leader: here,
     /// or forwarded over the peer connection with the reply relayed.
-    pub async fn execute(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
+    pub async fn execute(&self, request: Request) -> Result<Reply, ClusterError> {
         // One deadline for finding the leader and hearing back from it.
         let deadline = Instant::now() + self.proposer.request_timeout;
         loop {
             let (id, addr) = match self.route(deadline).await? {
-                Route::Here => return self.execute_here(argv).await,
+                Route::Here => return self.execute_here(request).await,
                 Route::Leader(id, addr) => (id, addr),
             };
             let ttl = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
-            let request = peer::PeerRequest::Forward { argv: argv.clone() };
-            return match self.pool.call(id, &addr, request, ttl).await {
+            let forward = peer::PeerRequest::Forward(request.clone());
+            return match self.pool.call(id, &addr, forward, ttl).await {
                 Ok(peer::PeerResponse::Forward(reply)) => Ok(reply),
                 Ok(_) => Err(ClusterError::Fatal("unexpected answer to a forwarded command".into())),
                 // Never sent (the leader is down or changing): safe to retry
@@ -336,11 +336,15 @@ impl Consensus {
     }
 
     /// Runs a command on this node, which must be the leader.
-    async fn execute_here(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
+    async fn execute_here(&self, request: Request) -> Result<Reply, ClusterError> {
+        let argv = match request {
+            Request::Transaction { .. } => return self.write(request).await,
+            Request::Command(argv) => argv,
+        };
         match crate::commands::resolve(&argv) {
             Err(reply) => Ok(reply),
             Ok(spec) if spec.name == "raft.node" => self.admin(&argv).await,
-            Ok(spec) if spec.is_write() => self.write(argv).await,
+            Ok(spec) if spec.is_write() => self.write(Request::Command(argv)).await,
             Ok(_) => self.read(move |ks, ctx| crate::commands::execute_read(ks, &argv, ctx)).await,
         }
     }
@@ -390,11 +394,11 @@ impl Consensus {
     /// Commits a client command through the log (sharing an entry with every
     /// command waiting at the same moment); the reply is the one the state
     /// machine produced when it applied the command. This node must lead.
-    async fn write(&self, argv: Vec<Bytes>) -> Result<Reply, ClusterError> {
+    async fn write(&self, request: Request) -> Result<Reply, ClusterError> {
         self.leader_term()?;
         let origin = Origin { node: self.proposer.node_id, request: self.next_request.fetch_add(1, Ordering::Relaxed) };
         let (tx, rx) = oneshot::channel();
-        let pending = PendingWrite { command: ClientCommand { origin, argv }, reply: tx };
+        let pending = PendingWrite { command: ClientCommand { origin, request }, reply: tx };
         self.writes.send(pending).map_err(|_| ClusterError::Fatal("write path stopped".into()))?;
         // A command still queued when this gives up is dropped by the batcher
         // (its waiter is gone), so a timed-out command is never proposed late.

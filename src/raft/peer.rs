@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use super::types::{NodeId, Raft, TypeConfig};
+use crate::commands::Request;
 use crate::protocol::Reply;
 
 /// Largest peer frame: a batch of entries or a snapshot chunk.
@@ -37,8 +38,8 @@ pub enum PeerRequest {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
-    /// A client command taken by a follower, for the leader to run.
-    Forward { argv: Vec<Bytes> },
+    /// A client request taken by a follower, for the leader to run.
+    Forward(Request),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -68,7 +69,7 @@ pub enum PeerError {
 
 /// Runs commands forwarded by followers (implemented by the server).
 pub trait ForwardHandler: Send + Sync + 'static {
-    fn forward(&self, argv: Vec<Bytes>) -> BoxFuture<'static, Reply>;
+    fn forward(&self, request: Request) -> BoxFuture<'static, Reply>;
 }
 
 fn encode(id: u64, body: &impl Serialize) -> Bytes {
@@ -139,7 +140,7 @@ async fn serve_conn(socket: TcpStream, raft: Raft, secret: String, handler: Arc<
                 PeerRequest::AppendEntries(rpc) => PeerResponse::AppendEntries(raft.append_entries(rpc).await),
                 PeerRequest::Vote(rpc) => PeerResponse::Vote(raft.vote(rpc).await),
                 PeerRequest::InstallSnapshot(rpc) => PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await),
-                PeerRequest::Forward { argv } => PeerResponse::Forward(handler.forward(argv).await),
+                PeerRequest::Forward(request) => PeerResponse::Forward(handler.forward(request).await),
             };
             let _ = tx.send(encode(id, &response)).await;
         });

@@ -20,7 +20,9 @@ use tokio_util::codec::FramedRead;
 use super::hub::{format_notify_flags, parse_notify_flags, PushMsg, Subscriber};
 use super::info::{self, REDIS_VERSION};
 use super::Node;
-use crate::commands::{self, arity_error, command_docs, command_info, unknown_command, CommandSpec, Handler, COMMANDS};
+use crate::commands::{
+    self, arity_error, command_docs, command_info, unknown_command, CommandSpec, Handler, Request, COMMANDS,
+};
 use crate::protocol::{encode_reply, parse_i64, ProtocolError, Reply, RequestCodec};
 
 /// Write buffered replies once they pass this size, even mid-pipeline.
@@ -39,6 +41,12 @@ struct Connection {
     patterns: HashSet<Bytes>,
     subscriber: Subscriber,
     out: BytesMut,
+    /// Commands queued since `MULTI`.
+    multi: Option<Vec<Vec<Bytes>>>,
+    /// A command was refused while queueing: `EXEC` must abort.
+    multi_failed: bool,
+    /// `WATCH`ed keys and the version of their last write when watched.
+    watched: Vec<(Bytes, u64)>,
 }
 
 /// Serves one client until it disconnects, misbehaves or the node stops.
@@ -61,6 +69,9 @@ pub async fn serve(node: Arc<Node>, socket: TcpStream, addr: SocketAddr, mut shu
         patterns: HashSet::new(),
         subscriber,
         out: BytesMut::with_capacity(4096),
+        multi: None,
+        multi_failed: false,
+        watched: Vec::new(),
     };
     conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
     conn.unsubscribe_all();
@@ -149,6 +160,7 @@ impl Connection {
     async fn execute(&mut self, argv: Vec<Bytes>) -> Next {
         self.node.total_commands.fetch_add(1, Ordering::Relaxed);
         let Some(spec) = commands::lookup(&argv[0]) else {
+            self.multi_failed |= self.multi.is_some();
             self.reply(&unknown_command(&argv));
             return Next::Continue;
         };
@@ -157,8 +169,22 @@ impl Connection {
             c.last_active = Instant::now();
         });
         if !spec.arity_ok(argv.len()) {
+            self.multi_failed |= self.multi.is_some();
             self.reply(&arity_error(spec.name));
             return Next::Continue;
+        }
+        if let Some(queue) = &mut self.multi {
+            if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
+                let reply = if matches!(spec.handler, Handler::Local) {
+                    self.multi_failed = true;
+                    Reply::error(format!("ERR '{}' is not allowed inside a transaction", spec.name))
+                } else {
+                    queue.push(argv);
+                    Reply::Status("QUEUED".into())
+                };
+                self.reply(&reply);
+                return Next::Continue;
+            }
         }
         if self.subscribed()
             && !self.resp3
@@ -171,9 +197,10 @@ impl Connection {
             return Next::Continue;
         }
         let (reply, next) = match spec.handler {
+            _ if spec.name == "watch" => (Some(self.watch(argv).await), Next::Continue),
             // Replicated state: runs on the leader (here, or forwarded to it).
             Handler::Write(_) | Handler::Read(_) => {
-                let reply = self.node.consensus.execute(argv).await.unwrap_or_else(|e| Reply::Error(e.to_string()));
+                let reply = self.on_leader(Request::Command(argv)).await;
                 (Some(reply), Next::Continue)
             }
             Handler::Local => self.local(spec, &argv).await,
@@ -202,6 +229,8 @@ impl Connection {
             "echo" => Reply::Bulk(argv[1].clone()),
             "quit" => return (Some(Reply::ok()), Next::Close),
             "reset" => {
+                self.multi = None;
+                self.watched.clear();
                 self.unsubscribe_all();
                 self.resp3 = false;
                 self.node.clients.update(self.id, |c| {
@@ -226,7 +255,35 @@ impl Connection {
                 Reply::Verbatim(info::info(&self.node, &sections).await)
             }
             "raft.info" => Reply::Verbatim(info::raft_info(&self.node).await),
-            "raft.node" => self.node.consensus.execute(argv.to_vec()).await.unwrap_or_else(|e| Reply::Error(e.to_string())),
+            "raft.node" => self.on_leader(Request::Command(argv.to_vec())).await,
+            "multi" if self.multi.is_some() => Reply::error("ERR MULTI calls can not be nested"),
+            "multi" => {
+                self.multi = Some(Vec::new());
+                self.multi_failed = false;
+                Reply::ok()
+            }
+            "exec" => match self.multi.take() {
+                None => Reply::error("ERR EXEC without MULTI"),
+                Some(_) if self.multi_failed => {
+                    self.watched.clear();
+                    Reply::error("EXECABORT Transaction discarded because of previous errors.")
+                }
+                Some(commands) => {
+                    let watched = std::mem::take(&mut self.watched);
+                    self.on_leader(Request::Transaction { watched, commands }).await
+                }
+            },
+            "discard" => match self.multi.take() {
+                None => Reply::error("ERR DISCARD without MULTI"),
+                Some(_) => {
+                    self.watched.clear();
+                    Reply::ok()
+                }
+            },
+            "unwatch" => {
+                self.watched.clear();
+                Reply::ok()
+            }
             "command" => command(argv),
             "config" => self.config(argv),
             "time" => {
@@ -253,6 +310,31 @@ impl Connection {
             other => Reply::error(format!("ERR '{other}' is not available on this connection")),
         };
         (Some(reply), Next::Continue)
+    }
+
+    /// Runs a request on the leader (here or forwarded); errors as replies.
+    async fn on_leader(&self, request: Request) -> Reply {
+        self.node.consensus.execute(request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
+    }
+
+    /// `WATCH key [key ...]`: remembers the version of each key's last write.
+    async fn watch(&mut self, argv: Vec<Bytes>) -> Reply {
+        if self.multi.is_some() {
+            return Reply::error("ERR WATCH inside MULTI is not allowed");
+        }
+        let keys: Vec<Bytes> = argv[1..].to_vec();
+        match self.on_leader(Request::Command(argv)).await {
+            Reply::Array(versions) if versions.len() == keys.len() => {
+                for (key, v) in keys.into_iter().zip(versions) {
+                    if let Reply::Int(v) = v {
+                        self.watched.push((key, v as u64));
+                    }
+                }
+                Reply::ok()
+            }
+            Reply::Error(e) => Reply::Error(e),
+            other => Reply::error(format!("ERR unexpected WATCH result: {other:?}")),
+        }
     }
 
     /// `HELLO [protover [AUTH username password] [SETNAME clientname]]`
