@@ -80,6 +80,50 @@ pub fn rpop(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
     pop(ks, ctx, args, false)
 }
 
+/// Parses a blocking timeout in seconds (a float; 0 waits forever).
+pub fn parse_block_timeout(raw: &[u8]) -> Result<f64, CmdError> {
+    let t: f64 = std::str::from_utf8(raw)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|t: &f64| t.is_finite())
+        .ok_or_else(|| CmdError::Other("ERR timeout is not a float or out of range".into()))?;
+    if t < 0.0 {
+        return Err(CmdError::Other("ERR timeout is negative".into()));
+    }
+    Ok(t)
+}
+
+fn blocking_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, left: bool) -> CmdResult {
+    let rest = args.rest();
+    let (keys, timeout) = rest.split_at(rest.len() - 1);
+    parse_block_timeout(&timeout[0])?;
+    for key in keys {
+        let Some(list) = write::<List>(ks, ctx, key, false)? else { continue };
+        let Some(value) = (if left { list.pop_front() } else { list.pop_back() }) else { continue };
+        ctx.key_event('l', if left { "lpop" } else { "rpop" }, key);
+        drop_if_empty(ks, ctx, key);
+        return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value)]));
+    }
+    Ok(Reply::NilArray)
+}
+
+/// ```text
+/// BLPOP key [key ...] timeout
+/// ```
+/// `[key, element]` from the first non-empty list. This is one attempt, as
+/// applied from the log; a client connection waits for a push to any of the
+/// keys and tries again, until `timeout` seconds pass (nil) or forever (0).
+pub fn blpop(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
+    blocking_pop(ks, ctx, args, true)
+}
+
+/// ```text
+/// BRPOP key [key ...] timeout
+/// ```
+pub fn brpop(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
+    blocking_pop(ks, ctx, args, false)
+}
+
 /// Resolves a Redis list index (negative counts from the end).
 fn resolve_index(index: i64, len: usize) -> Option<usize> {
     let i = if index < 0 { len as i64 + index } else { index };

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::keyspace::{Event, ExecCtx, Keyspace, LogTime, ReadCtx, Version};
 use crate::protocol::{ArgError, Args, Reply};
 
+pub use lists::parse_block_timeout;
 pub use table::{command_docs, command_info, lookup, CommandSpec, Handler, COMMANDS};
 
 /// Why a command failed; turned into Redis's error text in one place.

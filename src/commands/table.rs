@@ -129,6 +129,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("rpush", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "1.0.0", "Appends elements to a list; its new length.", Write(lists::rpush)),
     cmd!("lpop", -2, ["write", "fast"], (1, 1, 1), "list", "1.0.0", "LPOP key [count]: removes and returns the first elements.", Write(lists::lpop)),
     cmd!("rpop", -2, ["write", "fast"], (1, 1, 1), "list", "1.0.0", "RPOP key [count]: removes and returns the last elements.", Write(lists::rpop)),
+    cmd!("blpop", -3, ["write", "blocking"], (1, -2, 1), "list", "2.0.0", "BLPOP key [key ...] timeout: pops from the first non-empty list, waiting for a push.", Write(lists::blpop)),
+    cmd!("brpop", -3, ["write", "blocking"], (1, -2, 1), "list", "2.0.0", "BRPOP key [key ...] timeout: pops from the end of the first non-empty list, waiting for a push.", Write(lists::brpop)),
     cmd!("lindex", 3, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns an element by its index.", Read(lists::lindex)),
     cmd!("lrange", 4, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns a range of elements.", Read(lists::lrange)),
     cmd!("lrem", 4, ["write"], (1, 1, 1), "list", "1.0.0", "LREM key count element: removes occurrences of an element.", Write(lists::lrem)),

@@ -28,6 +28,8 @@ use crate::protocol::{encode_reply, parse_i64, ProtocolError, Reply, RequestCode
 /// Write buffered replies once they pass this size, even mid-pipeline.
 const FLUSH_AT: usize = 256 * 1024;
 
+type Frames = FramedRead<tokio::net::tcp::OwnedReadHalf, RequestCodec>;
+
 enum Next {
     Continue,
     Close,
@@ -81,7 +83,7 @@ pub async fn serve(node: Arc<Node>, socket: TcpStream, addr: SocketAddr, mut shu
 impl Connection {
     async fn run(
         &mut self,
-        frames: &mut FramedRead<tokio::net::tcp::OwnedReadHalf, RequestCodec>,
+        frames: &mut Frames,
         writer: &mut OwnedWriteHalf,
         pushes: &mut mpsc::Receiver<PushMsg>,
         overflow: &Notify,
@@ -105,11 +107,11 @@ impl Connection {
             };
             let mut close = false;
             if let Some(frame) = first {
-                close = matches!(self.on_frame(frame).await, Next::Close);
+                close = matches!(self.on_frame(frame, frames).await, Next::Close);
                 // Answer everything already received before writing once.
                 while !close {
                     let Some(frame) = frames.next().now_or_never() else { break };
-                    close = matches!(self.on_frame(frame).await, Next::Close);
+                    close = matches!(self.on_frame(frame, frames).await, Next::Close);
                     if self.out.len() >= FLUSH_AT && writer.write_all(&self.out.split()).await.is_err() {
                         return;
                     }
@@ -125,7 +127,7 @@ impl Connection {
         }
     }
 
-    async fn on_frame(&mut self, frame: Option<Result<Vec<Bytes>, ProtocolError>>) -> Next {
+    async fn on_frame(&mut self, frame: Option<Result<Vec<Bytes>, ProtocolError>>, frames: &mut Frames) -> Next {
         match frame {
             None => Next::Close,
             Some(Err(ProtocolError::Invalid(msg))) => {
@@ -133,7 +135,7 @@ impl Connection {
                 Next::Close
             }
             Some(Err(ProtocolError::Io(_))) => Next::Close,
-            Some(Ok(argv)) => self.execute(argv).await,
+            Some(Ok(argv)) => self.execute(argv, frames).await,
         }
     }
 
@@ -157,7 +159,7 @@ impl Connection {
         !self.channels.is_empty() || !self.patterns.is_empty()
     }
 
-    async fn execute(&mut self, argv: Vec<Bytes>) -> Next {
+    async fn execute(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Next {
         self.node.total_commands.fetch_add(1, Ordering::Relaxed);
         let Some(spec) = commands::lookup(&argv[0]) else {
             self.multi_failed |= self.multi.is_some();
@@ -198,6 +200,10 @@ impl Connection {
         }
         let (reply, next) = match spec.handler {
             _ if spec.name == "watch" => (Some(self.watch(argv).await), Next::Continue),
+            _ if matches!(spec.name, "blpop" | "brpop") => match self.blocking_pop(argv, frames).await {
+                Some(reply) => (Some(reply), Next::Continue),
+                None => (None, Next::Close),
+            },
             // Replicated state: runs on the leader (here, or forwarded to it).
             Handler::Write(_) | Handler::Read(_) => {
                 let reply = self.on_leader(Request::Command(argv)).await;
@@ -315,6 +321,41 @@ impl Connection {
     /// Runs a request on the leader (here or forwarded); errors as replies.
     async fn on_leader(&self, request: Request) -> Reply {
         self.node.consensus.execute(request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
+    }
+
+    /// `BLPOP`/`BRPOP`: tries to pop through the log; while every list is
+    /// empty, waits for a push to one of them (applied on this node, whoever
+    /// made it), then tries again, until the timeout. `None` if the client
+    /// went away while blocked.
+    async fn blocking_pop(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Option<Reply> {
+        let timeout = match commands::parse_block_timeout(&argv[argv.len() - 1]) {
+            Ok(t) => t,
+            Err(e) => return Some(Reply::from(e)),
+        };
+        let deadline = (timeout > 0.0).then(|| tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout));
+        let keys = argv[1..argv.len() - 1].to_vec();
+        let node = self.node.clone();
+        let waiter = node.hub.wait_for_lists(&keys);
+        let mut watch_socket = true;
+        loop {
+            let reply = self.on_leader(Request::Command(argv.clone())).await;
+            if reply != Reply::NilArray {
+                return Some(reply);
+            }
+            let mut probe = [0u8; 1];
+            tokio::select! {
+                _ = waiter.notify.notified() => {}
+                _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
+                    return Some(Reply::NilArray);
+                }
+                // A blocked client that disconnects is unblocked, as in Redis.
+                read = frames.get_mut().peek(&mut probe), if watch_socket => match read {
+                    Ok(0) | Err(_) => return None,
+                    // Pipelined input waits until this command is answered.
+                    Ok(_) => watch_socket = false,
+                },
+            }
+        }
     }
 
     /// `WATCH key [key ...]`: remembers the version of each key's last write.

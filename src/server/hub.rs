@@ -111,6 +111,29 @@ pub const DEFAULT_NOTIFY: &str = "KEL";
 pub struct Hub {
     subs: Mutex<Subscriptions>,
     notify_flags: AtomicU32,
+    /// Clients blocked in BLPOP/BRPOP, by list key: woken by pushes.
+    list_waiters: Mutex<HashMap<Bytes, Vec<Arc<Notify>>>>,
+}
+
+/// A blocked client's registration; unregisters when dropped.
+pub struct ListWaiter<'a> {
+    hub: &'a Hub,
+    keys: Vec<Bytes>,
+    pub notify: Arc<Notify>,
+}
+
+impl Drop for ListWaiter<'_> {
+    fn drop(&mut self) {
+        let mut waiters = self.hub.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
+        for key in &self.keys {
+            if let Some(list) = waiters.get_mut(key) {
+                list.retain(|n| !Arc::ptr_eq(n, &self.notify));
+                if list.is_empty() {
+                    waiters.remove(key);
+                }
+            }
+        }
+    }
 }
 
 impl Default for Hub {
@@ -124,6 +147,25 @@ impl Hub {
         Hub {
             subs: Mutex::new(Subscriptions::default()),
             notify_flags: AtomicU32::new(parse_notify_flags(DEFAULT_NOTIFY).unwrap_or(0)),
+            list_waiters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Registers interest in pushes to `keys`. Register before trying to pop,
+    /// so a push in between is not missed.
+    pub fn wait_for_lists(&self, keys: &[Bytes]) -> ListWaiter<'_> {
+        let notify = Arc::new(Notify::new());
+        let mut waiters = self.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
+        for key in keys {
+            waiters.entry(key.clone()).or_default().push(notify.clone());
+        }
+        ListWaiter { hub: self, keys: keys.to_vec(), notify }
+    }
+
+    fn wake_list_waiters(&self, key: &Bytes) {
+        let waiters = self.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
+        for n in waiters.get(key).into_iter().flatten() {
+            n.notify_one();
         }
     }
 
@@ -211,7 +253,12 @@ impl Hub {
         for event in events {
             match event {
                 Event::Publish { channel, message } => published += self.publish(&channel, &message),
-                Event::Key { class, name, key } => self.notify_key(flags, class, name, &key),
+                Event::Key { class, name, key } => {
+                    if class == 'l' && name.ends_with("push") {
+                        self.wake_list_waiters(&key);
+                    }
+                    self.notify_key(flags, class, name, &key)
+                }
                 Event::Lease { kind, key, ttl_ms, held_ms } => {
                     crate::metrics::record_lease(kind, ttl_ms, held_ms);
                     self.notify_key(flags, 'L', kind.name(), &key);
