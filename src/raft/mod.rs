@@ -98,6 +98,8 @@ struct PendingWrite {
 
 /// Most commands in one log entry.
 const MAX_BATCH: usize = 1024;
+/// Most entries of client commands proposed and not yet applied.
+const MAX_IN_FLIGHT: usize = 2;
 
 /// Stamps and proposes entries; shared by the handle and the write batcher.
 struct Proposer {
@@ -175,10 +177,13 @@ impl Proposer {
 }
 
 /// Group commit: proposes every command waiting at that moment as one log
-/// entry, one entry at a time. While an entry is being made durable the next
-/// batch gathers, so many clients share each append and fsync.
+/// entry. A few entries may be in flight at once (the leader appends the next
+/// while followers are still writing the last); while they are, the next batch
+/// gathers, so many clients share each append and fsync.
 async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<PendingWrite>) {
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     while let Some(first) = rx.recv().await {
+        let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -192,19 +197,24 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
             continue;
         }
         crate::metrics::record_write_batch(batch.len());
-        let (commands, waiters): (Vec<ClientCommand>, Vec<_>) = batch.into_iter().map(|w| (w.command, w.reply)).unzip();
-        match proposer.propose(Op::Commands(commands)).await {
-            Ok(replies) if replies.len() == waiters.len() => {
-                for (waiter, reply) in waiters.into_iter().zip(replies) {
-                    let _ = waiter.send(Ok(reply));
+        let proposer = proposer.clone();
+        tokio::spawn(async move {
+            let (commands, waiters): (Vec<ClientCommand>, Vec<_>) =
+                batch.into_iter().map(|w| (w.command, w.reply)).unzip();
+            match proposer.propose(Op::Commands(commands)).await {
+                Ok(replies) if replies.len() == waiters.len() => {
+                    for (waiter, reply) in waiters.into_iter().zip(replies) {
+                        let _ = waiter.send(Ok(reply));
+                    }
                 }
+                Ok(replies) => {
+                    let e = ClusterError::Fatal(format!("{} replies for {} commands", replies.len(), waiters.len()));
+                    waiters.into_iter().for_each(|w| drop(w.send(Err(e.clone()))));
+                }
+                Err(e) => waiters.into_iter().for_each(|w| drop(w.send(Err(e.clone())))),
             }
-            Ok(replies) => {
-                let e = ClusterError::Fatal(format!("{} replies for {} commands", replies.len(), waiters.len()));
-                waiters.into_iter().for_each(|w| drop(w.send(Err(e.clone()))));
-            }
-            Err(e) => waiters.into_iter().for_each(|w| drop(w.send(Err(e.clone())))),
-        }
+            drop(permit);
+        });
     }
 }
 
