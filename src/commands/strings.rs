@@ -163,3 +163,109 @@ pub fn decrby(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
     let by = args.next_i64()?.checked_neg().ok_or(CmdError::Overflow)?;
     add(ks, ctx, key, by, "decrby")
 }
+
+/// Runs `SET` with the given arguments (after the name).
+fn set_with(ks: &mut Keyspace, ctx: &mut ExecCtx, args: &[&[u8]]) -> CmdResult {
+    let argv: Vec<Bytes> =
+        std::iter::once(&b"SET"[..]).chain(args.iter().copied()).map(Bytes::copy_from_slice).collect();
+    set(ks, ctx, Args::new(&argv))
+}
+
+/// ```text
+/// SETNX key value
+/// ```
+/// 1 if the key was set, 0 if it existed.
+pub fn setnx(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let (key, value) = (args.next_bytes()?, args.next_bytes()?);
+    Ok(Reply::Int((set_with(ks, ctx, &[key, value, b"NX"])? != Reply::Nil) as i64))
+}
+
+/// ```text
+/// SETEX key seconds value
+/// ```
+pub fn setex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let (key, secs, value) = (args.next_bytes()?, args.next_bytes()?, args.next_bytes()?);
+    set_with(ks, ctx, &[key, value, b"EX", secs]).map_err(|e| match e {
+        CmdError::InvalidExpire(_) => CmdError::InvalidExpire("setex"),
+        other => other,
+    })
+}
+
+/// ```text
+/// PSETEX key milliseconds value
+/// ```
+pub fn psetex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let (key, ms, value) = (args.next_bytes()?, args.next_bytes()?, args.next_bytes()?);
+    set_with(ks, ctx, &[key, value, b"PX", ms]).map_err(|e| match e {
+        CmdError::InvalidExpire(_) => CmdError::InvalidExpire("psetex"),
+        other => other,
+    })
+}
+
+/// ```text
+/// GETSET key value
+/// ```
+/// The old value (or nil); the key gets the new one, without expiry.
+pub fn getset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let (key, value) = (args.next_bytes()?, args.next_bytes()?);
+    set_with(ks, ctx, &[key, value, b"GET"])
+}
+
+/// ```text
+/// MGET key [key ...]
+/// ```
+/// Each value, nil for a missing key or one that is not a string.
+pub fn mget(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    Ok(Reply::Array(
+        args.rest()
+            .iter()
+            .map(|k| match ks.get(k, ctx.now).map(|e| &e.value) {
+                Some(Value::Str(v)) => Reply::Bulk(v.clone()),
+                _ => Reply::Nil,
+            })
+            .collect(),
+    ))
+}
+
+/// ```text
+/// MSET key value [key value ...]
+/// ```
+pub fn mset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let pairs = args.rest();
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
+        return Err(CmdError::Arity("mset"));
+    }
+    for pair in pairs.chunks(2) {
+        ks.insert(pair[0].clone(), Entry::string(pair[1].clone(), ctx.version, ctx.log_time));
+        ctx.key_event('$', "set", &pair[0]);
+    }
+    Ok(Reply::ok())
+}
+
+/// ```text
+/// STRLEN key
+/// ```
+pub fn strlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    Ok(Reply::Int(string_of(ks.get(key, ctx.now))?.map(|v| v.len()).unwrap_or(0) as i64))
+}
+
+/// ```text
+/// APPEND key value
+/// ```
+/// The length after appending; a missing key starts empty.
+pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?.clone();
+    let suffix = args.next_bytes()?;
+    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned();
+    let mut joined = current.as_deref().unwrap_or_default().to_vec();
+    joined.extend_from_slice(suffix);
+    let len = joined.len();
+    match ks.get_mut(&key, ctx) {
+        // Changed in place: the version and expiry stay.
+        Some(entry) => entry.value = Value::Str(Bytes::from(joined)),
+        None => ks.insert(key.clone(), Entry::string(Bytes::from(joined), ctx.version, ctx.log_time)),
+    }
+    ctx.key_event('$', "append", &key);
+    Ok(Reply::Int(len as i64))
+}

@@ -92,6 +92,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("raft.info", 1, ["loading", "stale"], (0, 0, 0), "server", "0.1.0", "Returns the Raft role, term, leader, indexes and members.", Local),
     // strings
     cmd!("set", -3, ["write", "denyoom"], (1, 1, 1), "string", "1.0.0", "SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].", Write(strings::set)),
+    cmd!("setnx", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Sets a key only if it does not exist: 1 or 0.", Write(strings::setnx)),
+    cmd!("setex", 4, ["write", "denyoom"], (1, 1, 1), "string", "2.0.0", "SETEX key seconds value.", Write(strings::setex)),
+    cmd!("psetex", 4, ["write", "denyoom"], (1, 1, 1), "string", "2.6.0", "PSETEX key milliseconds value.", Write(strings::psetex)),
+    cmd!("getset", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Sets a value and returns the old one.", Write(strings::getset)),
+    cmd!("mget", -2, ["readonly", "fast"], (1, -1, 1), "string", "1.0.0", "Returns the values of several keys.", Read(strings::mget)),
+    cmd!("mset", -3, ["write", "denyoom"], (1, -1, 2), "string", "1.0.1", "Sets several keys.", Write(strings::mset)),
+    cmd!("strlen", 2, ["readonly", "fast"], (1, 1, 1), "string", "2.2.0", "Returns the length of a string value.", Read(strings::strlen)),
+    cmd!("append", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "2.0.0", "Appends to a string; the new length.", Write(strings::append)),
     cmd!("get", 2, ["readonly", "fast"], (1, 1, 1), "string", "1.0.0", "Returns the string value of a key.", Read(strings::get)),
     cmd!("getdel", 2, ["write", "fast"], (1, 1, 1), "string", "6.2.0", "Returns the string value of a key and deletes it.", Write(strings::getdel)),
     cmd!("incr", 2, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Increments the integer value of a key by one.", Write(strings::incr)),
@@ -100,6 +108,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("decrby", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Decrements the integer value of a key by a number.", Write(strings::decrby)),
     // keys
     cmd!("del", -2, ["write"], (1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Write(keys::del)),
+    cmd!("unlink", -2, ["write", "fast"], (1, -1, 1), "generic", "4.0.0", "Deletes keys (the same as DEL here).", Write(keys::del)),
     cmd!("exists", -2, ["readonly", "fast"], (1, -1, 1), "generic", "1.0.0", "Counts how many of the given keys exist.", Read(keys::exists)),
     cmd!("expire", -3, ["write", "fast"], (1, 1, 1), "generic", "1.0.0", "EXPIRE key seconds [NX|XX|GT|LT].", Write(keys::expire)),
     cmd!("pexpire", -3, ["write", "fast"], (1, 1, 1), "generic", "2.6.0", "PEXPIRE key milliseconds [NX|XX|GT|LT].", Write(keys::pexpire)),

@@ -29,10 +29,6 @@ fn not_float() -> CmdError {
     CmdError::Other("ERR value is not a valid float".into())
 }
 
-/// A score as Redis prints it.
-pub(super) fn format_score(v: f64) -> Bytes {
-    Bytes::from(if v.is_infinite() { if v > 0.0 { "inf".into() } else { "-inf".into() } } else { format!("{v}") })
-}
 
 /// Members in (score, member) order.
 fn ordered(z: &ZSet) -> Vec<(&Bytes, f64)> {
@@ -110,7 +106,7 @@ pub fn zadd(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     }
     drop_if_empty(ks, ctx, &key);
     Ok(match (incr, incr_result) {
-        (true, Some(v)) => Reply::Bulk(format_score(v)),
+        (true, Some(v)) => Reply::Double(v),
         (true, None) => Reply::Nil,
         _ => Reply::Int(if ch { added + changed } else { added }),
     })
@@ -131,7 +127,7 @@ pub fn zincrby(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     }
     z.insert(member, new);
     ctx.key_event('z', "zincr", &key);
-    Ok(Reply::Bulk(format_score(new)))
+    Ok(Reply::Double(new))
 }
 
 /// ```text
@@ -141,7 +137,7 @@ pub fn zscore(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let member = args.next_bytes()?;
     let score = read::<ZSet>(ks, ctx.now, key)?.and_then(|z| z.get(member).copied());
-    Ok(score.map(|s| Reply::Bulk(format_score(s))).unwrap_or(Reply::Nil))
+    Ok(score.map(Reply::Double).unwrap_or(Reply::Nil))
 }
 
 /// ```text
@@ -226,12 +222,8 @@ pub fn zrange(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
         let (from, to) = clamp_range(start, stop, items.len());
         items[from..to].to_vec()
     };
-    let mut out = Vec::new();
-    for (member, score) in selected {
-        out.push(Reply::Bulk(member.clone()));
-        if with_scores {
-            out.push(Reply::Bulk(format_score(score)));
-        }
+    if with_scores {
+        return Ok(Reply::ScorePairs(selected.into_iter().map(|(m, s)| (m.clone(), s)).collect()));
     }
-    Ok(Reply::Array(out))
+    Ok(Reply::Array(selected.into_iter().map(|(m, _)| Reply::Bulk(m.clone())).collect()))
 }

@@ -11,4 +11,4 @@ mod reply;
 
 pub use args::{parse_i64, ArgError, Args};
 pub use codec::{Limits, ProtocolError, RequestCodec};
-pub use reply::{Reply, encode_reply};
+pub use reply::{encode_reply, format_double, Reply};

@@ -25,6 +25,11 @@ pub enum Reply {
     Push(Vec<Reply>),
     /// RESP3 verbatim text (`INFO`, `CLIENT INFO`); a bulk string in RESP2.
     Verbatim(String),
+    /// RESP3 double (`,1.5`); a bulk string in RESP2, as Redis formats it.
+    Double(f64),
+    /// Members with scores (`ZRANGE ... WITHSCORES`): RESP3 an array of
+    /// `[member, double]` pairs, RESP2 one flat array.
+    ScorePairs(Vec<(Bytes, f64)>),
 }
 
 impl Reply {
@@ -106,6 +111,32 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
             out.extend_from_slice(b"\r\n");
         }
         Reply::Verbatim(text) => bulk(out, text.as_bytes()),
+        Reply::Double(v) if resp3 => line(out, b',', &format_double(*v)),
+        Reply::Double(v) => bulk(out, format_double(*v).as_bytes()),
+        Reply::ScorePairs(pairs) if resp3 => {
+            header(out, b'*', pairs.len() as i64);
+            for (member, score) in pairs {
+                header(out, b'*', 2);
+                bulk(out, member);
+                line(out, b',', &format_double(*score));
+            }
+        }
+        Reply::ScorePairs(pairs) => {
+            header(out, b'*', 2 * pairs.len() as i64);
+            for (member, score) in pairs {
+                bulk(out, member);
+                bulk(out, format_double(*score).as_bytes());
+            }
+        }
+    }
+}
+
+/// A double as Redis prints it: shortest round-trip form, `inf`, `-inf`.
+pub fn format_double(v: f64) -> String {
+    if v.is_infinite() {
+        if v > 0.0 { "inf".into() } else { "-inf".into() }
+    } else {
+        format!("{v}")
     }
 }
 
@@ -132,5 +163,10 @@ mod tests {
         assert_eq!(enc(&Reply::Nil, true), "_\r\n");
         assert_eq!(enc(&Reply::error("ERR a\r\nb"), false), "-ERR a  b\r\n");
         assert_eq!(enc(&Reply::Push(vec![Reply::text("message")]), true), ">1\r\n$7\r\nmessage\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), true), ",1.5\r\n");
+        assert_eq!(enc(&Reply::Double(2.0), false), "$1\r\n2\r\n");
+        let pairs = Reply::ScorePairs(vec![(Bytes::from("a"), 1.0)]);
+        assert_eq!(enc(&pairs, false), "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+        assert_eq!(enc(&pairs, true), "*1\r\n*2\r\n$1\r\na\r\n,1\r\n");
     }
 }

@@ -286,6 +286,15 @@ fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
             }
             Value::Table(t)
         }
+        Reply::Double(v) => Value::String(lua.create_string(crate::protocol::format_double(*v))?),
+        Reply::ScorePairs(pairs) => {
+            let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
+            for (i, (m, v)) in pairs.iter().enumerate() {
+                t.raw_set(2 * i + 1, lua.create_string(&m[..])?)?;
+                t.raw_set(2 * i + 2, lua.create_string(crate::protocol::format_double(*v))?)?;
+            }
+            Value::Table(t)
+        }
         Reply::Map(pairs) => {
             let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
             for (i, (k, v)) in pairs.iter().enumerate() {

@@ -246,10 +246,7 @@ impl Connection {
                 Reply::Status("RESET".into())
             }
             "hello" => self.hello(argv),
-            "auth" => Reply::error(
-                "ERR AUTH <password> called without any password configured for the default user. \
-                 Are you sure your configuration is correct?",
-            ),
+            "auth" => auth_reply(argv.get(2).map(|_| &argv[1])).unwrap_or_else(Reply::ok),
             "select" => match parse_i64(&argv[1]) {
                 Some(0) => Reply::ok(),
                 Some(_) => Reply::error("ERR DB index is out of range"),
@@ -396,10 +393,10 @@ impl Connection {
             let opt = String::from_utf8_lossy(&argv[i]).to_ascii_uppercase();
             match opt.as_str() {
                 "AUTH" if i + 2 < argv.len() => {
-                    return Reply::error(
-                        "WRONGPASS invalid username-password pair or user is disabled. \
-                         (raftlock has no users or passwords configured yet)",
-                    );
+                    if let Some(refused) = auth_reply(Some(&argv[i + 1])) {
+                        return refused;
+                    }
+                    i += 3;
                 }
                 "SETNAME" if i + 1 < argv.len() => {
                     if let Err(e) = valid_client_name(&argv[i + 1]) {
@@ -645,6 +642,20 @@ impl Connection {
                 String::from_utf8_lossy(&argv[1])
             )),
         }
+    }
+}
+
+/// Authentication as a Redis server whose only user, `default`, has no
+/// password: `AUTH password` is refused with Redis's hint, `AUTH default any`
+/// succeeds, any other user is unknown. `None` means accepted.
+fn auth_reply(username: Option<&Bytes>) -> Option<Reply> {
+    match username {
+        None => Some(Reply::error(
+            "ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        )),
+        Some(user) if &user[..] == b"default" => None,
+        Some(_) => Some(Reply::error("WRONGPASS invalid username-password pair or user is disabled.")),
     }
 }
 
