@@ -41,14 +41,16 @@ pub fn rpush(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
 
 fn pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, left: bool) -> CmdResult {
     let key = args.next_bytes()?.clone();
+    if args.remaining() > 1 {
+        return Err(CmdError::Arity(if left { "lpop" } else { "rpop" }));
+    }
     let count = match args.remaining() {
         0 => None,
-        _ => match args.next_i64()? {
-            n if n >= 0 => Some(n as usize),
+        _ => match args.next_i64() {
+            Ok(n) if n >= 0 => Some(n as usize),
             _ => return Err(CmdError::Other("ERR value is out of range, must be positive".into())),
         },
     };
-    args.finish()?;
     let Some(list) = write::<List>(ks, ctx, &key, false)? else {
         return Ok(if count.is_some() { Reply::NilArray } else { Reply::Nil });
     };

@@ -160,6 +160,23 @@ pub(crate) fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]
     }
 }
 
+/// The connection commands that mean the same inside a script or a
+/// transaction (`PING`, `ECHO`); `None` for every other command.
+pub(crate) fn execute_local(argv: &[Bytes]) -> Option<Reply> {
+    let name = argv.first()?;
+    if name.eq_ignore_ascii_case(b"ping") {
+        return Some(match argv.len() {
+            1 => Reply::Status("PONG".into()),
+            2 => Reply::Bulk(argv[1].clone()),
+            _ => arity_error("ping"),
+        });
+    }
+    if name.eq_ignore_ascii_case(b"echo") {
+        return Some(if argv.len() == 2 { Reply::Bulk(argv[1].clone()) } else { arity_error("echo") });
+    }
+    None
+}
+
 /// Runs a write handler and records, for `WATCH`, that it wrote its keys.
 pub(super) fn run_write(
     f: fn(&mut Keyspace, &mut ExecCtx, Args) -> CmdResult,

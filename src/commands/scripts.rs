@@ -42,11 +42,14 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
     // the next one, so keys created by one script still have distinct tokens.
     let mut version_used = false;
     let mut call = |cmd: &[Bytes]| -> Reply {
+        if let Some(reply) = super::execute_local(cmd) {
+            return reply;
+        }
         let spec = match resolve(cmd) {
             Ok(spec) => spec,
             Err(reply) => return reply,
         };
-        if spec.flags.contains(&"noscript") {
+        if spec.flags.iter().any(|f| *f == "noscript" || *f == "blocking") {
             return not_allowed(spec.name);
         }
         match spec.handler {
@@ -70,9 +73,12 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
 /// Runs a read-only script on the leader.
 fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
     let mut call = |cmd: &[Bytes]| -> Reply {
+        if let Some(reply) = super::execute_local(cmd) {
+            return reply;
+        }
         match resolve(cmd) {
             Err(reply) => reply,
-            Ok(spec) if spec.flags.contains(&"noscript") => not_allowed(spec.name),
+            Ok(spec) if spec.flags.iter().any(|f| *f == "noscript" || *f == "blocking") => not_allowed(spec.name),
             Ok(spec) => match spec.handler {
                 Handler::Read(f) => f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from),
                 Handler::Write(_) => Reply::error("ERR Write commands are not allowed from read-only scripts."),

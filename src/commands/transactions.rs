@@ -6,8 +6,8 @@
 
 use bytes::Bytes;
 
-use crate::keyspace::{ExecCtx, Keyspace, ReadCtx, Value, Version};
-use crate::protocol::{parse_i64, Args, Reply};
+use crate::keyspace::{ExecCtx, Keyspace, ReadCtx, Version};
+use crate::protocol::{Args, Reply};
 
 use super::{execute_write, CmdResult};
 
@@ -27,47 +27,26 @@ pub fn exec(ks: &mut Keyspace, ctx: &mut ExecCtx, watched: &[(Bytes, Version)], 
     if watched.iter().any(|(key, seen)| ks.modified(key, ctx.log_time) != *seen) {
         return Reply::NilArray;
     }
-    if let Some(stale) = stale_fence(ks, ctx, commands) {
-        return stale;
-    }
+    // A transaction with a fence may have to be undone as a whole: keep the
+    // state it started from (only then; fences in transactions are rare).
+    let has_fence = commands.iter().any(|argv| argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"lock.fence")));
+    let before = has_fence.then(|| (ks.clone(), ctx.version, ctx.events.len()));
     let mut replies = Vec::with_capacity(commands.len());
     for (i, argv) in commands.iter().enumerate() {
         if i > 0 {
             // Each command creates keys with its own version (token).
             ctx.version = ks.next_version(ctx.version);
         }
-        replies.push(execute_write(ks, ctx, argv));
-    }
-    Reply::Array(replies)
-}
-
-/// Checks every `LOCK.FENCE` of the transaction, in order, against the
-/// resource's highest token (and earlier fences in the same transaction),
-/// before anything is applied.
-fn stale_fence(ks: &Keyspace, ctx: &ExecCtx, commands: &[Vec<Bytes>]) -> Option<Reply> {
-    let mut highest: Vec<(Bytes, i64)> = Vec::new();
-    for argv in commands {
-        if argv.len() != 3 || !argv[0].eq_ignore_ascii_case(b"lock.fence") {
-            continue;
-        }
-        let (resource, token) = (&argv[1], parse_i64(&argv[2])?);
-        let current = match highest.iter().find(|(r, _)| r == resource) {
-            Some((_, t)) => Some(*t),
-            None => match ks.get(resource, ctx.log_time).map(|e| &e.value) {
-                Some(Value::Str(v)) => parse_i64(v),
-                _ => None,
-            },
-        };
-        if let Some(current) = current {
-            if token < current {
-                return Some(Reply::Error(format!(
-                    "STALE token {token} is lower than {current}, the highest honored for this resource; \
-                     the transaction was not applied"
-                )));
+        let reply = super::execute_local(argv).unwrap_or_else(|| execute_write(ks, ctx, argv));
+        if let (Some((snapshot, version, events)), Reply::Error(e)) = (&before, &reply) {
+            if e.starts_with("STALE") && argv[0].eq_ignore_ascii_case(b"lock.fence") {
+                *ks = snapshot.clone();
+                ctx.version = *version;
+                ctx.events.truncate(*events);
+                return Reply::Error(format!("{e}; the transaction was not applied"));
             }
         }
-        highest.retain(|(r, _)| r != resource);
-        highest.push((resource.clone(), token));
+        replies.push(reply);
     }
-    None
+    Reply::Array(replies)
 }

@@ -24,8 +24,6 @@ use crate::protocol::Reply;
 pub const INSTRUCTION_BUDGET: u64 = 50_000_000;
 /// Memory one script's Lua state may allocate.
 const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
-/// Marks a `redis.call` error travelling as a Lua error string.
-const CALL_ERROR: &str = "\u{1}raftlock-call-error:";
 const HOOK_EVERY: u32 = 1000;
 
 /// The SHA1 of a script body, lower-case hex, as `EVALSHA` names scripts.
@@ -83,8 +81,12 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         .map_err(internal)?;
     }
 
+    // The last error a `redis.call` raised: if the script fails with exactly
+    // that message, it is the command's error, passed on unchanged.
+    let last_call_error: Rc<std::cell::RefCell<Option<String>>> = Rc::default();
     let result = lua.scope(|scope| {
-        let raw = scope.create_function_mut(|lua, args: MultiValue| {
+        let last_call_error = last_call_error.clone();
+        let raw = scope.create_function_mut(move |lua, args: MultiValue| {
             let mut argv = Vec::with_capacity(args.len());
             for arg in args {
                 match arg {
@@ -93,16 +95,21 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
                     Value::Number(n) => argv.push(Bytes::from(format_lua_number(n))),
                     _ => {
                         let err = "ERR Lua redis lib command arguments must be strings or integers";
+                        *last_call_error.borrow_mut() = Some(err.to_string());
                         return Ok((true, Value::Table(error_table(lua, err)?)));
                     }
                 }
             }
             if argv.is_empty() {
                 let err = "ERR Please specify at least one argument for this redis lib call";
+                *last_call_error.borrow_mut() = Some(err.to_string());
                 return Ok((true, Value::Table(error_table(lua, err)?)));
             }
             match call(&argv) {
-                Reply::Error(e) => Ok((true, Value::Table(error_table(lua, &e)?))),
+                Reply::Error(e) => {
+                    *last_call_error.borrow_mut() = Some(e.clone());
+                    Ok((true, Value::Table(error_table(lua, &e)?)))
+                }
                 reply => Ok((false, reply_to_lua(lua, &reply)?)),
             }
         })?;
@@ -123,12 +130,12 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         Ok(value) => Ok(lua_to_reply(&value)),
         Err(e) => {
             let msg = lua_message(&e);
-            match msg.find(CALL_ERROR) {
-                Some(at) => Err(Reply::Error(msg[at + CALL_ERROR.len()..].to_string())),
-                None if matches!(root(&e), mlua::Error::MemoryError(_)) => {
+            match last_call_error.borrow().as_deref() {
+                Some(call_error) if call_error == msg => Err(Reply::Error(msg)),
+                _ if matches!(root(&e), mlua::Error::MemoryError(_)) => {
                     Err(Reply::Error("ERR Script exceeded its memory limit".into()))
                 }
-                None => Err(Reply::Error(format!("ERR Error running script: {msg}"))),
+                _ => Err(Reply::Error(format!("ERR Error running script: {msg}"))),
             }
         }
     }
@@ -140,7 +147,7 @@ local raw = redis.__raw
 redis.__raw = nil
 redis.call = function(...)
     local failed, v = raw(...)
-    if failed then error("\1raftlock-call-error:" .. v.err, 0) end
+    if failed then error(v.err, 0) end
     return v
 end
 redis.pcall = function(...)

@@ -177,7 +177,7 @@ impl Connection {
         }
         if let Some(queue) = &mut self.multi {
             if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
-                let reply = if matches!(spec.handler, Handler::Local) {
+                let reply = if matches!(spec.handler, Handler::Local) && commands::execute_local(&argv).is_none() {
                     self.multi_failed = true;
                     Reply::error(format!("ERR '{}' is not allowed inside a transaction", spec.name))
                 } else {

@@ -1,0 +1,897 @@
+//! Scripting (issue 4, item 1) against the real binary: `EVAL`, `EVALSHA`, `EVAL_RO`,
+//! `EVALSHA_RO`, `SCRIPT LOAD|EXISTS|FLUSH`, the Lua <-> RESP conversions, `KEYS` /
+//! `ARGV`, `redis.call` vs `redis.pcall`, the sandbox, the instruction budget, the
+//! lock libraries' own scripts, durability of the script cache and of script effects
+//! across `kill -9`, and `SCRIPT LOAD` on one node of a 3-node cluster making
+//! `EVALSHA` work on the others.
+//!
+//! Expected replies and error texts were checked against Debian's `redis-server`
+//! 7.0.15. Replies are read with a raw RESP client where the exact type matters
+//! (nil bulk vs nil array, status vs bulk, error text).
+
+mod cluster_support;
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{expect_err, q, Resp, RawConn, TestServer};
+use redis::Value;
+
+// ---------------------------------------------------------------------------------
+// helpers
+// ---------------------------------------------------------------------------------
+
+fn b(s: &str) -> Resp {
+    Resp::bulk(s)
+}
+
+fn arr(items: Vec<Resp>) -> Resp {
+    Resp::Array(Some(items))
+}
+
+fn st(s: &str) -> Resp {
+    Resp::Simple(s.to_string())
+}
+
+/// The text of an error reply; panics (with the command) on anything else.
+#[track_caller]
+fn err(r: Resp, what: &str) -> String {
+    match r {
+        Resp::Error(e) => e,
+        other => panic!("{what}: expected an error reply, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn pong(c: &mut RawConn) {
+    assert_eq!(c.cmd(&["PING"]), st("PONG"), "PING after the script");
+}
+
+/// `SCRIPT LOAD body` -> sha (also checks the reply is a 40-char lower-case hex bulk).
+#[track_caller]
+fn load(c: &mut RawConn, body: &str) -> String {
+    let r = c.cmd(&["SCRIPT", "LOAD", body]);
+    let sha = r.text().unwrap_or_else(|| panic!("SCRIPT LOAD replied {r:?}"));
+    assert!(matches!(r, Resp::Bulk(Some(_))), "SCRIPT LOAD must reply a bulk string, got {r:?}");
+    assert_eq!(sha.len(), 40, "sha {sha:?}");
+    assert!(sha.chars().all(|ch| ch.is_ascii_hexdigit() && !ch.is_ascii_uppercase()), "sha {sha:?}");
+    sha
+}
+
+/// `LOCK.INFO key` token (via the raw client; RESP2 flat array).
+#[track_caller]
+fn token_of(c: &mut RawConn, key: &str) -> i64 {
+    let r = c.cmd(&["LOCK.INFO", key]);
+    let items = r.items();
+    let pos = items
+        .iter()
+        .position(|i| i.text().as_deref() == Some("token"))
+        .unwrap_or_else(|| panic!("LOCK.INFO {key} has no token: {r:?}"));
+    match &items[pos + 1] {
+        Resp::Int(t) => *t,
+        other => panic!("LOCK.INFO {key} token is {other:?}"),
+    }
+}
+
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+// The redis-py `Lock` scripts, verbatim from redis/lock.py (redis-py 8.x).
+const PY_RELEASE: &str = "
+        local token = redis.call('get', KEYS[1])
+        if not token or token ~= ARGV[1] then
+            return 0
+        end
+        redis.call('del', KEYS[1])
+        return 1
+    ";
+const PY_EXTEND: &str = "
+        local token = redis.call('get', KEYS[1])
+        if not token or token ~= ARGV[1] then
+            return 0
+        end
+        local expiration = redis.call('pttl', KEYS[1])
+        if not expiration then
+            expiration = 0
+        end
+        if expiration < 0 then
+            return 0
+        end
+
+        local newttl = ARGV[2]
+        if ARGV[3] == \"0\" then
+            newttl = ARGV[2] + expiration
+        end
+        redis.call('pexpire', KEYS[1], newttl)
+        return 1
+    ";
+const PY_REACQUIRE: &str = "
+        local token = redis.call('get', KEYS[1])
+        if not token or token ~= ARGV[1] then
+            return 0
+        end
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        return 1
+    ";
+
+// ---------------------------------------------------------------------------------
+// conversions
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn lua_to_resp_conversions() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    // Numbers are truncated towards zero to integers.
+    assert_eq!(c.cmd(&["EVAL", "return 3.99", "0"]), Resp::Int(3));
+    assert_eq!(c.cmd(&["EVAL", "return -3.99", "0"]), Resp::Int(-3));
+    assert_eq!(c.cmd(&["EVAL", "return 0.5", "0"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["EVAL", "return 1e15", "0"]), Resp::Int(1_000_000_000_000_000));
+    // Strings are bulk strings, also ones that look like numbers.
+    assert_eq!(c.cmd(&["EVAL", "return '3.99'", "0"]), b("3.99"));
+    assert_eq!(c.cmd(&["EVAL", "return ''", "0"]), b(""));
+    // true -> 1, false -> nil bulk, nil -> nil bulk.
+    assert_eq!(c.cmd(&["EVAL", "return true", "0"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EVAL", "return false", "0"]), Resp::Bulk(None));
+    assert_eq!(c.cmd(&["EVAL", "return nil", "0"]), Resp::Bulk(None));
+    assert_eq!(c.cmd(&["EVAL", "local x = 1", "0"]), Resp::Bulk(None));
+    // Tables are arrays cut at the first nil; nested tables and mixed types convert.
+    assert_eq!(
+        c.cmd(&["EVAL", "return {1, 2, nil, 4}", "0"]),
+        arr(vec![Resp::Int(1), Resp::Int(2)])
+    );
+    assert_eq!(
+        c.cmd(&["EVAL", "return {1,2,3,'foo',nil,'bar'}", "0"]),
+        arr(vec![Resp::Int(1), Resp::Int(2), Resp::Int(3), b("foo")])
+    );
+    assert_eq!(
+        c.cmd(&["EVAL", "return {1, 'a', {2, 3.7}, false, 5}", "0"]),
+        arr(vec![
+            Resp::Int(1),
+            b("a"),
+            arr(vec![Resp::Int(2), Resp::Int(3)]),
+            Resp::Bulk(None),
+            Resp::Int(5)
+        ])
+    );
+    assert_eq!(c.cmd(&["EVAL", "return {}", "0"]), arr(vec![]));
+    assert_eq!(c.cmd(&["EVAL", "return {nil, 1}", "0"]), arr(vec![]));
+    // Non-array keys of a table are ignored.
+    assert_eq!(c.cmd(&["EVAL", "return {1, foo='bar'}", "0"]), arr(vec![Resp::Int(1)]));
+    // Status and error tables, at top level and nested.
+    assert_eq!(c.cmd(&["EVAL", "return {ok='fine'}", "0"]), st("fine"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.status_reply('PONG2')", "0"]), st("PONG2"));
+    assert_eq!(c.cmd(&["EVAL", "return {err='My Error'}", "0"]), Resp::Error("My Error".into()));
+    assert_eq!(c.cmd(&["EVAL", "return {err='ERR custom thing'}", "0"]), Resp::Error("ERR custom thing".into()));
+    assert_eq!(c.cmd(&["EVAL", "return redis.error_reply('FOO bar')", "0"]), Resp::Error("FOO bar".into()));
+    assert_eq!(
+        c.cmd(&["EVAL", "return {1, {ok='x'}, {err='E y'}, 'z'}", "0"]),
+        arr(vec![Resp::Int(1), st("x"), Resp::Error("E y".into()), b("z")])
+    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.sha1hex('')", "0"]), b("da39a3ee5e6b4b0d3255bfef95601890afd80709"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.sha1hex('abc')", "0"]), b("a9993e364706816aba3e25717850c26c9cd0d89d"));
+    // The standard libraries Redis exposes.
+    assert_eq!(c.cmd(&["EVAL", "return table.concat({'a','b'}, ',')", "0"]), b("a,b"));
+    assert_eq!(c.cmd(&["EVAL", "return string.format('%d-%s', 5, 'x')", "0"]), b("5-x"));
+    assert_eq!(c.cmd(&["EVAL", "return math.floor(3.7)", "0"]), Resp::Int(3));
+    assert_eq!(c.cmd(&["EVAL", "return tonumber('12') + 1", "0"]), Resp::Int(13));
+    assert_eq!(c.cmd(&["EVAL", "return '5' + 1", "0"]), Resp::Int(6));
+    assert_eq!(c.cmd(&["EVAL", "return 'x' .. 1", "0"]), b("x1"));
+    assert_eq!(c.cmd(&["EVAL", "return select('#', 1, 2, 3)", "0"]), Resp::Int(3));
+    assert_eq!(c.cmd(&["EVAL", "return loadstring('return 7')()", "0"]), Resp::Int(7));
+}
+
+#[test]
+fn resp_to_lua_conversions() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "sk", "v"]), st("OK"));
+    // nil from GET is `false` in Lua (not nil).
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('get', 'nokey') == false", "0"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call('get', 'nokey'))", "0"]), b("boolean"));
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call('hget', 'nohash', 'f'))", "0"]), b("boolean"));
+    // Integer replies are Lua numbers.
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call('exists', 'sk'))", "0"]), b("number"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('exists', 'sk') == 1", "0"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('incr', 'ctr') + 0.9", "0"]), Resp::Int(1));
+    // Bulk replies are strings.
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call('get', 'sk'))", "0"]), b("string"));
+    // Status replies are {ok=...} tables, which convert back to status replies.
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('set', 'x', '1')['ok']", "0"]), b("OK"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('set', 'x', '1')", "0"]), st("OK"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('type', 'sk').ok", "0"]), b("string"));
+    // Arrays are tables (flat pairs for HGETALL, empty table for a missing list).
+    assert_eq!(c.cmd(&["HSET", "h", "f", "v"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('hgetall', 'h')", "0"]), arr(vec![b("f"), b("v")]));
+    assert_eq!(c.cmd(&["EVAL", "return #redis.call('lrange', 'nolist', 0, -1)", "0"]), Resp::Int(0));
+    // Command arguments: numbers are formatted as Redis formats them.
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('set', 'n', 10)", "0"]), st("OK"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('incrby', 'n', 2.0)", "0"]), Resp::Int(12));
+    assert_eq!(c.cmd(&["GET", "n"]), b("12"));
+    // The same script replies the same on a RESP3 connection (RESP2 conversion rules).
+    let mut c3 = s.raw();
+    assert!(matches!(c3.cmd(&["HELLO", "3"]), Resp::Map(_)));
+    assert_eq!(c3.cmd(&["EVAL", "return redis.call('hgetall', 'h')", "0"]), arr(vec![b("f"), b("v")]));
+    assert_eq!(c3.cmd(&["EVAL", "return 3.7", "0"]), Resp::Int(3));
+}
+
+#[test]
+fn keys_and_argv() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(
+        c.cmd(&["EVAL", "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2], #KEYS, #ARGV}", "2", "k1", "k2", "a1", "a2"]),
+        arr(vec![b("k1"), b("k2"), b("a1"), b("a2"), Resp::Int(2), Resp::Int(2)])
+    );
+    assert_eq!(c.cmd(&["EVAL", "return {#KEYS, #ARGV}", "0"]), arr(vec![Resp::Int(0), Resp::Int(0)]));
+    assert_eq!(c.cmd(&["EVAL", "return {#KEYS, ARGV[1]}", "0", "only-arg"]), arr(vec![Resp::Int(0), b("only-arg")]));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('set', KEYS[1], ARGV[1])", "1", "sk", "val"]), st("OK"));
+    assert_eq!(c.cmd(&["GET", "sk"]), b("val"));
+    // numkeys errors, as Redis.
+    assert_eq!(err(c.cmd(&["EVAL", "return 1", "-1"]), "negative numkeys"), "ERR Number of keys can't be negative");
+    assert_eq!(
+        err(c.cmd(&["EVAL", "return 1", "2", "a"]), "numkeys > args"),
+        "ERR Number of keys can't be greater than number of args"
+    );
+    assert_eq!(err(c.cmd(&["EVAL", "return 1", "x"]), "numkeys x"), "ERR value is not an integer or out of range");
+    assert_eq!(err(c.cmd(&["EVAL"]), "EVAL"), "ERR wrong number of arguments for 'eval' command");
+    assert_eq!(err(c.cmd(&["EVAL", "return 1"]), "EVAL body"), "ERR wrong number of arguments for 'eval' command");
+    assert_eq!(err(c.cmd(&["EVALSHA"]), "EVALSHA"), "ERR wrong number of arguments for 'evalsha' command");
+    // Binary-safe arguments.
+    let mut raw = s.raw();
+    raw.send(&RawConn::encode(&[b"EVAL", b"return ARGV[1]", b"0", b"a\x00b\r\nc"]));
+    assert_eq!(raw.read().unwrap(), Resp::Bulk(Some(b"a\x00b\r\nc".to_vec())));
+}
+
+// ---------------------------------------------------------------------------------
+// redis.call vs redis.pcall
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn call_raises_and_pcall_returns_the_error() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "sk", "v"]), st("OK"));
+    // redis.call: the error aborts the script and becomes the script's error reply
+    // (Redis appends " script: <sha>, on @user_script:<line>."; checked exactly in
+    // `error_texts_match_redis_7`).
+    let e = err(c.cmd(&["EVAL", "redis.call('incr', 'sk'); return 'not reached'", "0"]), "call error");
+    assert!(e.starts_with("ERR value is not an integer or out of range"), "{e}");
+    let e = err(c.cmd(&["EVAL", "redis.call('hset', 'sk', 'a', 'b'); return 1", "0"]), "call wrongtype");
+    assert!(e.starts_with("WRONGTYPE Operation against a key holding the wrong kind of value"), "{e}");
+    // Nothing after the failing call ran.
+    let e = err(c.cmd(&["EVAL", "redis.call('incr', 'sk'); redis.call('set', 'after', '1')", "0"]), "call error");
+    assert!(e.starts_with("ERR value is not an integer"), "{e}");
+    assert_eq!(c.cmd(&["EXISTS", "after"]), Resp::Int(0));
+    // redis.pcall: the error is a value ({err=...}); the script continues.
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.pcall('incr', 'sk')", "0"]),
+        Resp::Error("ERR value is not an integer or out of range".into())
+    );
+    assert_eq!(
+        c.cmd(&["EVAL", "local r = redis.pcall('incr', 'sk'); return type(r) .. ':' .. r.err", "0"]),
+        b("table:ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        c.cmd(&["EVAL", "redis.pcall('incr', 'sk'); redis.call('set', 'after', '2'); return 'went on'", "0"]),
+        b("went on")
+    );
+    assert_eq!(c.cmd(&["GET", "after"]), b("2"));
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.pcall('hset', 'sk', 'a', 'b')", "0"]),
+        Resp::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+    );
+    // A successful pcall is just the reply.
+    assert_eq!(c.cmd(&["EVAL", "return redis.pcall('get', 'sk')", "0"]), b("v"));
+    // Argument errors of the redis lib.
+    let e = err(c.cmd(&["EVAL", "return redis.call()", "0"]), "no args");
+    assert!(e.starts_with("ERR Please specify at least one argument for this redis lib call"), "{e}");
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.pcall()", "0"]),
+        Resp::Error("ERR Please specify at least one argument for this redis lib call".into())
+    );
+    let e = err(c.cmd(&["EVAL", "return redis.call({})", "0"]), "table arg");
+    assert!(e.starts_with("ERR Lua redis lib command arguments must be strings or integers"), "{e}");
+    pong(&mut c);
+}
+
+/// A script that catches a `redis.call` error with Lua's own `pcall` sees the
+/// error as Redis gives it (a string in 7.0, a table with `err` in later
+/// versions), never an internal marker.
+#[test]
+fn lua_pcall_around_redis_call_sees_the_redis_error() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "sk", "v"]), st("OK"));
+    let script = "local ok, e = pcall(redis.call, 'incr', 'sk')
+                  if type(e) == 'table' then e = e.err end
+                  return {tostring(ok), e}";
+    // Redis 7.0.15: ["false", "ERR value is not an integer or out of range"]
+    assert_eq!(
+        c.cmd(&["EVAL", script, "0"]),
+        arr(vec![b("false"), b("ERR value is not an integer or out of range")])
+    );
+}
+
+/// Commands Redis 7 allows inside scripts that are deterministic: PING, ECHO.
+#[test]
+fn ping_and_echo_from_scripts() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    // Redis 7.0.15: +PONG and $1 x
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('ping')", "0"]), st("PONG"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('echo', 'x')", "0"]), b("x"));
+}
+
+#[test]
+fn commands_refused_inside_scripts() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    for script in [
+        "return redis.call('eval', 'return 1', '0')",
+        "return redis.call('multi')",
+        "return redis.call('exec')",
+        "return redis.call('subscribe', 'ch')",
+        "return redis.call('script', 'load', 'return 1')",
+    ] {
+        let e = err(c.cmd(&["EVAL", script, "0"]), script);
+        // Redis 7.0.15: "ERR This Redis command is not allowed from script script: <sha>, on @user_script:1."
+        assert!(e.starts_with("ERR This Redis command is not allowed from script"), "{script}: {e}");
+    }
+    pong(&mut c);
+}
+
+/// Redis 7 refuses blocking list commands inside scripts.
+#[test]
+fn blocking_pops_are_refused_inside_scripts() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    for script in ["return redis.call('blpop', 'l', '0')", "return redis.call('brpop', 'l', '1')"] {
+        // Redis 7.0.15: -ERR This Redis command is not allowed from script script: <sha>, on @user_script:1.
+        match c.cmd(&["EVAL", script, "0"]) {
+            Resp::Error(e) => assert!(e.starts_with("ERR This Redis command is not allowed from script"), "{script}: {e}"),
+            other => panic!("{script}: Redis 7 replies -ERR This Redis command is not allowed from script ...; raftlock replied {other:?}"),
+        }
+    }
+    pong(&mut c);
+}
+
+/// Error texts, exactly as Redis 7.0 replies them (collected: every mismatch is
+/// listed in the failure message).
+#[test]
+#[ignore = "known gap (issue 4): script error texts lack Redis 7 suffixes and prefixes"]
+fn error_texts_match_redis_7() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "sk", "v"]), st("OK"));
+    // (command, expected error; "<sha>" is the script's sha1)
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["EVAL", "return redis.call('incr', KEYS[1])", "1", "sk"],
+            "ERR value is not an integer or out of range script: <sha>, on @user_script:1."),
+        (vec!["EVAL", "local a = 1\nreturn redis.call('incr', KEYS[1])", "1", "sk"],
+            "ERR value is not an integer or out of range script: <sha>, on @user_script:2."),
+        (vec!["EVAL", "return redis.call('nosuchcmd')", "0"],
+            "ERR Unknown Redis command called from script script: <sha>, on @user_script:1."),
+        (vec!["EVAL", "return redis.pcall('nosuchcmd')", "0"],
+            "ERR Unknown Redis command called from script"),
+        (vec!["EVAL", "return redis.call('get')", "0"],
+            "ERR Wrong number of args calling Redis command from script script: <sha>, on @user_script:1."),
+        (vec!["EVAL", "return redis.call('get', 'a', 'b')", "0"],
+            "ERR Wrong number of args calling Redis command from script script: <sha>, on @user_script:1."),
+        (vec!["EVAL", "return redis.error_reply('bar')", "0"], "ERR bar"),
+        (vec!["EVAL", "return redis.error_reply('-FOO bar')", "0"], "FOO bar"),
+        (vec!["EVAL", "return {err='nocode'}", "0"], "nocode"),
+        (vec!["EVAL", "error('boom')", "0"],
+            "ERR user_script:1: boom script: <sha>, on @user_script:1."),
+        (vec!["EVAL", "local a = 1\nerror('boom')", "0"],
+            "ERR user_script:2: boom script: <sha>, on @user_script:2."),
+        (vec!["EVAL", "error({err='X y'})", "0"], "X y script: <sha>, on @user_script:1."),
+        (vec!["EVAL", "return 1 +", "0"],
+            "ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'"),
+        (vec!["EVAL", "return os.time()", "0"],
+            "ERR user_script:1: Script attempted to access nonexistent global variable 'os' script: <sha>, on @user_script:1."),
+        (vec!["EVAL", "x = 5", "0"],
+            "ERR user_script:1: Attempt to modify a readonly table script: <sha>, on @user_script:1."),
+        (vec!["EVAL", "return redis.call('eval', 'return 1', '0')", "0"],
+            "ERR This Redis command is not allowed from script script: <sha>, on @user_script:1."),
+        (vec!["EVAL_RO", "return redis.call('del', KEYS[1])", "1", "x"],
+            "ERR Write commands are not allowed from read-only scripts. script: <sha>, on @user_script:1."),
+        (vec!["EVAL_RO", "return redis.pcall('del', KEYS[1])", "1", "x"],
+            "ERR Write commands are not allowed from read-only scripts."),
+        (vec!["SCRIPT", "foo"], "ERR unknown subcommand 'foo'. Try SCRIPT HELP."),
+        (vec!["SCRIPT", "FLUSH", "bad"], "ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
+        (vec!["SCRIPT", "LOAD"], "ERR wrong number of arguments for 'script|load' command"),
+        (vec!["SCRIPT", "EXISTS"], "ERR wrong number of arguments for 'script|exists' command"),
+    ];
+    let mut mismatches = Vec::new();
+    for (args, expected) in &cases {
+        let expected = if expected.contains("<sha>") {
+            let sha = load(&mut c, args[1]);
+            expected.replace("<sha>", &sha)
+        } else {
+            expected.to_string()
+        };
+        match c.cmd(args) {
+            Resp::Error(e) if e == expected => {}
+            other => mismatches.push(format!("  {args:?}\n     redis 7: -{expected}\n    raftlock: {other:?}")),
+        }
+    }
+    pong(&mut c);
+    assert!(mismatches.is_empty(), "{} of {} error replies differ from Redis 7.0:\n{}", mismatches.len(), cases.len(), mismatches.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------
+// the script cache
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn script_load_evalsha_exists_flush() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    // The sha is SHA1 of the body (checked against Redis 7.0.15).
+    let sha = load(&mut c, "return 'hi'");
+    assert_eq!(sha, "2f31ba2bb6d6a0f42cc159d2e2dad55440778de3");
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), b("hi"));
+    // Case-insensitive sha, in EVALSHA and SCRIPT EXISTS.
+    let upper = sha.to_ascii_uppercase();
+    assert_eq!(c.cmd(&["EVALSHA", &upper, "0"]), b("hi"));
+    assert_eq!(c.cmd(&["evalsha", &upper, "0"]), b("hi"));
+    let missing = "ffffffffffffffffffffffffffffffffffffffff";
+    assert_eq!(
+        c.cmd(&["SCRIPT", "EXISTS", &sha, missing, &upper]),
+        arr(vec![Resp::Int(1), Resp::Int(0), Resp::Int(1)])
+    );
+    // Loading twice is fine and gives the same sha.
+    assert_eq!(load(&mut c, "return 'hi'"), sha);
+    // KEYS/ARGV through EVALSHA.
+    let sha2 = load(&mut c, "return {KEYS[1], ARGV[1]}");
+    assert_eq!(c.cmd(&["EVALSHA", &sha2, "1", "k", "a"]), arr(vec![b("k"), b("a")]));
+    // A missing sha: exactly Redis's NOSCRIPT text, in every form.
+    assert_eq!(c.cmd(&["EVALSHA", missing, "0"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(c.cmd(&["EVALSHA", "abc", "0"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(c.cmd(&["EVALSHA_RO", missing, "0"]), Resp::Error(NOSCRIPT.into()));
+    // And on the wire, byte for byte.
+    c.send(&RawConn::encode(&[b"EVALSHA", missing.as_bytes(), b"0"]));
+    assert_eq!(c.read_line().unwrap(), format!("-{NOSCRIPT}"));
+    // Through the redis crate too: the code is NOSCRIPT.
+    let mut rc = s.client();
+    let e = expect_err(q(&mut rc, &["EVALSHA", missing, "0"]));
+    assert_eq!(e, NOSCRIPT);
+    // FLUSH empties the cache.
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), st("OK"));
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha, &sha2]), arr(vec![Resp::Int(0), Resp::Int(0)]));
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(load(&mut c, "return 'hi'"), sha);
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH", "ASYNC"]), st("OK"));
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), arr(vec![Resp::Int(0)]));
+    assert_eq!(load(&mut c, "return 'hi'"), sha);
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH", "SYNC"]), st("OK"));
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), arr(vec![Resp::Int(0)]));
+    // Wrong arity of the subcommands.
+    assert_eq!(err(c.cmd(&["SCRIPT", "LOAD", "a", "b"]), "LOAD 2 args"), "ERR wrong number of arguments for 'script|load' command");
+    assert_eq!(c.cmd(&["SCRIPT", "KILL"]), Resp::Error("NOTBUSY No scripts in execution right now.".into()));
+}
+
+#[test]
+fn eval_caches_the_script() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let body = "return 'cached:' .. ARGV[1]";
+    // sha known from Redis: SCRIPT LOAD of the same body on a fresh connection would
+    // add it; instead compute it with redis.sha1hex, which must agree.
+    let sha = c.cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", body]).text().unwrap();
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), arr(vec![Resp::Int(0)]));
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "0", "x"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(c.cmd(&["EVAL", body, "0", "1"]), b("cached:1"));
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), arr(vec![Resp::Int(1)]));
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "0", "2"]), b("cached:2"));
+    // Another connection sees it too.
+    let mut c2 = s.raw();
+    assert_eq!(c2.cmd(&["EVALSHA", &sha, "0", "3"]), b("cached:3"));
+    // A script that fails at run time is still cached (Redis caches on compile).
+    let failing = "return redis.call('incr', KEYS[1])";
+    let fsha = c.cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", failing]).text().unwrap();
+    assert_eq!(c.cmd(&["SET", "s", "str"]), st("OK"));
+    assert!(matches!(c.cmd(&["EVAL", failing, "1", "s"]), Resp::Error(_)));
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &fsha]), arr(vec![Resp::Int(1)]));
+    assert_eq!(c.cmd(&["EVALSHA", &fsha, "1", "n"]), Resp::Int(1));
+}
+
+#[test]
+fn eval_ro_refuses_writes() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "sk", "v"]), st("OK"));
+    // Reads work.
+    assert_eq!(c.cmd(&["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "sk"]), b("v"));
+    assert_eq!(c.cmd(&["EVAL_RO", "return 1", "0"]), Resp::Int(1));
+    // Writes are refused with Redis's text, and nothing is written.
+    for script in [
+        "return redis.call('set', KEYS[1], 'x')",
+        "return redis.call('del', KEYS[1])",
+        "return redis.call('lpush', KEYS[1], 'x')",
+        "return redis.call('hset', KEYS[1], 'f', 'x')",
+        "return redis.call('zadd', KEYS[1], 1, 'x')",
+        "return redis.call('expire', KEYS[1], 100)",
+    ] {
+        let e = err(c.cmd(&["EVAL_RO", script, "1", "sk"]), script);
+        assert!(e.starts_with("ERR Write commands are not allowed from read-only scripts."), "{script}: {e}");
+    }
+    assert_eq!(
+        c.cmd(&["EVAL_RO", "return redis.pcall('set', KEYS[1], 'x')", "1", "sk"]),
+        Resp::Error("ERR Write commands are not allowed from read-only scripts.".into())
+    );
+    assert_eq!(c.cmd(&["GET", "sk"]), b("v"));
+    assert_eq!(c.cmd(&["TTL", "sk"]), Resp::Int(-1));
+    assert_eq!(c.cmd(&["DBSIZE"]), Resp::Int(1));
+    // EVALSHA_RO: the same rules for a cached script.
+    let rd = load(&mut c, "return redis.call('get', KEYS[1])");
+    let wr = load(&mut c, "return redis.call('set', KEYS[1], 'changed')");
+    assert_eq!(c.cmd(&["EVALSHA_RO", &rd, "1", "sk"]), b("v"));
+    let e = err(c.cmd(&["EVALSHA_RO", &wr, "1", "sk"]), "EVALSHA_RO write");
+    assert!(e.starts_with("ERR Write commands are not allowed from read-only scripts."), "{e}");
+    assert_eq!(c.cmd(&["GET", "sk"]), b("v"));
+    // The same cached script runs writable through EVALSHA.
+    assert_eq!(c.cmd(&["EVALSHA", &wr, "1", "sk"]), st("OK"));
+    assert_eq!(c.cmd(&["GET", "sk"]), b("changed"));
+}
+
+// ---------------------------------------------------------------------------------
+// lock libraries' scripts, tokens
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn redis_py_lock_scripts() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let release = load(&mut c, PY_RELEASE);
+    let extend = load(&mut c, PY_EXTEND);
+    let reacquire = load(&mut c, PY_REACQUIRE);
+
+    // acquire as redis-py does
+    assert_eq!(c.cmd(&["SET", "lock:a", "tok-1", "NX", "PX", "10000"]), st("OK"));
+    assert_eq!(c.cmd(&["SET", "lock:a", "tok-2", "NX", "PX", "10000"]), Resp::Bulk(None));
+    let token = token_of(&mut c, "lock:a");
+
+    // extend, additive (ARGV[3] == "0"): ttl goes from ~10 s to ~30 s
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "20000", "0"]), Resp::Int(1));
+    let pttl = match c.cmd(&["PTTL", "lock:a"]) {
+        Resp::Int(n) => n,
+        other => panic!("PTTL {other:?}"),
+    };
+    assert!((25_000..=30_000).contains(&pttl), "additive extend: pttl {pttl}");
+    // extend, replacing (ARGV[3] == "1")
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "5000", "1"]), Resp::Int(1));
+    let pttl = match c.cmd(&["PTTL", "lock:a"]) {
+        Resp::Int(n) => n,
+        other => panic!("PTTL {other:?}"),
+    };
+    assert!((3_000..=5_000).contains(&pttl), "replacing extend: pttl {pttl}");
+    // wrong token: refused
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-x", "5000", "1"]), Resp::Int(0));
+    // reacquire
+    assert_eq!(c.cmd(&["EVALSHA", &reacquire, "1", "lock:a", "tok-1", "60000"]), Resp::Int(1));
+    let pttl = match c.cmd(&["PTTL", "lock:a"]) {
+        Resp::Int(n) => n,
+        other => panic!("PTTL {other:?}"),
+    };
+    assert!((55_000..=60_000).contains(&pttl), "reacquire: pttl {pttl}");
+    assert_eq!(c.cmd(&["EVALSHA", &reacquire, "1", "lock:a", "tok-x", "60000"]), Resp::Int(0));
+    // The lock still is the same grant: same fencing token.
+    assert_eq!(token_of(&mut c, "lock:a"), token);
+    // release with the wrong token: kept
+    assert_eq!(c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-x"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["GET", "lock:a"]), b("tok-1"));
+    // release with the right token: gone
+    assert_eq!(c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-1"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EXISTS", "lock:a"]), Resp::Int(0));
+    // release / extend of a missing lock
+    assert_eq!(c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-1"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "5000", "0"]), Resp::Int(0));
+    // extend of a lock without a TTL: 0 (pttl < 0)
+    assert_eq!(c.cmd(&["SET", "lock:b", "tok-1"]), st("OK"));
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:b", "tok-1", "5000", "0"]), Resp::Int(0));
+    // A new holder gets a higher token.
+    assert_eq!(c.cmd(&["SET", "lock:a", "tok-2", "NX", "PX", "10000"]), st("OK"));
+    assert!(token_of(&mut c, "lock:a") > token);
+    // The libraries' fallback: EVALSHA -> NOSCRIPT -> EVAL.
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), st("OK"));
+    assert_eq!(c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-2"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(c.cmd(&["EVAL", PY_RELEASE, "1", "lock:a", "tok-2"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EXISTS", "lock:a"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &release]), arr(vec![Resp::Int(1)]));
+}
+
+/// The python-redis-lock release script (DEL + LPUSH signal + PEXPIRE), which
+/// redis-py's `register_script` runs through EVALSHA.
+#[test]
+fn python_redis_lock_unlock_script() {
+    const UNLOCK: &str = r#"
+    if redis.call("get", KEYS[1]) ~= ARGV[1] then
+        return 1
+    else
+        redis.call("del", KEYS[2])
+        redis.call("lpush", KEYS[2], 1)
+        redis.call("pexpire", KEYS[2], ARGV[2])
+        redis.call("del", KEYS[1])
+        return 0
+    end
+"#;
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "lock:n", "id-1", "NX", "EX", "30"]), st("OK"));
+    let sha = load(&mut c, UNLOCK);
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "2", "lock:n", "lock-signal:n", "id-2", "1000"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EXISTS", "lock-signal:n"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "2", "lock:n", "lock-signal:n", "id-1", "1000"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["EXISTS", "lock:n"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["LRANGE", "lock-signal:n", "0", "-1"]), arr(vec![b("1")]));
+    let pttl = match c.cmd(&["PTTL", "lock-signal:n"]) {
+        Resp::Int(n) => n,
+        other => panic!("PTTL {other:?}"),
+    };
+    assert!((1..=1000).contains(&pttl), "signal pttl {pttl}");
+}
+
+#[test]
+fn script_writes_get_distinct_increasing_tokens() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "before", "o", "NX", "PX", "30000"]), st("OK"));
+    let t0 = token_of(&mut c, "before");
+    let script = "redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 30000)
+                  redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', 30000)
+                  redis.call('set', KEYS[3], ARGV[1], 'NX', 'PX', 30000)
+                  return 1";
+    assert_eq!(c.cmd(&["EVAL", script, "3", "k1", "k2", "k3", "me"]), Resp::Int(1));
+    let (t1, t2, t3) = (token_of(&mut c, "k1"), token_of(&mut c, "k2"), token_of(&mut c, "k3"));
+    assert!(t0 < t1 && t1 < t2 && t2 < t3, "tokens must strictly increase: before={t0} k1={t1} k2={t2} k3={t3}");
+    // A later grant is higher than all of them.
+    assert_eq!(c.cmd(&["SET", "after", "o", "NX", "PX", "30000"]), st("OK"));
+    let t4 = token_of(&mut c, "after");
+    assert!(t4 > t3, "after={t4} k3={t3}");
+    // Through EVALSHA and LOCK.ACQUIRE inside a script as well.
+    let sha = load(&mut c, "return {redis.call('lock.acquire', KEYS[1], 'o', 30000), redis.call('lock.acquire', KEYS[2], 'o', 30000)}");
+    let r = c.cmd(&["EVALSHA", &sha, "2", "m1", "m2"]);
+    let items = r.items();
+    let (a1, a2) = match (&items[0], &items[1]) {
+        (Resp::Int(a), Resp::Int(b)) => (*a, *b),
+        _ => panic!("LOCK.ACQUIRE from a script replied {r:?}"),
+    };
+    assert!(t4 < a1 && a1 < a2, "after={t4} m1={a1} m2={a2}");
+    assert_eq!(token_of(&mut c, "m1"), a1);
+    assert_eq!(token_of(&mut c, "m2"), a2);
+}
+
+/// DESIGN.md §3: a stale `LOCK.FENCE` inside a script raises an error.
+#[test]
+fn stale_fence_inside_a_script_raises() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["LOCK.FENCE", "res", "10"]), Resp::Int(10));
+    let e = err(c.cmd(&["EVAL", "redis.call('lock.fence', KEYS[1], 5); return 'not reached'", "1", "res"]), "stale fence");
+    assert!(e.starts_with("STALE"), "{e}");
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.call('lock.fence', KEYS[1], 12)", "1", "res"]),
+        Resp::Int(12)
+    );
+    assert_eq!(c.cmd(&["GET", "res"]), b("12"));
+}
+
+// ---------------------------------------------------------------------------------
+// sandbox and budget
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn sandbox_escapes_fail_and_the_server_keeps_serving() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    // (script, a phrase the error must contain; Redis 7's own wording)
+    let cases: &[(&str, &str)] = &[
+        ("return os.time()", "Script attempted to access nonexistent global variable 'os'"),
+        ("return os.execute('true')", "Script attempted to access nonexistent global variable 'os'"),
+        ("return io.open('/etc/passwd')", "Script attempted to access nonexistent global variable 'io'"),
+        ("return io.popen('id')", "Script attempted to access nonexistent global variable 'io'"),
+        ("return require('os')", "Script attempted to access nonexistent global variable 'require'"),
+        ("return dofile('/etc/passwd')", "Script attempted to access nonexistent global variable 'dofile'"),
+        ("return loadfile('/etc/passwd')", "Script attempted to access nonexistent global variable 'loadfile'"),
+        ("return getfenv()", "Script attempted to access nonexistent global variable 'getfenv'"),
+        ("return _G.os.time()", ""),
+        ("x = 5", "Attempt to modify a readonly table"),
+        ("_G.x = 5", "Attempt to modify a readonly table"),
+        ("KEYS = nil", "Attempt to modify a readonly table"),
+        ("redis.call = nil", "Attempt to modify a readonly table"),
+        ("string.foo = 1", "Attempt to modify a readonly table"),
+        ("redis = nil", "Attempt to modify a readonly table"),
+        ("function f() return 1 end", "Attempt to modify a readonly table"),
+        // bytecode: loadstring of "\27Lua..." gives no function; calling it fails
+        ("local f = loadstring(string.char(27) .. 'LuaQ' .. string.rep(string.char(0), 20)); return f()",
+            "attempt to call local 'f' (a nil value)"),
+        ("local f = assert(loadstring(string.char(27) .. 'Lua')); return f()", ""),
+    ];
+    for (script, phrase) in cases {
+        let e = err(c.cmd(&["EVAL", script, "0"]), script);
+        assert!(e.starts_with("ERR"), "{script}: {e}");
+        assert!(e.contains(phrase), "{script}: error {e:?} lacks {phrase:?}");
+        pong(&mut c);
+    }
+    // loadstring of bytecode returns nil and a message, as Redis does.
+    assert_eq!(
+        c.cmd(&["EVAL", "local f, e = loadstring(string.char(27) .. 'LuaQ'); return {type(f), type(e)}", "0"]),
+        arr(vec![b("nil"), b("string")])
+    );
+    // Nothing leaked into the next script's globals.
+    let e = err(c.cmd(&["EVAL", "return x", "0"]), "x");
+    assert!(e.contains("Script attempted to access nonexistent global variable 'x'"), "{e}");
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call)", "0"]), b("function"));
+    assert_eq!(c.cmd(&["EVAL", "return #KEYS", "1", "k"]), Resp::Int(1));
+    // Local variables and functions are fine.
+    assert_eq!(c.cmd(&["EVAL", "local function f(a) return a * 2 end local y = f(21) return y", "0"]), Resp::Int(42));
+    // The server is fine: new connections, writes.
+    let mut c2 = s.raw();
+    pong(&mut c2);
+    assert_eq!(c2.cmd(&["SET", "after", "1"]), st("OK"));
+    assert_eq!(c2.cmd(&["GET", "after"]), b("1"));
+}
+
+/// `rawset(_G, ...)` is a global write too; Redis 7 refuses it.
+#[test]
+#[ignore = "known gap (issue 4): rawset(_G, ...) still writes (a fresh Lua state per run keeps it harmless)"]
+fn sandbox_rawset_on_globals_is_refused() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    // Redis 7.0.15: -ERR Attempt to modify a readonly table script: <sha>, on @user_script:1.
+    let r = c.cmd(&["EVAL", "return rawset(_G, 'x', 1)", "0"]);
+    match &r {
+        Resp::Error(e) => assert!(e.contains("Attempt to modify a readonly table"), "{e}"),
+        other => panic!("rawset(_G, 'x', 1) must fail like Redis 7 (-ERR Attempt to modify a readonly table ...), got {other:?}"),
+    }
+    pong(&mut c);
+}
+
+#[test]
+fn script_over_budget_fails_and_the_server_keeps_serving() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    for script in [
+        "while true do end",
+        "local i = 0; while true do i = i + 1 end",
+        // a Lua pcall must not swallow the budget error
+        "local ok = pcall(function() while true do end end) return 'swallowed'",
+        "for i = 1, 1e12 do local x = i * 2 end return 1",
+    ] {
+        let started = Instant::now();
+        let e = err(c.cmd(&["EVAL", script, "0"]), script);
+        assert!(e.starts_with("ERR"), "{script}: {e}");
+        assert!(e.to_ascii_lowercase().contains("budget"), "{script}: {e}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{script} took {:?}", started.elapsed());
+        pong(&mut c);
+    }
+    // Deterministic: the same script fails the same way again.
+    let e1 = err(c.cmd(&["EVAL", "while true do end", "0"]), "again");
+    let e2 = err(c.cmd(&["EVAL", "while true do end", "0"]), "again");
+    assert_eq!(e1, e2);
+    // A heavy but bounded script still completes.
+    assert_eq!(
+        c.cmd(&["EVAL", "local s = 0 for i = 1, 1000000 do s = s + i end return s", "0"]),
+        Resp::Int(500000500000)
+    );
+    let mut c2 = s.raw();
+    assert_eq!(c2.cmd(&["SET", "after", "1"]), st("OK"));
+    pong(&mut c2);
+}
+
+// ---------------------------------------------------------------------------------
+// durability
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn script_cache_and_effects_survive_kill9() {
+    let mut s = TestServer::start();
+    let (sha, sha_evaled, token) = {
+        let mut c = s.raw();
+        let sha = load(&mut c, "return redis.call('incr', KEYS[1])");
+        let evaled = "redis.call('hset', KEYS[1], 'f', ARGV[1]) redis.call('rpush', KEYS[2], ARGV[1]) redis.call('set', KEYS[3], ARGV[1], 'NX', 'PX', 600000) return 1";
+        assert_eq!(c.cmd(&["EVAL", evaled, "3", "h", "l", "lk", "v1"]), Resp::Int(1));
+        let sha_evaled = c.cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", evaled]).text().unwrap();
+        assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "ctr"]), Resp::Int(1));
+        assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "ctr"]), Resp::Int(2));
+        let token = token_of(&mut c, "lk");
+        (sha, sha_evaled, token)
+    };
+    s.kill9();
+    s.restart();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha, &sha_evaled]), arr(vec![Resp::Int(1), Resp::Int(1)]));
+    assert_eq!(c.cmd(&["GET", "ctr"]), b("2"));
+    assert_eq!(c.cmd(&["HGET", "h", "f"]), b("v1"));
+    assert_eq!(c.cmd(&["LRANGE", "l", "0", "-1"]), arr(vec![b("v1")]));
+    assert_eq!(c.cmd(&["GET", "lk"]), b("v1"));
+    assert_eq!(token_of(&mut c, "lk"), token);
+    // The cached scripts run without being sent again.
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "ctr"]), Resp::Int(3));
+    assert_eq!(c.cmd(&["EVALSHA", &sha_evaled, "3", "h", "l", "lk2", "v2"]), Resp::Int(1));
+    assert!(token_of(&mut c, "lk2") > token);
+    // A SCRIPT FLUSH is durable as well.
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), st("OK"));
+    drop(c);
+    s.kill9();
+    s.restart();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha, &sha_evaled]), arr(vec![Resp::Int(0), Resp::Int(0)]));
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "ctr"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(c.cmd(&["GET", "ctr"]), b("3"));
+}
+
+/// The script cache is in snapshots too: with a small snapshot interval the log
+/// behind the `SCRIPT LOAD` is purged, and the script is still there after kill -9.
+#[test]
+fn script_cache_survives_restart_from_a_snapshot() {
+    let mut s = TestServer::start_with_env(&[("RAFTLOCK_SNAPSHOT_LOGS", "20")]);
+    let sha = {
+        let mut c = s.raw();
+        let sha = load(&mut c, "return 'from snapshot'");
+        for i in 0..200 {
+            assert_eq!(c.cmd(&["SET", &format!("k{i}"), "v"]), st("OK"));
+        }
+        sha
+    };
+    s.kill9();
+    s.restart();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), b("from snapshot"));
+    assert_eq!(c.cmd(&["GET", "k199"]), b("v"));
+}
+
+// ---------------------------------------------------------------------------------
+// cluster
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn script_load_on_one_node_serves_evalsha_on_every_node() {
+    use cluster_support::{as_text, err_text, lock_info, q as cq, serial, Cluster, Opts};
+    let _g = serial();
+    let c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&[1, 2, 3], Duration::from_secs(20));
+    let follower = [1u64, 2, 3].into_iter().find(|i| *i != leader).unwrap();
+    let body = "redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 60000) return redis.call('get', KEYS[1])";
+    // SCRIPT LOAD on a follower.
+    let mut con = c.node(follower).client();
+    let sha = as_text(&cq(&mut con, &["SCRIPT", "LOAD", body]).unwrap()).unwrap();
+    assert_eq!(sha.len(), 40);
+    // Every node knows it and runs it.
+    for id in [1u64, 2, 3] {
+        let mut con = c.node(id).client();
+        let exists = cq(&mut con, &["SCRIPT", "EXISTS", &sha]).unwrap_or_else(|e| panic!("node {id}: {}", err_text(&e)));
+        assert_eq!(exists, Value::Array(vec![Value::Int(1)]), "SCRIPT EXISTS on node {id}");
+        let key = format!("k{id}");
+        let r = cq(&mut con, &["EVALSHA", &sha, "1", &key, &format!("owner-{id}")])
+            .unwrap_or_else(|e| panic!("EVALSHA on node {id}: {}", err_text(&e)));
+        assert_eq!(as_text(&r).as_deref(), Some(format!("owner-{id}").as_str()), "EVALSHA on node {id}");
+        // Read-only variant too.
+        let r = cq(&mut con, &["EVALSHA_RO", &sha.to_ascii_uppercase(), "1", &key, "x"]);
+        // The body writes (SET NX), so EVALSHA_RO must refuse it on every node.
+        let e = err_text(&r.expect_err("EVALSHA_RO of a writing script"));
+        assert!(e.starts_with("ERR Write commands are not allowed from read-only scripts."), "node {id}: {e}");
+    }
+    // The effects (with their tokens) are the same on every node.
+    let mut tokens = Vec::new();
+    for key in ["k1", "k2", "k3"] {
+        let mut seen = Vec::new();
+        for id in [1u64, 2, 3] {
+            let mut con = c.node(id).client();
+            seen.push(lock_info(&mut con, key).unwrap().expect("key present"));
+        }
+        assert!(seen.windows(2).all(|w| w[0].owner == w[1].owner && w[0].token == w[1].token), "{key}: {seen:?}");
+        tokens.push(seen[0].token);
+    }
+    assert!(tokens[0] < tokens[1] && tokens[1] < tokens[2], "{tokens:?}");
+    // SCRIPT FLUSH on another node empties every node's cache.
+    let other = [1u64, 2, 3].into_iter().find(|i| *i != follower).unwrap();
+    let mut con = c.node(other).client();
+    assert_eq!(cq(&mut con, &["SCRIPT", "FLUSH"]).unwrap(), Value::Okay);
+    for id in [1u64, 2, 3] {
+        let mut con = c.node(id).client();
+        let e = cq(&mut con, &["EVALSHA", &sha, "1", "kx", "o"]).expect_err("after FLUSH");
+        assert_eq!(err_text(&e), NOSCRIPT, "node {id}");
+    }
+}
