@@ -769,3 +769,41 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     assert!(t2 > t, "{t2} <= {t}");
     eprintln!("membership: test took {:?}", started.elapsed());
 }
+
+/// A node that presents the wrong cluster secret gets nothing from its peers;
+/// with the right one it catches up.
+#[test]
+fn peers_without_the_cluster_secret_are_refused() {
+    let _serial = serial();
+    let mut c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let outsider = others(&ALL, leader)[1];
+    c.restart_with_secret(outsider, "not-the-secret");
+    let before = poll_until(Duration::from_secs(15), "outsider answers RAFT.INFO", || c.node(outsider).raft_info().ok())
+        .num("last_log_index");
+
+    // The other two still form a majority and commit.
+    let mut con = c.node(leader).client();
+    for i in 0..20 {
+        acquire(&mut con, &format!("secret-{i}"), "o", 60_000);
+    }
+    let commit = c.node(leader).raft_info().unwrap().num("commit_index");
+    assert!(commit > before, "writes committed without the outsider: {commit} > {before}");
+    // Heartbeats and appends to the outsider keep being refused.
+    std::thread::sleep(Duration::from_millis(1500));
+    let info = c.node(outsider).raft_info().unwrap();
+    assert!(
+        info.num("last_log_index") < commit,
+        "a node with the wrong secret received the log: {} >= {commit}\n{}",
+        info.num("last_log_index"),
+        c.describe()
+    );
+    assert!(
+        c.node(leader).logs().contains("wrong cluster secret") || c.node(outsider).logs().contains("wrong cluster secret"),
+        "no node logged the refusal"
+    );
+
+    // With the right secret it catches up.
+    c.restart(outsider);
+    wait_applied(&c, outsider, commit, Duration::from_secs(20));
+}

@@ -118,7 +118,8 @@ async fn serve_conn(socket: TcpStream, raft: Raft, secret: String, handler: Arc<
             sink.send(encode(id, &PeerResponse::HelloOk)).await.map_err(|e| e.to_string())?;
         }
         _ => {
-            let _ = sink.send(encode(0, &PeerResponse::Refused("bad cluster secret".into()))).await;
+            tracing::warn!("refused a peer connection: wrong cluster secret");
+            let _ = sink.send(encode(0, &PeerResponse::Refused("wrong cluster secret".into()))).await;
             return Err("peer presented a wrong cluster secret".into());
         }
     }

@@ -402,6 +402,14 @@ impl Cluster {
         self.node_mut(id).resume();
     }
 
+    /// Start node `id` again with a different cluster secret (same ports and
+    /// data); does not wait.
+    pub fn restart_with_secret(&mut self, id: u64, secret: &str) {
+        let opts = self.opts.clone();
+        self.node_mut(id).kill9();
+        self.node_mut(id).spawn(secret, &opts);
+    }
+
     /// Start a killed node again with the same flags, ports and data directory
     /// (does not wait; see [`wait_ready`](Self::wait_ready)).
     pub fn restart(&mut self, id: u64) {
