@@ -968,7 +968,6 @@ fn blocked_client_that_disconnects_leaves() {
 /// Redis marks a blocked client with flag `b` in CLIENT LIST and counts it in
 /// INFO `blocked_clients`.
 #[test]
-#[ignore = "known gap (issue 4): CLIENT LIST flags=b and INFO blocked_clients are not reported yet"]
 fn blocked_client_is_reported_as_blocked() {
     let s = TestServer::start();
     let mut c = s.raw();

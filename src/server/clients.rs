@@ -20,6 +20,8 @@ pub struct ClientInfo {
     pub channels: usize,
     pub patterns: usize,
     pub last_command: &'static str,
+    /// Waiting in BLPOP/BRPOP.
+    pub blocked: bool,
     pub created: Instant,
     pub last_active: Instant,
 }
@@ -38,7 +40,13 @@ impl ClientInfo {
             self.name,
             now.duration_since(self.created).as_secs(),
             now.duration_since(self.last_active).as_secs(),
-            if self.channels + self.patterns > 0 { "P" } else { "N" },
+            if self.blocked {
+                "b"
+            } else if self.channels + self.patterns > 0 {
+                "P"
+            } else {
+                "N"
+            },
             self.channels,
             self.patterns,
             self.last_command,
@@ -81,6 +89,7 @@ impl ClientRegistry {
                 channels: 0,
                 patterns: 0,
                 last_command: "NULL",
+                blocked: false,
                 created: now,
                 last_active: now,
             },
@@ -111,6 +120,10 @@ impl ClientRegistry {
 
     pub fn count(&self) -> usize {
         self.lock().len()
+    }
+
+    pub fn blocked_clients(&self) -> usize {
+        self.lock().values().filter(|c| c.blocked).count()
     }
 
     pub fn pubsub_clients(&self) -> usize {

@@ -334,6 +334,8 @@ impl Connection {
         let node = self.node.clone();
         let waiter = node.hub.wait_for_lists(&keys);
         let mut watch_socket = true;
+        let id = self.id;
+        let _blocked = Blocked::new(&node, id);
         loop {
             let reply = self.on_leader(Request::Command(argv.clone())).await;
             if reply != Reply::NilArray {
@@ -642,6 +644,26 @@ impl Connection {
                 String::from_utf8_lossy(&argv[1])
             )),
         }
+    }
+}
+
+/// Marks a client as blocked (`CLIENT LIST` flag `b`, `INFO`'s
+/// `blocked_clients`) for as long as it lives.
+struct Blocked<'a> {
+    node: &'a Node,
+    id: u64,
+}
+
+impl<'a> Blocked<'a> {
+    fn new(node: &'a Node, id: u64) -> Self {
+        node.clients.update(id, |c| c.blocked = true);
+        Blocked { node, id }
+    }
+}
+
+impl Drop for Blocked<'_> {
+    fn drop(&mut self) {
+        self.node.clients.update(self.id, |c| c.blocked = false);
     }
 }
 

@@ -64,7 +64,7 @@ fn section_text(node: &Node, status: &RaftStatus, section: &str, out: &mut Strin
             t.header("Clients");
             t.field("connected_clients", node.clients.count());
             t.field("maxclients", node.maxclients.load(Ordering::Relaxed));
-            t.field("blocked_clients", 0);
+            t.field("blocked_clients", node.clients.blocked_clients());
             t.field("pubsub_clients", node.clients.pubsub_clients());
         }
         "persistence" => {
