@@ -15,7 +15,9 @@
 //! - [`clock`]: the log-time source, monotonic and anchored, behind a trait.
 //! - [`storage`]: the only module that imports `rocksdb`.
 //! - [`raft`]: the only module that imports `openraft`: types, log store, state
-//!   machine adapter, network, the consensus handle the server uses.
+//!   machine adapter, the authenticated peer transport, and [`raft::Consensus`],
+//!   the handle the server uses (group commit, ReadIndex batching, forwarding
+//!   to the leader, membership changes).
 //! - [`server`]: listener, connections, pub/sub hub, expiry timer, node wiring.
 //! - [`metrics`]: metric names, descriptions, the Prometheus exporter.
 
