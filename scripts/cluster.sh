@@ -15,6 +15,14 @@ BIN="$CARGO_TARGET_DIR/release/raftlock"
 SECRET="${RAFTLOCK_CLUSTER_SECRET:-local-cluster-secret}"
 MEMBERS="1=127.0.0.1:17001/127.0.0.1:7001,2=127.0.0.1:17002/127.0.0.1:7002,3=127.0.0.1:17003/127.0.0.1:7003"
 
+# A node counts as running if its process exists and is not a zombie.
+running() {
+    local pid
+    pid="$(cat "$DATA/node$1.pid" 2>/dev/null)" || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    case "$(ps -o stat= -p "$pid" 2>/dev/null)" in Z*|"") return 1 ;; esac
+}
+
 start() {
     if [ ! -x "$BIN" ]; then
         scripts/deps.sh
@@ -22,7 +30,7 @@ start() {
     fi
     mkdir -p "$DATA"
     for id in 1 2 3; do
-        if [ -f "$DATA/node$id.pid" ] && kill -0 "$(cat "$DATA/node$id.pid")" 2>/dev/null; then
+        if running "$id"; then
             echo "node $id already running"
             continue
         fi

@@ -53,7 +53,7 @@ pub struct Config {
     #[arg(long, env = "RAFTLOCK_HEARTBEAT_MS", default_value_t = 100)]
     pub heartbeat_ms: u64,
     /// Lower bound of the election timeout in ms (the upper bound is twice it).
-    #[arg(long, env = "RAFTLOCK_ELECTION_TIMEOUT_MS", default_value_t = 500)]
+    #[arg(long, env = "RAFTLOCK_ELECTION_TIMEOUT_MS", default_value_t = 400)]
     pub election_timeout_ms: u64,
     /// The cluster to form on first start: `id=peer-host:port[/client-host:port],...`
     /// on every node (same value). Without it, a one-node cluster. A member's
