@@ -16,6 +16,7 @@
 //! The tests run one at a time (`cluster_support::serial`), each under ~60 s.
 
 mod cluster_support;
+mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -15,27 +15,16 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{poll_until, Resp, RawConn, TestServer};
+use common::{arr, b, st, PYTHON_REDIS_LOCK_UNLOCK, poll_until, Resp, RawConn, TestServer};
 
 // ---------------------------------------------------------------------------------
 // helpers
 // ---------------------------------------------------------------------------------
 
-fn b(s: &str) -> Resp {
-    Resp::bulk(s)
-}
-
-fn arr(items: Vec<Resp>) -> Resp {
-    Resp::Array(Some(items))
-}
-
 fn bulks(items: &[&str]) -> Resp {
     arr(items.iter().map(|s| b(s)).collect())
 }
 
-fn st(s: &str) -> Resp {
-    Resp::Simple(s.to_string())
-}
 
 fn e(s: &str) -> Resp {
     Resp::Error(s.to_string())
@@ -821,23 +810,12 @@ fn blpop_woken_by_a_push_from_another_connection() {
 #[test]
 fn blpop_woken_by_a_script_and_by_a_transaction() {
     // python-redis-lock's release: DEL signal, LPUSH signal, PEXPIRE signal, DEL lock.
-    const UNLOCK: &str = r#"
-    if redis.call("get", KEYS[1]) ~= ARGV[1] then
-        return 1
-    else
-        redis.call("del", KEYS[2])
-        redis.call("lpush", KEYS[2], 1)
-        redis.call("pexpire", KEYS[2], ARGV[2])
-        redis.call("del", KEYS[1])
-        return 0
-    end
-"#;
     let s = TestServer::start();
     let mut c = s.raw();
     assert_eq!(c.cmd(&["SET", "lock:n", "id-1", "NX", "EX", "30"]), st("OK"));
     let h = spawn_blocking(&s, &["BLPOP", "lock-signal:n", "15"]);
     wait_blocked(&mut c, "blpop", 1);
-    assert_eq!(c.cmd(&["EVAL", UNLOCK, "2", "lock:n", "lock-signal:n", "id-1", "1000"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["EVAL", PYTHON_REDIS_LOCK_UNLOCK, "2", "lock:n", "lock-signal:n", "id-1", "1000"]), Resp::Int(0));
     let (r, _) = h.join().unwrap();
     assert_eq!(r, bulks(&["lock-signal:n", "1"]));
     assert_eq!(c.cmd(&["EXISTS", "lock:n", "lock-signal:n"]), Resp::Int(0));

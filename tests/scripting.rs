@@ -14,24 +14,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{expect_err, q, Resp, RawConn, TestServer};
+use common::{arr, b, st, PYTHON_REDIS_LOCK_UNLOCK, expect_err, q, Resp, RawConn, TestServer};
 use redis::Value;
 
 // ---------------------------------------------------------------------------------
 // helpers
 // ---------------------------------------------------------------------------------
 
-fn b(s: &str) -> Resp {
-    Resp::bulk(s)
-}
-
-fn arr(items: Vec<Resp>) -> Resp {
-    Resp::Array(Some(items))
-}
-
-fn st(s: &str) -> Resp {
-    Resp::Simple(s.to_string())
-}
 
 /// The text of an error reply; panics (with the command) on anything else.
 #[track_caller]
@@ -605,21 +594,10 @@ fn redis_py_lock_scripts() {
 /// redis-py's `register_script` runs through EVALSHA.
 #[test]
 fn python_redis_lock_unlock_script() {
-    const UNLOCK: &str = r#"
-    if redis.call("get", KEYS[1]) ~= ARGV[1] then
-        return 1
-    else
-        redis.call("del", KEYS[2])
-        redis.call("lpush", KEYS[2], 1)
-        redis.call("pexpire", KEYS[2], ARGV[2])
-        redis.call("del", KEYS[1])
-        return 0
-    end
-"#;
     let s = TestServer::start();
     let mut c = s.raw();
     assert_eq!(c.cmd(&["SET", "lock:n", "id-1", "NX", "EX", "30"]), st("OK"));
-    let sha = load(&mut c, UNLOCK);
+    let sha = load(&mut c, PYTHON_REDIS_LOCK_UNLOCK);
     assert_eq!(c.cmd(&["EVALSHA", &sha, "2", "lock:n", "lock-signal:n", "id-2", "1000"]), Resp::Int(1));
     assert_eq!(c.cmd(&["EXISTS", "lock-signal:n"]), Resp::Int(0));
     assert_eq!(c.cmd(&["EVALSHA", &sha, "2", "lock:n", "lock-signal:n", "id-1", "1000"]), Resp::Int(0));

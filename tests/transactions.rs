@@ -10,19 +10,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Resp, TestServer};
+use common::{arr, b, st, Resp, TestServer};
 
-fn b(s: &str) -> Resp {
-    Resp::bulk(s)
-}
-
-fn arr(items: Vec<Resp>) -> Resp {
-    Resp::Array(Some(items))
-}
-
-fn st(s: &str) -> Resp {
-    Resp::Simple(s.to_string())
-}
 
 fn e(s: &str) -> Resp {
     Resp::Error(s.to_string())

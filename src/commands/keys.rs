@@ -53,7 +53,6 @@ fn expire_generic(
     ks: &mut Keyspace,
     ctx: &mut ExecCtx,
     mut args: Args,
-    cmd: &'static str,
     to_log_time: impl Fn(&ExecCtx, i64) -> Result<LogTime, CmdError>,
 ) -> CmdResult {
     let key = args.next_bytes()?.clone();
@@ -106,7 +105,6 @@ fn expire_generic(
         let held_ms = ctx.log_time.saturating_sub(since);
         ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, ttl_ms: at - ctx.log_time, held_ms });
     }
-    let _ = cmd;
     Ok(Reply::Int(1))
 }
 
@@ -115,14 +113,14 @@ fn expire_generic(
 /// ```
 /// 1 if the expiry was set, 0 if the key is missing or the condition failed.
 pub fn expire(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    expire_generic(ks, ctx, args, "expire", |ctx, n| relative_expiry(ctx.log_time, n, 1000, "expire"))
+    expire_generic(ks, ctx, args, |ctx, n| relative_expiry(ctx.log_time, n, 1000, "expire"))
 }
 
 /// ```text
 /// PEXPIRE key milliseconds [NX | XX | GT | LT]
 /// ```
 pub fn pexpire(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    expire_generic(ks, ctx, args, "pexpire", |ctx, n| relative_expiry(ctx.log_time, n, 1, "pexpire"))
+    expire_generic(ks, ctx, args, |ctx, n| relative_expiry(ctx.log_time, n, 1, "pexpire"))
 }
 
 /// ```text
@@ -130,7 +128,7 @@ pub fn pexpire(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
 /// ```
 /// The absolute time is converted with the leader's wall clock at stamping.
 pub fn expireat(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    expire_generic(ks, ctx, args, "expireat", |ctx, n| {
+    expire_generic(ks, ctx, args, |ctx, n| {
         Ok(ctx.unix_to_log_time(n.checked_mul(1000).ok_or(CmdError::InvalidExpire("expireat"))?))
     })
 }
@@ -139,7 +137,7 @@ pub fn expireat(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
 /// PEXPIREAT key unix-time-milliseconds [NX | XX | GT | LT]
 /// ```
 pub fn pexpireat(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    expire_generic(ks, ctx, args, "pexpireat", |ctx, n| Ok(ctx.unix_to_log_time(n)))
+    expire_generic(ks, ctx, args, |ctx, n| Ok(ctx.unix_to_log_time(n)))
 }
 
 fn ttl_generic(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, unit_ms: u64) -> CmdResult {

@@ -569,24 +569,7 @@ pub fn err_text(e: &RedisError) -> String {
     }
 }
 
-/// Run one command given as words.
-pub fn q(con: &mut redis::Connection, args: &[&str]) -> RedisResult<Value> {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query(con)
-}
-
-pub fn as_text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::Okay => Some("OK".into()),
-        Value::VerbatimString { text, .. } => Some(text.clone()),
-        _ => None,
-    }
-}
+pub use super::common::{as_text, q};
 
 /// A lock as `LOCK.INFO` shows it.
 #[derive(Clone, Debug, PartialEq)]

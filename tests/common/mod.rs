@@ -737,3 +737,32 @@ fn parse_at(b: &[u8], at: usize) -> Result<Option<(Resp, usize)>, String> {
     };
     Ok(Some(v))
 }
+
+/// A bulk-string reply.
+pub fn b(s: &str) -> Resp {
+    Resp::bulk(s)
+}
+
+/// An array reply.
+pub fn arr(items: Vec<Resp>) -> Resp {
+    Resp::Array(Some(items))
+}
+
+/// A simple-string reply.
+pub fn st(s: &str) -> Resp {
+    Resp::Simple(s.to_string())
+}
+
+/// python-redis-lock's release script: DEL signal, LPUSH signal, PEXPIRE
+/// signal, DEL lock (KEYS: lock, signal; ARGV: owner id, signal expiry ms).
+pub const PYTHON_REDIS_LOCK_UNLOCK: &str = r#"
+    if redis.call("get", KEYS[1]) ~= ARGV[1] then
+        return 1
+    else
+        redis.call("del", KEYS[2])
+        redis.call("lpush", KEYS[2], 1)
+        redis.call("pexpire", KEYS[2], ARGV[2])
+        redis.call("del", KEYS[1])
+        return 0
+    end
+"#;
