@@ -2,11 +2,14 @@
 # Installs what building and testing raftlock needs on a fresh Debian machine
 # that has only the Rust toolchain: libclang (RocksDB's bindings), a C++
 # compiler, and Redis's client tools (redis-cli, redis-benchmark) plus
-# redis-server (the benchmark's baseline), tmux (interactive redis-cli test). Does nothing if all are present.
+# redis-server (the benchmark's baseline), tmux (interactive redis-cli test),
+# and for the chaos harness (tests/chaos) iproute2 and iptables (network
+# namespaces, partitions), libfaketime (wall-clock faults) and gcc (the fsync
+# shim). Does nothing if all are present.
 set -euo pipefail
 
 need=()
-for pkg in libclang-dev clang g++ redis-tools redis-server tmux; do
+for pkg in libclang-dev clang g++ gcc redis-tools redis-server tmux iproute2 iptables libfaketime; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then

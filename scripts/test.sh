@@ -3,7 +3,8 @@
 # openraft's storage suite, integration tests against the real binary, and
 # (unless cargo arguments narrow the run) the interoperability suite with real
 # client libraries (tests/interop, which installs them from PyPI, npm and
-# crates.io into a cache on first use).
+# crates.io into a cache on first use) and a 2-minute fault-injection run
+# (tests/chaos: its checkers' own unit tests, then scripts/chaos.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -12,4 +13,6 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/raftlock-target}"
 cargo test --release "$@"
 if [ $# -eq 0 ]; then
     tests/interop/run.sh
+    python3 -m unittest discover -s tests/chaos -p 'test_*.py'
+    scripts/chaos.sh --duration "${RAFTLOCK_CHAOS_DURATION:-120}"
 fi

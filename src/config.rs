@@ -66,6 +66,14 @@ pub struct Config {
     /// How long a command waits for the cluster before replying an error, ms.
     #[arg(long, env = "RAFTLOCK_REQUEST_TIMEOUT_MS", default_value_t = 5000)]
     pub request_timeout_ms: u64,
+    /// Append a JSON line for every lease event applied here to this file (for
+    /// the fault-injection harness, tests/chaos).
+    #[arg(long, env = "RAFTLOCK_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
+    /// Switch on a deliberate bug (builds with the `planted-bugs` feature only).
+    #[cfg(feature = "planted-bugs")]
+    #[arg(long = "plant-bug", value_enum)]
+    pub plant_bug: Vec<crate::planted::Bug>,
 }
 
 impl Config {

@@ -26,6 +26,7 @@ pub mod commands;
 pub mod config;
 pub mod keyspace;
 pub mod metrics;
+pub mod planted;
 pub mod protocol;
 pub mod raft;
 pub mod scripting;

@@ -14,6 +14,8 @@ fn main() -> std::process::ExitCode {
         eprintln!("raftlock: {e}");
         return std::process::ExitCode::from(2);
     }
+    #[cfg(feature = "planted-bugs")]
+    raftlock::planted::plant(&config.plant_bug);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -18,7 +18,8 @@ pub(super) fn delete_key(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> b
     if entry.lease {
         let held_ms = ctx.log_time.saturating_sub(entry.since);
         let ttl_ms = entry.expires_at.unwrap_or(0).saturating_sub(entry.since);
-        ctx.events.push(Event::Lease { kind: LeaseEvent::Released, key: key.clone(), ttl_ms, held_ms });
+        let (owner, token) = (entry.owner(), entry.version);
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Released, key: key.clone(), owner, token, ttl_ms, held_ms });
     }
     true
 }
@@ -93,7 +94,7 @@ fn expire_generic(
     if !allowed {
         return Ok(Reply::Int(0));
     }
-    let (lease, since) = (entry.lease, entry.since);
+    let (lease, since, owner, token) = (entry.lease, entry.since, entry.owner(), entry.version);
     if at <= ctx.log_time {
         // An expiry in the past deletes the key, as Redis does.
         delete_key(ks, ctx, &key);
@@ -103,7 +104,8 @@ fn expire_generic(
     ctx.key_event('g', "expire", &key);
     if lease {
         let held_ms = ctx.log_time.saturating_sub(since);
-        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, ttl_ms: at - ctx.log_time, held_ms });
+        let ttl_ms = at - ctx.log_time;
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, owner, token, ttl_ms, held_ms });
     }
     Ok(Reply::Int(1))
 }

@@ -59,16 +59,17 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
         ks.set_expiry(&key, Some(expires_at));
         ctx.key_event('g', "expire", &key);
         let held_ms = ctx.log_time.saturating_sub(since);
-        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, ttl_ms, held_ms });
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, owner, token, ttl_ms, held_ms });
         return Ok(Reply::Int(token as i64));
     }
-    let mut entry = Entry::string(owner, ctx.version, ctx.log_time);
+    let mut entry = Entry::string(owner.clone(), ctx.version, ctx.log_time);
     entry.expires_at = Some(expires_at);
     entry.lease = true;
     ks.insert(key.clone(), entry);
     ctx.key_event('$', "set", &key);
     ctx.key_event('g', "expire", &key);
-    ctx.events.push(Event::Lease { kind: LeaseEvent::Acquired, key, ttl_ms, held_ms: 0 });
+    let token = ctx.version;
+    ctx.events.push(Event::Lease { kind: LeaseEvent::Acquired, key, owner, token, ttl_ms, held_ms: 0 });
     Ok(Reply::Int(ctx.version as i64))
 }
 
@@ -91,7 +92,7 @@ pub fn renew(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
     let held_ms = ctx.log_time.saturating_sub(entry.since);
     ks.set_expiry(&key, Some(ctx.log_time.saturating_add(ttl_ms)));
     ctx.key_event('g', "expire", &key);
-    ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, ttl_ms, held_ms });
+    ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, owner, token, ttl_ms, held_ms });
     Ok(Reply::Int(ttl_ms as i64))
 }
 
@@ -223,7 +224,14 @@ mod tests {
         let (reply, events) = run(&mut ks, 6, 50, "LOCK.RELEASE l a 3");
         assert_eq!(reply, Reply::Int(1));
         assert!(events.contains(&Event::Key { class: 'g', name: "del", key: Bytes::from("l") }));
-        assert!(events.contains(&Event::Lease { kind: LeaseEvent::Released, key: Bytes::from("l"), ttl_ms: 1000, held_ms: 50 }));
+        assert!(events.contains(&Event::Lease {
+            kind: LeaseEvent::Released,
+            key: Bytes::from("l"),
+            owner: Bytes::from("a"),
+            token: 3,
+            ttl_ms: 1000,
+            held_ms: 50
+        }));
         assert_eq!(read(&ks, 50, "LOCK.INFO l"), Reply::Nil);
         // Free again: the next grant has a higher token.
         assert_eq!(run(&mut ks, 7, 60, "LOCK.ACQUIRE l b 1000").0, Reply::Int(7));
@@ -237,7 +245,14 @@ mod tests {
         assert_eq!(read(&ks, 101, "GET l"), Reply::Nil);
         // The Expire entry deletes it and reports lock.expired.
         let events = expire(&mut ks, 2, 101);
-        assert!(events.contains(&Event::Lease { kind: LeaseEvent::Expired, key: Bytes::from("l"), ttl_ms: 100, held_ms: 101 }));
+        assert!(events.contains(&Event::Lease {
+            kind: LeaseEvent::Expired,
+            key: Bytes::from("l"),
+            owner: Bytes::from("a"),
+            token: 1,
+            ttl_ms: 100,
+            held_ms: 101
+        }));
         assert_eq!(run(&mut ks, 3, 102, "LOCK.ACQUIRE l b 100").0, Reply::Int(3));
     }
 

@@ -72,6 +72,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         SetExpiry::At(at) => Some(at),
         SetExpiry::Keep => existing.as_ref().and_then(|e| e.expires_at),
     };
+    let value_owner = value.clone();
     let mut entry = Entry::string(value, ctx.version, ctx.log_time);
     entry.expires_at = expires_at;
     // `SET k owner NX PX ttl` is how existing clients take a lock.
@@ -82,7 +83,8 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         ctx.key_event('g', "expire", &key);
         if nx {
             let ttl_ms = at.saturating_sub(ctx.log_time);
-            ctx.events.push(Event::Lease { kind: LeaseEvent::Acquired, key, ttl_ms, held_ms: 0 });
+            let (owner, token) = (value_owner, ctx.version);
+            ctx.events.push(Event::Lease { kind: LeaseEvent::Acquired, key, owner, token, ttl_ms, held_ms: 0 });
         }
     }
     Ok(if get { old_reply(old) } else { Reply::ok() })

@@ -75,6 +75,14 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The owner of a lease: its string value (empty for other types).
+    pub fn owner(&self) -> Bytes {
+        match &self.value {
+            Value::Str(v) => v.clone(),
+            _ => Bytes::new(),
+        }
+    }
+
     pub fn string(value: Bytes, version: Version, since: LogTime) -> Entry {
         Entry::new(Value::Str(value), version, since)
     }
@@ -121,9 +129,10 @@ pub enum Event {
     /// A keyspace notification: `class` is the `notify-keyspace-events`
     /// letter that enables it (`g`, `$`, `x`, ...), `name` the event (`set`).
     Key { class: char, name: &'static str, key: Bytes },
-    /// A lease transition. `held_ms` is how long the lease had been held (for
-    /// releases and expiries), `ttl_ms` the lease length requested.
-    Lease { kind: LeaseEvent, key: Bytes, ttl_ms: u64, held_ms: u64 },
+    /// A lease transition of the lease `token` held by `owner`. `held_ms` is
+    /// how long the lease had been held (for releases and expiries), `ttl_ms`
+    /// the lease length requested.
+    Lease { kind: LeaseEvent, key: Bytes, owner: Bytes, token: Version, ttl_ms: u64, held_ms: u64 },
     /// `PUBLISH channel message`.
     Publish { channel: Bytes, message: Bytes },
 }
@@ -295,7 +304,8 @@ impl Keyspace {
             if entry.lease {
                 let held_ms = ctx.log_time.saturating_sub(entry.since);
                 let ttl_ms = entry.expires_at.unwrap_or(0).saturating_sub(entry.since);
-                ctx.events.push(Event::Lease { kind: LeaseEvent::Expired, key: key.clone(), ttl_ms, held_ms });
+                let (owner, token) = (entry.owner(), entry.version);
+                ctx.events.push(Event::Lease { kind: LeaseEvent::Expired, key: key.clone(), owner, token, ttl_ms, held_ms });
             }
         }
     }
@@ -355,6 +365,18 @@ impl Keyspace {
     pub fn clear(&mut self) {
         self.entries.clear();
         self.expiries.clear();
+    }
+
+    /// For the planted bug `TokenReuse` (src/planted.rs): forgets the last
+    /// version handed out, keeping only the highest among live keys.
+    pub fn planted_forget_last_version(&mut self) {
+        self.last_version = self.entries.values().map(|e| e.version).max().unwrap_or(0);
+    }
+
+    /// A SHA1 of the whole keyspace (hex): equal on replicas that applied the
+    /// same entries.
+    pub fn digest(&self) -> String {
+        sha1_smol::Sha1::from(self.encode()).digest().to_string()
     }
 
     /// Encodes the whole keyspace for a Raft snapshot.
@@ -432,7 +454,7 @@ mod tests {
         ks.insert(b("lock"), e);
         let mut ctx = ExecCtx::new(9, 50, 0);
         assert!(ks.get_mut(&b("lock"), &mut ctx).is_none());
-        assert!(ctx.events.contains(&Event::Lease { kind: LeaseEvent::Expired, key: b("lock"), ttl_ms: 30, held_ms: 40 }));
+        assert!(ctx.events.contains(&Event::Lease { kind: LeaseEvent::Expired, key: b("lock"), owner: b("owner"), token: 5, ttl_ms: 30, held_ms: 40 }));
     }
 
     #[test]

@@ -146,12 +146,14 @@ fn flush_loop(db: Arc<Storage>, rx: mpsc::Receiver<LogFlushed<TypeConfig>>) {
         match result {
             Ok(()) => batch.into_iter().for_each(|cb| cb.log_io_completed(Ok(()))),
             Err(e) => {
-                // A failed fsync may have lost data: fail every waiter; openraft
-                // then stops this node rather than continue on a bad log.
-                tracing::error!("fsync of the Raft log failed: {e}");
-                for cb in batch {
-                    cb.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                }
+                // After a failed fsync the kernel may have dropped the dirty
+                // pages: nothing written since the last good fsync can be
+                // trusted, and a retry could "succeed" without them. Stop the
+                // process before anything more is acknowledged; a restart
+                // recovers from what is really on disk and catches up.
+                tracing::error!("fsync of the Raft log failed, stopping this node: {e}");
+                drop(batch);
+                std::process::abort();
             }
         }
     }

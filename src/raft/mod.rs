@@ -6,6 +6,7 @@
 //! waiting at that moment. Inside: the type configuration, the RocksDB log
 //! store, the state machine adapter and the peer network.
 
+mod audit;
 mod log_store;
 mod network;
 mod peer;
@@ -29,6 +30,7 @@ use crate::keyspace::{Keyspace, LogTime, ReadCtx};
 use crate::protocol::Reply;
 use crate::storage::Storage;
 
+pub use audit::AuditLog;
 pub use log_store::{LogReader, LogStore};
 pub use peer::PeerPool;
 pub use network::Network;
@@ -69,6 +71,8 @@ pub struct RaftSettings {
     pub election_timeout_ms: u64,
     pub snapshot_logs: u64,
     pub request_timeout: Duration,
+    /// Where to write the audit log of lease events, if anywhere.
+    pub audit_log: Option<std::path::PathBuf>,
 }
 
 /// A point-in-time view for `RAFT.INFO` and `INFO`.
@@ -243,7 +247,12 @@ impl Consensus {
         .validate()
         .map_err(|e| err(&e))?;
         let log = LogStore::open(db.clone(), clock.clone()).map_err(|e| err(&e))?;
-        let sm = StateMachine::open(db, clock.clone(), sink).map_err(|e| err(&e))?;
+        let mut sm = StateMachine::open(db, clock.clone(), sink).map_err(|e| err(&e))?;
+        if let Some(path) = &settings.audit_log {
+            let audit = AuditLog::open(path, settings.node_id)
+                .map_err(|e| StartError(format!("audit log {}: {e}", path.display())))?;
+            sm = sm.with_audit(Arc::new(audit));
+        }
         let shared = sm.shared();
         let pool = PeerPool::new(settings.node_id, settings.cluster_secret.clone());
         let network = Network { pool: pool.clone(), node_id: settings.node_id };
@@ -317,6 +326,11 @@ impl Consensus {
     /// Runs a client command (write, read or `RAFT.NODE`) on the leader: here,
     /// or forwarded over the peer connection with the reply relayed.
     pub async fn execute(&self, request: Request) -> Result<Reply, ClusterError> {
+        if crate::planted::active(crate::planted::Bug::StaleReads) {
+            if let Some(reply) = self.planted_local_read(&request) {
+                return Ok(reply);
+            }
+        }
         // One deadline for finding the leader and hearing back from it.
         let deadline = Instant::now() + self.proposer.request_timeout;
         loop {
@@ -343,6 +357,27 @@ impl Consensus {
                 Err(e) => Err(ClusterError::Unreachable(e.to_string())),
             };
         }
+    }
+
+    /// Planted bug `StaleReads`: a read answered from this node's applied
+    /// state, whatever its role, with no leadership check.
+    fn planted_local_read(&self, request: &Request) -> Option<Reply> {
+        let Request::Command(argv) = request else { return None };
+        let spec = crate::commands::resolve(argv).ok()?;
+        if spec.is_write() || spec.name == "raft.node" {
+            return None;
+        }
+        let applied = self.shared.lock();
+        let now = applied.keyspace.log_time();
+        let ctx = ReadCtx { now, unix_ms: self.proposer.clock.unix_ms() };
+        Some(crate::commands::execute_read(&applied.keyspace, argv, &ctx))
+    }
+
+    /// The last applied index here and a digest of the keyspace at it, for
+    /// comparing replicas (`RAFT.DIGEST`).
+    pub fn digest(&self) -> (u64, String) {
+        let applied = self.shared.lock();
+        (applied.last_applied.map(|l| l.index).unwrap_or(0), applied.keyspace.digest())
     }
 
     /// Runs a command on this node, which must be the leader.

@@ -12,10 +12,12 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use super::audit::AuditLog;
 use super::types::{Entry, LogId, NodeId, NodeInfo, StorageIoError, TypeConfig};
 use crate::clock::LogClock;
 use crate::commands;
 use crate::keyspace::{Event, Keyspace};
+use crate::planted::{self, Bug};
 
 use crate::protocol::Reply;
 use crate::storage::{Batch, Cf, Storage};
@@ -64,6 +66,7 @@ pub struct StateMachine {
     db: Arc<Storage>,
     clock: Arc<LogClock>,
     sink: EventSink,
+    audit: Option<Arc<AuditLog>>,
 }
 
 impl StateMachine {
@@ -72,12 +75,21 @@ impl StateMachine {
         let mut applied = Applied { keyspace: Keyspace::new(), last_applied: None, membership: StoredMembership::default() };
         if let Some(snap) = Self::read_snapshot(&db)? {
             applied.keyspace = Keyspace::decode(&snap.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+            if planted::active(Bug::TokenReuse) {
+                applied.keyspace.planted_forget_last_version();
+            }
             applied.last_applied = snap.meta.last_log_id;
             applied.membership = snap.meta.last_membership.clone();
             clock.observe(applied.keyspace.log_time());
         }
         let shared = Arc::new(SharedState { applied: Mutex::new(applied), changed: Notify::new() });
-        Ok(StateMachine { shared, db, clock, sink })
+        Ok(StateMachine { shared, db, clock, sink, audit: None })
+    }
+
+    /// Records every applied lease event in `audit`.
+    pub fn with_audit(mut self, audit: Arc<AuditLog>) -> StateMachine {
+        self.audit = Some(audit);
+        self
     }
 
     /// Hands a command's events to the node; `PUBLISH` replies the number of
@@ -151,7 +163,22 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     EntryPayload::Blank => Vec::new(),
                     EntryPayload::Normal(proposal) => {
                         self.clock.observe(proposal.log_time);
-                        let outcomes = commands::apply(&mut applied.keyspace, entry.log_id.index, &proposal);
+                        let index = entry.log_id.index;
+                        let outcomes = if planted::active(Bug::WallClockLease) || planted::active(Bug::TokenReuse) {
+                            let mut p = proposal.clone();
+                            if planted::active(Bug::WallClockLease) {
+                                p.log_time += planted::wall_clock_skew(p.log_time, p.unix_ms);
+                            }
+                            let index = if planted::active(Bug::TokenReuse) { 0 } else { index };
+                            commands::apply(&mut applied.keyspace, index, &p)
+                        } else {
+                            commands::apply(&mut applied.keyspace, index, &proposal)
+                        };
+                        if let Some(audit) = &self.audit {
+                            for outcome in &outcomes {
+                                audit.record(index, proposal.log_time, &outcome.events);
+                            }
+                        }
                         outcomes.into_iter().map(|outcome| self.deliver(outcome)).collect()
                     }
                     EntryPayload::Membership(m) => {
@@ -161,6 +188,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 };
                 replies.push(entry_replies);
             }
+        }
+        if let Some(audit) = &self.audit {
+            audit.flush();
         }
         self.shared.changed.notify_one();
         Ok(replies)
@@ -180,7 +210,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageIoError> {
         let data = snapshot.into_inner();
-        let keyspace = Keyspace::decode(&data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        let mut keyspace = Keyspace::decode(&data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        if planted::active(Bug::TokenReuse) {
+            keyspace.planted_forget_last_version();
+        }
         self.write_snapshot(&StoredSnapshot { meta: meta.clone(), data })?;
         self.clock.observe(keyspace.log_time());
         {

@@ -258,6 +258,10 @@ impl Connection {
                 Reply::Verbatim(info::info(&self.node, &sections).await)
             }
             "raft.info" => Reply::Verbatim(info::raft_info(&self.node).await),
+            "raft.digest" => {
+                let (index, digest) = self.node.consensus.digest();
+                Reply::Array(vec![Reply::Int(index as i64), Reply::bulk(digest)])
+            }
             "raft.node" => self.on_leader(Request::Command(argv.to_vec())).await,
             "multi" if self.multi.is_some() => Reply::error("ERR MULTI calls can not be nested"),
             "multi" => {

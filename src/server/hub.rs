@@ -259,7 +259,7 @@ impl Hub {
                     }
                     self.notify_key(flags, class, name, &key)
                 }
-                Event::Lease { kind, key, ttl_ms, held_ms } => {
+                Event::Lease { kind, key, ttl_ms, held_ms, .. } => {
                     crate::metrics::record_lease(kind, ttl_ms, held_ms);
                     self.notify_key(flags, 'L', kind.name(), &key);
                 }
@@ -310,6 +310,8 @@ mod tests {
         hub.dispatch(vec![Event::Lease {
             kind: crate::keyspace::LeaseEvent::Released,
             key: Bytes::from("k"),
+            owner: Bytes::from("o"),
+            token: 1,
             ttl_ms: 1,
             held_ms: 1,
         }]);

@@ -71,6 +71,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         election_timeout_ms: config.election_timeout_ms,
         snapshot_logs: config.snapshot_logs,
         request_timeout: Duration::from_millis(config.request_timeout_ms),
+        audit_log: config.audit_log.clone(),
     };
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await

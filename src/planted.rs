@@ -1,0 +1,56 @@
+//! Deliberate bugs, for showing that the fault-injection harness (tests/chaos)
+//! catches what it claims to. They exist only in builds with the
+//! `planted-bugs` feature and are switched on one by one with `--plant-bug`;
+//! in every other build [`active`] is a constant `false`.
+
+/// A bug that can be planted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Bug {
+    /// Leases are judged against the leader's wall clock instead of log time.
+    WallClockLease,
+    /// Reads are answered from the local state without `ensure_linearizable`,
+    /// on any node.
+    StaleReads,
+    /// Log appends are acknowledged without ever reaching the WAL, so they are
+    /// lost when the process dies.
+    AckBeforeFsync,
+    /// Tokens come from a counter that is rebuilt from the live keys of the
+    /// snapshot at start, so tokens are handed out again after a restart.
+    TokenReuse,
+}
+
+#[cfg(feature = "planted-bugs")]
+static PLANTED: std::sync::OnceLock<Vec<Bug>> = std::sync::OnceLock::new();
+
+/// Switches on `bugs` for the rest of the process (once).
+#[cfg(feature = "planted-bugs")]
+pub fn plant(bugs: &[Bug]) {
+    if !bugs.is_empty() {
+        tracing::warn!(?bugs, "PLANTED BUGS ARE ACTIVE: this node is deliberately unsafe");
+    }
+    let _ = PLANTED.set(bugs.to_vec());
+}
+
+/// Whether `bug` is planted in this process.
+#[inline]
+pub fn active(bug: Bug) -> bool {
+    #[cfg(feature = "planted-bugs")]
+    {
+        PLANTED.get().is_some_and(|bugs| bugs.contains(&bug))
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    {
+        let _ = bug;
+        false
+    }
+}
+
+/// For [`Bug::WallClockLease`]: how far the leader's wall clock (`unix_ms` of
+/// the entry) has moved ahead of log time since this node first looked.
+pub fn wall_clock_skew(log_time: u64, unix_ms: u64) -> u64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static BASE: AtomicI64 = AtomicI64::new(i64::MIN);
+    let gap = unix_ms as i64 - log_time as i64;
+    let _ = BASE.compare_exchange(i64::MIN, gap, Ordering::Relaxed, Ordering::Relaxed);
+    (gap - BASE.load(Ordering::Relaxed)).max(0) as u64
+}

@@ -1,0 +1,254 @@
+"""One chaos run: start a cluster, run the workload while the nemesis breaks
+things, heal, restart every node, then check the history.
+
+    python3 tests/chaos/run.py --binary target/release/raftlock --duration 120 --seed 7
+
+Ends with one summary line; exits 1 on any violation (or a harness error),
+printing the seed and where the history is."""
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from cluster import Cluster  # noqa: E402
+from nemesis import KINDS, Nemesis  # noqa: E402
+from resp import NotSent, Lost, ReplyError  # noqa: E402
+from workload import History, LockClient, Reader, Subscriber  # noqa: E402
+import checkers  # noqa: E402
+
+KEY_PREFIX = "chaos:"
+
+
+def parse_duration(text):
+    text = str(text).strip()
+    units = {"s": 1, "m": 60, "h": 3600}
+    if text[-1:] in units:
+        return float(text[:-1]) * units[text[-1]]
+    return float(text)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--duration", default="120")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--keys", type=int, default=4)
+    ap.add_argument("--clients-per-key", type=int, default=3)
+    ap.add_argument("--readers", type=int, default=2)
+    ap.add_argument("--subscribers", type=int, default=2)
+    ap.add_argument("--faults", default=",".join(KINDS), help="comma-separated fault kinds to draw from")
+    ap.add_argument("--hold", default="2,5", help="min,max seconds a fault is held")
+    ap.add_argument("--quiet", default="1,3", help="min,max seconds between faults")
+    ap.add_argument("--mode", default="auto", choices=["auto", "netns", "loopback"])
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--plant-bug", action="append", default=[], help="a raftlock planted bug (needs a planted-bugs build)")
+    ap.add_argument("--resource-no-check", action="store_true", help="planted bug: the resource accepts any token")
+    ap.add_argument("--snapshot-logs", type=int, default=300)
+    args = ap.parse_args()
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
+    duration = parse_duration(args.duration)
+    out = args.out or os.path.join("/var/tmp/raftlock-chaos", f"{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.makedirs(out, exist_ok=True)
+    logf = open(os.path.join(out, "run.log"), "a", buffering=1)
+    t0 = time.monotonic()
+
+    def log(msg):
+        line = f"[{time.monotonic() - t0:7.2f}] {msg}"
+        logf.write(line + "\n")
+        print(line, flush=True)
+
+    rng = random.Random(seed)
+    kinds = [k.strip() for k in args.faults.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        sys.exit(f"unknown fault kinds: {unknown}; known: {KINDS}")
+    log(f"chaos run seed={seed} duration={duration:.0f}s nodes={args.nodes} out={out}")
+
+    resource_port = free_port()
+    rcmd = [sys.executable, os.path.join(HERE, "resource.py"), "--port", str(resource_port),
+            "--log", os.path.join(out, "resource.jsonl")]
+    if args.resource_no_check:
+        rcmd.append("--no-check")
+    resource = subprocess.Popen(rcmd, stdout=subprocess.PIPE, text=True)
+    if "ready" not in resource.stdout.readline():
+        sys.exit("the resource process did not start")
+
+    cluster = Cluster(args.nodes, os.path.abspath(args.binary), out, seed, log, mode=args.mode,
+                      plant=args.plant_bug, snapshot_logs=args.snapshot_logs)
+    notes = []
+    if cluster.mode == "loopback":
+        notes.append("network namespaces unavailable: nodes on loopback, partitions done by the peer proxies")
+    if not cluster.faketime:
+        notes.append("libfaketime not found: clock faults skipped")
+    if not cluster.failfsync:
+        notes.append("no C compiler: fsync faults skipped")
+    log(f"mode={cluster.mode} faketime={'yes' if cluster.faketime else 'no'} "
+        f"fsync-shim={'yes' if cluster.failfsync else 'no'} plant={args.plant_bug or '-'}"
+        f"{' resource-no-check' if args.resource_no_check else ''}")
+    for n in notes:
+        log("NOTE: " + n)
+
+    history = History(os.path.join(out, "history.jsonl"))
+    stop = threading.Event()
+    sub_stop = threading.Event()
+    keys = [f"{KEY_PREFIX}k{i}" for i in range(args.keys)]
+    clients, others, subs = [], [], []
+    harness_errors = []
+    final = {}
+    nemesis = None
+    try:
+        cluster.setup()
+        lid = cluster.wait_leader(30)
+        if lid is None:
+            raise RuntimeError("no leader after start")
+        log(f"cluster up, leader {lid}")
+        for key in keys:
+            for c in range(args.clients_per_key):
+                clients.append(LockClient(f"client-{key}-{c}", key, cluster, history,
+                                          random.Random(rng.random()), stop, 4.0, resource_port))
+        for r in range(args.readers):
+            others.append(Reader(f"reader-{r}", keys, cluster, history, random.Random(rng.random()), stop, 4.0))
+        for s in range(args.subscribers):
+            subs.append(Subscriber(f"sub-{s}", s + 1, KEY_PREFIX, os.path.join(out, "notify.jsonl"), cluster,
+                                   random.Random(rng.random()), sub_stop))
+        for w in clients + others + subs:
+            w.start()
+
+        nemesis = Nemesis(cluster, clients, random.Random(rng.random()), os.path.join(out, "faults.jsonl"), log)
+        hold = [float(x) for x in args.hold.split(",")]
+        quiet = [float(x) for x in args.quiet.split(",")]
+        deck = []
+        end = time.monotonic() + duration
+        time.sleep(min(3.0, duration / 10))
+        while time.monotonic() < end:
+            if not deck:
+                deck = list(kinds)
+                rng.shuffle(deck)
+            kind = deck.pop()
+            nemesis.run_one(kind, rng.uniform(*hold))
+            time.sleep(rng.uniform(*quiet))
+
+        log("healing")
+        cluster.heal_all()
+        if cluster.wait_leader(30) is None:
+            raise RuntimeError("no leader after healing")
+        time.sleep(3)
+        stop.set()
+        for w in clients + others:
+            w.join(15)
+        log(f"workload stopped: {history.counts}")
+
+        # Lease events after healing: every live subscriber must see them.
+        time.sleep(1.5)
+        live = {s.sid: s.conn_no for s in subs if s.connected}
+        heal_events = []
+        for key in keys:
+            owner = f"heal-{key}"
+            token = None
+            for _ in range(20):
+                token = leader_call(cluster, "LOCK.ACQUIRE", key, owner, 30000)
+                if isinstance(token, int):
+                    break
+                time.sleep(0.5)  # still held by a client that walked away
+            if isinstance(token, int):
+                heal_events.append({"key": key, "ev": "acquired", "token": token})
+                if leader_call(cluster, "LOCK.RELEASE", key, owner, token) == 1:
+                    heal_events.append({"key": key, "ev": "released", "token": token})
+            else:
+                # Still held by a workload client that walked away: it expires.
+                harness_errors.append(f"could not take {key} after healing: {token!r}")
+        time.sleep(3)
+        live = [sid for sid, conn in live.items() if subs[sid - 1].connected and subs[sid - 1].conn_no == conn]
+        sub_stop.set()
+        for s in subs:
+            s.join(5)
+
+        log("final full restart (kill -9 of every node)")
+        for nid in cluster.nodes:
+            cluster.kill(nid)
+        for nid in cluster.nodes:
+            cluster.start(nid)
+        if cluster.wait_leader(30) is None:
+            raise RuntimeError("no leader after the final restart")
+        probe = leader_call(cluster, "LOCK.ACQUIRE", f"{KEY_PREFIX}probe", "probe", 600000)
+        digests = cluster.wait_converged(60)
+        final = {"digests": digests, "probe_token": probe if isinstance(probe, int) else None,
+                 "heal_events": heal_events, "live_subs": live}
+        with open(os.path.join(out, "final.json"), "w") as f:
+            json.dump(final, f, indent=1)
+        log(f"final: probe token {probe}, digests {digests}")
+    except Exception as e:
+        harness_errors.append(f"harness: {type(e).__name__}: {e}")
+        log(f"HARNESS ERROR: {e}")
+    finally:
+        stop.set()
+        sub_stop.set()
+        cluster.teardown()
+        resource.kill()
+        resource.wait()
+        history.close()
+    for w in clients + others + subs:
+        if w.error:
+            harness_errors.append(w.error)
+
+    verdicts = checkers.run_all(out)
+    failed = [v for v in verdicts if not v.ok]
+    for v in verdicts:
+        log(checkers.format_verdict(v))
+    problems = list(nemesis.problems) if nemesis else []
+    for p in problems:
+        log(f"fsync-stop: FAIL {p}")
+    for e in harness_errors:
+        log(f"ERROR {e}")
+    ok = not failed and not problems and not harness_errors
+    counts = history.counts
+    faults = nemesis.counts if nemesis else {}
+    fault_text = " ".join(f"{k}={v}" for k, v in sorted(faults.items()))
+    verdict_text = " ".join(f"{v.name}={'PASS' if v.ok else 'FAIL'}" for v in verdicts)
+    fsync_text = "fsync-stop=" + ("FAIL" if problems else "PASS")
+    summary = (f"CHAOS {'PASS' if ok else 'FAIL'} seed={seed} mode={cluster.mode} nodes={args.nodes} "
+               f"duration={duration:.0f}s ops={sum(counts.values())} (ok={counts['ok']} fail={counts['fail']} "
+               f"unknown={counts['unknown']}) faults={sum(faults.values())} kinds={len(faults)} [{fault_text}] "
+               f"{verdict_text} {fsync_text} history={out}")
+    log(summary)
+    if not ok:
+        log(f"FAILED: seed {seed}; history and node logs in {out}")
+    sys.exit(0 if ok else 1)
+
+
+def leader_call(cluster, *args):
+    """Runs a command on the leader, retrying while the cluster settles."""
+    last = None
+    for _ in range(40):
+        lid = cluster.wait_leader(10)
+        if lid is not None:
+            try:
+                r = cluster.command(lid, *args, timeout=3.0)
+                if not isinstance(r, ReplyError):
+                    return r
+                last = r
+            except (NotSent, Lost) as e:
+                last = e
+        time.sleep(0.25)
+    return last
+
+
+if __name__ == "__main__":
+    main()
