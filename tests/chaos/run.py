@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -62,6 +63,8 @@ def main():
     ap.add_argument("--snapshot-logs", type=int, default=300)
     args = ap.parse_args()
 
+    # SIGTERM (a CI timeout, a kill) still tears the cluster and namespaces down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     duration = parse_duration(args.duration)
     out = args.out or os.path.join("/var/tmp/raftlock-chaos", f"{seed}-{time.strftime('%Y%m%d-%H%M%S')}")

@@ -32,6 +32,8 @@ place in the order and are dropped before the search.
 Standard library only.
 """
 
+import time
+
 INF = float("inf")
 FREE = (None, None, None, 0)
 
@@ -180,8 +182,10 @@ class Result:
             self.stuck.describe(), self.stuck_index, states)
 
 
-def check_key(ops, budget=2_000_000, initial=FREE):
-    """Searches a linearization of `ops` (one key). Returns a Result."""
+def check_key(ops, budget=2_000_000, initial=FREE, seconds=None):
+    """Searches a linearization of `ops` (one key). Returns a Result; `ok` is
+    None when `budget` states or `seconds` of search ran out first."""
+    deadline = None if seconds is None else time.monotonic() + seconds
     req = sorted((o for o in ops if is_required(o)), key=lambda o: (o.invoke, o.complete, o.id))
     unk = sorted((o for o in ops if is_effectful_unknown(o)), key=lambda o: (o.invoke, o.id))
     dropped = len(ops) - len(req) - len(unk)
@@ -252,7 +256,7 @@ def check_key(ops, budget=2_000_000, initial=FREE):
             deepest, deepest_states = p, {s}
         elif p == deepest and len(deepest_states) < 8:
             deepest_states.add(s)
-        if explored > budget:
+        if explored > budget or (deadline is not None and explored % 1024 == 0 and time.monotonic() > deadline):
             return Result(None, explored, n, len(unk), dropped)
         stack.append([moves(p, w, u, s), 0])
     r = Result(False, explored, n, len(unk), dropped, req[deepest], sorted(deepest_states, key=repr))
