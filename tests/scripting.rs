@@ -347,7 +347,7 @@ fn blocking_pops_are_refused_inside_scripts() {
 /// Error texts, exactly as Redis 7.0 replies them (collected: every mismatch is
 /// listed in the failure message).
 #[test]
-#[ignore = "known gap (issue 4): script error texts lack Redis 7 suffixes and prefixes"]
+
 fn error_texts_match_redis_7() {
     let s = TestServer::start();
     let mut c = s.raw();
@@ -713,7 +713,7 @@ fn sandbox_escapes_fail_and_the_server_keeps_serving() {
 
 /// `rawset(_G, ...)` is a global write too; Redis 7 refuses it.
 #[test]
-#[ignore = "known gap (issue 4): rawset(_G, ...) still writes (a fresh Lua state per run keeps it harmless)"]
+
 fn sandbox_rawset_on_globals_is_refused() {
     let s = TestServer::start();
     let mut c = s.raw();

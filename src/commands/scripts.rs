@@ -10,7 +10,7 @@ use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 use crate::scripting::{self, INSTRUCTION_BUDGET};
 
-use super::{resolve, CmdError, CmdResult, Handler};
+use super::{CmdError, CmdResult, Handler};
 
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
@@ -32,8 +32,22 @@ fn sha_arg(args: &mut Args) -> Result<String, CmdError> {
     Ok(String::from_utf8_lossy(args.next_bytes()?).to_ascii_lowercase())
 }
 
-fn not_allowed(spec_name: &str) -> Reply {
-    Reply::error(format!("ERR This Redis command is not allowed from script: '{spec_name}'"))
+fn not_allowed() -> Reply {
+    Reply::error("ERR This Redis command is not allowed from script")
+}
+
+/// Looks up a command a script calls, with the error texts Redis 7 gives
+/// scripts (not those it gives clients).
+fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpec, Reply> {
+    let name = cmd.first().ok_or_else(|| Reply::error("ERR Please specify at least one argument for this redis lib call"))?;
+    let spec = super::table::lookup(name).ok_or_else(|| Reply::error("ERR Unknown Redis command called from script"))?;
+    if !spec.arity_ok(cmd.len()) {
+        return Err(Reply::error("ERR Wrong number of args calling Redis command from script"));
+    }
+    if spec.flags.iter().any(|f| *f == "noscript" || *f == "blocking") {
+        return Err(not_allowed());
+    }
+    Ok(spec)
 }
 
 /// Runs a script that may write, inside an applied entry.
@@ -45,13 +59,10 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
         if let Some(reply) = super::execute_local(cmd) {
             return reply;
         }
-        let spec = match resolve(cmd) {
+        let spec = match resolve_for_script(cmd) {
             Ok(spec) => spec,
             Err(reply) => return reply,
         };
-        if spec.flags.iter().any(|f| *f == "noscript" || *f == "blocking") {
-            return not_allowed(spec.name);
-        }
         match spec.handler {
             Handler::Write(f) => {
                 if version_used {
@@ -64,7 +75,7 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
                 let read = ReadCtx { now: ctx.log_time, unix_ms: ctx.unix_ms };
                 f(ks, &read, Args::new(cmd)).unwrap_or_else(Reply::from)
             }
-            Handler::Local => not_allowed(spec.name),
+            Handler::Local => not_allowed(),
         }
     };
     scripting::run(body, keys, argv, INSTRUCTION_BUDGET, &mut call)
@@ -76,13 +87,12 @@ fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], arg
         if let Some(reply) = super::execute_local(cmd) {
             return reply;
         }
-        match resolve(cmd) {
+        match resolve_for_script(cmd) {
             Err(reply) => reply,
-            Ok(spec) if spec.flags.iter().any(|f| *f == "noscript" || *f == "blocking") => not_allowed(spec.name),
             Ok(spec) => match spec.handler {
                 Handler::Read(f) => f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from),
                 Handler::Write(_) => Reply::error("ERR Write commands are not allowed from read-only scripts."),
-                Handler::Local => not_allowed(spec.name),
+                Handler::Local => not_allowed(),
             },
         }
     };
@@ -137,7 +147,8 @@ pub fn evalsha_ro(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// ```
 /// Replicated, so the cache is the same on every node.
 pub fn script(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
-    let sub = args.next_keyword()?;
+    let sub_raw = String::from_utf8_lossy(args.next_bytes()?).into_owned();
+    let sub = sub_raw.to_ascii_uppercase();
     match sub.as_str() {
         "LOAD" if args.remaining() == 1 => {
             let body = args.next_bytes()?.clone();
@@ -153,7 +164,7 @@ pub fn script(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResul
         )),
         "FLUSH" if args.remaining() <= 1 => {
             if args.remaining() == 1 && !matches!(args.next_keyword()?.as_str(), "ASYNC" | "SYNC") {
-                return Err(CmdError::Arg(crate::protocol::ArgError::Syntax));
+                return Err(CmdError::Other("ERR SCRIPT FLUSH only support SYNC|ASYNC option".into()));
             }
             ks.flush_scripts();
             Ok(Reply::ok())
@@ -165,6 +176,6 @@ pub fn script(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResul
             "ERR wrong number of arguments for 'script|{}' command",
             sub.to_ascii_lowercase()
         ))),
-        _ => Err(CmdError::Other(format!("ERR unknown subcommand '{sub}'. Try SCRIPT HELP."))),
+        _ => Err(CmdError::Other(format!("ERR unknown subcommand '{sub_raw}'. Try SCRIPT HELP."))),
     }
 }

@@ -47,7 +47,12 @@ pub fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut 
 
 fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Result<Reply, Reply> {
     let internal = |e: mlua::Error| Reply::Error(format!("ERR script engine: {e}"));
-    let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::new()).map_err(internal)?;
+    // The debug library is loaded only for the error handler (which reads the
+    // line an error came from); `WRAPPERS` removes it from the globals.
+    // SAFETY: no script can reach `debug`: `WRAPPERS` takes it away before any
+    // user code runs, keeping only `debug.getinfo` in the handler's upvalue.
+    let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
+    let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::new()) };
     lua.set_memory_limit(MEMORY_LIMIT).map_err(internal)?;
     let exceeded = Rc::new(Cell::new(false));
     sandbox(&lua, keys, argv).map_err(internal)?;
@@ -55,7 +60,7 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
     let sha = sha1hex(body);
     let function = lua
         .load(body)
-        .set_name(format!("@user_script:{sha}"))
+        .set_name("@user_script")
         .set_mode(ChunkMode::Text)
         .into_function()
         .map_err(|e| Reply::Error(format!("ERR Error compiling script (new function): {}", lua_message(&e))))?;
@@ -81,11 +86,7 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         .map_err(internal)?;
     }
 
-    // The last error a `redis.call` raised: if the script fails with exactly
-    // that message, it is the command's error, passed on unchanged.
-    let last_call_error: Rc<std::cell::RefCell<Option<String>>> = Rc::default();
     let result = lua.scope(|scope| {
-        let last_call_error = last_call_error.clone();
         let raw = scope.create_function_mut(move |lua, args: MultiValue| {
             let mut argv = Vec::with_capacity(args.len());
             for arg in args {
@@ -95,28 +96,28 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
                     Value::Number(n) => argv.push(Bytes::from(format_lua_number(n))),
                     _ => {
                         let err = "ERR Lua redis lib command arguments must be strings or integers";
-                        *last_call_error.borrow_mut() = Some(err.to_string());
                         return Ok((true, Value::Table(error_table(lua, err)?)));
                     }
                 }
             }
             if argv.is_empty() {
                 let err = "ERR Please specify at least one argument for this redis lib call";
-                *last_call_error.borrow_mut() = Some(err.to_string());
                 return Ok((true, Value::Table(error_table(lua, err)?)));
             }
             match call(&argv) {
-                Reply::Error(e) => {
-                    *last_call_error.borrow_mut() = Some(e.clone());
-                    Ok((true, Value::Table(error_table(lua, &e)?)))
-                }
+                Reply::Error(e) => Ok((true, Value::Table(error_table(lua, &e)?))),
                 reply => Ok((false, reply_to_lua(lua, &reply)?)),
             }
         })?;
-        lua.globals().raw_get::<Table>("redis")?.raw_set("__raw", raw)?;
-        lua.load(WRAPPERS).set_name("=raftlock").exec()?;
+        lua.set_named_registry_value(CALL_REGISTRY_KEY, &raw)?;
+        let redis: Table = lua.globals().raw_get("redis")?;
+        redis.raw_set("__raw", raw)?;
+        // SAFETY: `redis_call` only moves values on the Lua stack and calls
+        // the scoped `raw` function through Lua.
+        redis.raw_set("call", unsafe { lua.create_c_function(redis_call) }?)?;
+        let runner: mlua::Function = lua.load(WRAPPERS).set_name("=raftlock").eval()?;
         protect_globals(&lua)?;
-        function.call::<Value>(())
+        runner.call::<(bool, Value)>(function.clone())
     });
     lua.remove_hook();
 
@@ -127,32 +128,73 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         )));
     }
     match result {
-        Ok(value) => Ok(lua_to_reply(&value)),
-        Err(e) => {
-            let msg = lua_message(&e);
-            match last_call_error.borrow().as_deref() {
-                Some(call_error) if call_error == msg => Err(Reply::Error(msg)),
-                _ if matches!(root(&e), mlua::Error::MemoryError(_)) => {
-                    Err(Reply::Error("ERR Script exceeded its memory limit".into()))
-                }
-                _ => Err(Reply::Error(format!("ERR Error running script: {msg}"))),
+        Ok((true, value)) => Ok(lua_to_reply(&value)),
+        // Redis 7's error reply: the message, then where the script failed.
+        Ok((false, Value::Table(err))) => {
+            let msg: String = err.raw_get::<Option<String>>("err").ok().flatten().unwrap_or_default();
+            let line: Option<i64> = err.raw_get("line").ok();
+            match line {
+                Some(line) if line > 0 => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script:{line}."))),
+                _ => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script."))),
             }
         }
+        Ok((false, other)) => Err(Reply::Error(format!("ERR Error running script: {other:?}"))),
+        Err(e) if matches!(root(&e), mlua::Error::MemoryError(_)) => {
+            Err(Reply::Error("ERR Script exceeded its memory limit".into()))
+        }
+        Err(e) => Err(Reply::Error(format!("ERR Error running script: {}", lua_message(&e)))),
     }
 }
 
-/// `redis.call` raises, `redis.pcall` returns the error table.
+/// Where `redis_call` finds the scoped function that runs a command.
+const CALL_REGISTRY_KEY: &str = "raftlock.redis_call";
+
+/// `redis.call`: runs the command through the scoped function registered under
+/// [`CALL_REGISTRY_KEY`], which returns `(failed, value)`, and raises `value`
+/// (the error table) if it failed. A C function, as in Redis, so that a
+/// script's `return redis.call(...)` (a tail call) keeps the script's frame and
+/// the error handler can still name the script line.
+unsafe extern "C-unwind" fn redis_call(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    let nargs = ffi::lua_gettop(state);
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"raftlock.redis_call".as_ptr());
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, nargs, 2);
+    if ffi::lua_toboolean(state, -2) != 0 {
+        ffi::lua_error(state);
+    }
+    1
+}
+
+/// `redis.pcall` returns the error table that `redis.call` raises. Evaluates
+/// to the runner: it calls the script under an error handler that, as Redis 7
+/// does, turns any error into `{err=..., line=...}`: a string error gets an
+/// `ERR ` code, and `line` is the script line the error came from.
 const WRAPPERS: &str = r#"
 local raw = redis.__raw
 redis.__raw = nil
-redis.call = function(...)
-    local failed, v = raw(...)
-    if failed then error(v.err, 0) end
-    return v
-end
+local type, tostring, xpcall, getinfo = type, tostring, xpcall, debug.getinfo
+debug = nil
 redis.pcall = function(...)
     local _, v = raw(...)
     return v
+end
+local function handler(err)
+    if type(err) ~= "table" then
+        err = { err = "ERR " .. tostring(err) }
+    end
+    for level = 2, 12 do
+        local info = getinfo(level, "Sl")
+        if not info then break end
+        if info.source == "@user_script" then
+            err.line = info.currentline
+            break
+        end
+    end
+    return err
+end
+return function(script)
+    return xpcall(script, handler)
 end
 "#;
 
@@ -175,7 +217,20 @@ fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes]) -> mlua::Result<()> {
 
     let redis = lua.create_table()?;
     redis.raw_set("sha1hex", lua.create_function(|_, s: mlua::String| Ok(sha1hex(&s.as_bytes())))?)?;
-    redis.raw_set("error_reply", lua.create_function(|lua, s: mlua::String| error_table(lua, &s.to_str()?))?)?;
+    // Redis 7: a leading '-' is dropped; a message without a space (so
+    // without an error code) gets the code `ERR`.
+    redis.raw_set(
+        "error_reply",
+        lua.create_function(|lua, s: mlua::String| {
+            let s = s.to_str()?;
+            let text = s.strip_prefix('-').unwrap_or(&s);
+            if text.contains(' ') {
+                error_table(lua, text)
+            } else {
+                error_table(lua, &format!("ERR {text}"))
+            }
+        })?,
+    )?;
     redis.raw_set(
         "status_reply",
         lua.create_function(|lua, s: mlua::String| {
@@ -235,8 +290,15 @@ fn protect_globals(lua: &Lua) -> mlua::Result<()> {
         for k, v in pairs(G) do backing[k] = v end
         for k in pairs(backing) do rawset(G, k, nil) end
         local function deny() error("Attempt to modify a readonly table", 2) end
+        local readonly = { [G] = true }
         for _, name in ipairs({"string", "table", "math", "redis"}) do
             backing[name] = setmetatable({}, { __index = backing[name], __newindex = deny, __metatable = false })
+            readonly[backing[name]] = true
+        end
+        -- rawset would bypass __newindex.
+        backing.rawset = function(t, k, v)
+            if readonly[t] then error("Attempt to modify a readonly table", 2) end
+            return rawset(t, k, v)
         end
         backing._G = G
         setmetatable(G, {
@@ -248,7 +310,7 @@ fn protect_globals(lua: &Lua) -> mlua::Result<()> {
                 return v
             end,
             __newindex = function(_, name)
-                error("Attempt to modify a readonly table: script attempted to create global variable '" .. tostring(name) .. "'", 2)
+                error("Attempt to modify a readonly table", 2)
             end,
             __metatable = false,
         })

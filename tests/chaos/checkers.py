@@ -107,7 +107,8 @@ class Audit:
     records for one key, in the order a segment wrote them, must agree across
     segments; a segment that stopped in the middle of an entry may hold a prefix.
     `entries[(i, key)]` is the longest such list, `by_key[key]` the records of a
-    key in log order.
+    key in log order; `divergent` the lists that disagree, whose records
+    `records(..., every=True)` also yields (for "was it ever granted" questions).
     """
 
     def __init__(self, paths):
@@ -153,11 +154,17 @@ class Audit:
             return
         self.entries[ik] = list(long_)
 
-    def records(self, ev=None):
+    def records(self, ev=None, every=False):
         for recs in self.by_key.values():
             for r in recs:
                 if ev is None or r["ev"] == ev:
                     yield r
+        if every:
+            for (i, key), _, seq, _ in self.divergent:
+                for e, owner, token, lt, ttl, exp in seq:
+                    if ev is None or e == ev:
+                        yield {"i": i, "key": key, "ev": e, "owner": owner, "token": token,
+                               "lt": lt, "ttl": ttl, "exp": exp}
 
 
 class Run:
@@ -250,7 +257,7 @@ def check_fencing(run):
     if audit is None:
         v.info.append("no audit logs: accepted tokens not compared with grants")
     else:
-        for r in audit.records("acquired"):
+        for r in audit.records("acquired", every=True):
             granted[r["key"]][r["token"]] = r["owner"]
     highest = {}
     accepted = rejected = 0
@@ -353,8 +360,8 @@ def check_no_lost_grants(run):
     audit = run.audit
     if audit is None:
         return skip(v.name, "no audit-*.jsonl")
-    grants = defaultdict(set)  # token -> {(key, owner, i)}
-    for r in audit.records("acquired"):
+    grants = defaultdict(set)  # token -> {(key, owner, i)}, on any node
+    for r in audit.records("acquired", every=True):
         grants[r["token"]].add((r["key"], r["owner"], r["i"]))
     for token, gs in sorted(grants.items(), key=lambda kv: kv[0]):
         if len({(k, o) for k, o, _ in gs}) > 1:
@@ -380,8 +387,12 @@ def check_no_lost_grants(run):
                     v.problem("acquire %s by %s on %s (t=%s) got token %s, which the audit never granted to it"
                               % (op["id"], op["owner"], op["key"], op.get("t1"), tok))
             elif op["f"] == "read" and op["status"] == "ok" and op.get("holder"):
-                if op["holder"].get("token") is not None:
-                    acked.append(op["holder"]["token"])
+                tok, owner = op["holder"].get("token"), op["holder"].get("owner")
+                if tok is not None:
+                    acked.append(tok)
+                    if not any(k == op["key"] and o == owner for k, o, _ in grants.get(tok, ())):
+                        v.problem("read %s on %s (t=%s) saw %s holding token %s, which the audit never granted to it"
+                                  % (op["id"], op["key"], op.get("t1"), owner, tok))
         for tok, who in sorted(by_token.items()):
             if len(who) > 1:
                 v.problem("token %s acknowledged to several owners: %s" % (tok, sorted(who)))
@@ -407,18 +418,24 @@ def _lt_join(ops, audit):
     acquired/renewed records one to one, in order (plus one record at the end
     if the owner's last operation was unknown); likewise its release. A group
     whose counts or kinds do not line up stays unknown. Unknown operations never
-    get a log time: the audit must not decide them."""
+    get a log time: the audit must not decide them. Two operations claiming the
+    same index (a refreshing acquire joined to the grant's record) keep neither
+    claim: a log time too early would make a later renewal look late."""
     want = {"acquire": ("acquired", "renewed"), "renew": ("renewed",), "release": ("released",)}
     entries = audit.entries if audit else {}
-    out, groups, last_op = {}, defaultdict(list), {}
+    out, groups, last_op, claims = {}, defaultdict(list), {}, defaultdict(int)
     for op in ops:
         if op["f"] in want:
             last_op[(op["key"], op["owner"])] = op
+            if op["status"] == "ok" and op.get("index") is not None:
+                claims[(op["index"], op["key"])] += 1
     for op in ops:
         if op["status"] != "ok" or op["f"] not in want:
             continue
         kind = "release" if op["f"] == "release" else "lease"
         groups[(op["key"], op["owner"], op.get("token"), kind)].append(op)
+        if claims.get((op.get("index"), op["key"]), 0) > 1:
+            continue
         for ev, owner, token, lt, _, exp in entries.get((op.get("index"), op["key"]), ()):
             if ev in want[op["f"]] and owner == op["owner"] and token == op.get("token"):
                 out[op["id"]] = (lt, exp if kind == "lease" else None)
@@ -525,6 +542,8 @@ def check_linearizable(run, budget=2_000_000, seconds_per_key=20.0):
                           % (key, r.explored, r.required, r.unknowns))
         elif not r.ok:
             v.problem("%s: not linearizable: %s" % (key, r.explain()))
+    if not any(o.status in ("ok", "denied") for kops in per_key.values() for o in kops):
+        v.info.append("no operation completed: nothing constrains the order")
     with_lt = sum(1 for lt, _ in joined.values() if lt is not None)
     v.counts.update(keys=len(per_key), ops=n_ops, unknown=unknowns, with_lt=with_lt,
                     max_states=max_states, undecided=undecided)
@@ -625,15 +644,12 @@ def check_convergence(run):
     return v
 
 
-def check_client_overlap(run):
-    v = Verdict("client-overlap")
-    got = run.history
-    if got is None:
-        return skip(v.name, "no history.jsonl")
-    ops = got[0]
-    # What each process believed: it holds the key from an ok acquire/renew
-    # until the request's send time + ttl, a release is sent, or it learns
-    # otherwise (a failed or unknown renew, acquire or release).
+def _overlapping_beliefs(ops, base):
+    """Pairs of processes that believed they held the same key at once. A
+    process holds it from an ok acquire/renew until that request's `base` time
+    (t0: sent, the bound DESIGN.md §4 gives clients; t1: answered, a naive
+    client) + ttl, until it sends a release, or until it learns otherwise (a
+    failed or unknown renew, acquire or release)."""
     spans = defaultdict(list)  # key -> [(start, end, process)]
     by_proc = defaultdict(list)
     for op in ops:
@@ -646,7 +662,7 @@ def check_client_overlap(run):
                 spans[key].append((held[0], held[1], proc))
                 held = None
             if op["f"] in ("acquire", "renew") and op["status"] == "ok":
-                end = op["t0"] + (op.get("ttl") or 0) / 1000.0
+                end = op[base] + (op.get("ttl") or 0) / 1000.0
                 held = [op["t1"], end] if held is None else [held[0], max(held[1], end)]
             elif held is not None and (op["f"] == "release" or op["status"] != "ok"):
                 learned = op["t0"] if op["f"] == "release" else (op.get("t_end") or op["t0"])
@@ -662,14 +678,25 @@ def check_client_overlap(run):
                 if s1 >= e0:
                     break
                 pairs += p1 != p0
+    return pairs
+
+
+def check_client_overlap(run):
+    v = Verdict("client-overlap")
+    got = run.history
+    if got is None:
+        return skip(v.name, "no history.jsonl")
+    ops = got[0]
+    pairs = _overlapping_beliefs(ops, "t0")
     v.counts["believed_overlaps"] = pairs
+    v.counts["naive_overlaps"] = _overlapping_beliefs(ops, "t1")
     res = run.jsonl("resource.jsonl")
     if res is not None:
         v.counts["stale_writes_rejected"] = sum(1 for w in res[0] if not w.get("accepted"))
     v.counts["write_ops_failed"] = sum(1 for o in ops if o["f"] == "write" and o["status"] == "fail")
     if pairs:
-        v.info.append("%d pairs of processes believed they held the same key at the same time "
-                      "(fencing is what keeps that safe)" % pairs)
+        v.info.append("%d pairs of processes believed they held the same key at the same time, "
+                      "counting each lease from its request's send time (fencing keeps that safe)" % pairs)
     return v
 
 

@@ -7,9 +7,11 @@ Ends with one summary line; exits 1 on any violation (or a harness error),
 printing the seed and where the history is."""
 
 import argparse
+import glob
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -68,6 +70,12 @@ def main():
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     duration = parse_duration(args.duration)
     out = args.out or os.path.join("/var/tmp/raftlock-chaos", f"{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if os.path.isdir(out) and os.listdir(out):
+        # Its files are appended to: a directory of an earlier run is replaced,
+        # anything else is left alone.
+        if not os.path.exists(os.path.join(out, "run.log")):
+            sys.exit(f"{out} is not empty and not a chaos run directory")
+        shutil.rmtree(out)
     os.makedirs(out, exist_ok=True)
     logf = open(os.path.join(out, "run.log"), "a", buffering=1)
     t0 = time.monotonic()
@@ -211,6 +219,7 @@ def main():
         if w.error:
             harness_errors.append(w.error)
 
+    enrich_history(out)
     verdicts = checkers.run_all(out)
     failed = [v for v in verdicts if not v.ok]
     for v in verdicts:
@@ -234,6 +243,41 @@ def main():
     if not ok:
         log(f"FAILED: seed {seed}; history and node logs in {out}")
     sys.exit(0 if ok else 1)
+
+
+def enrich_history(out):
+    """Adds the log index and log time of each acknowledged grant and release
+    to its completion line, from the nodes' audit records of that token (a
+    token names one grant). Renewals share their token, so they are left as
+    they are unless the token has a single renewal."""
+    recs = {}
+    for path in glob.glob(os.path.join(out, "audit-*.jsonl")):
+        with open(path) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if "ev" in r:
+                    recs.setdefault((r["ev"], r["key"], r["owner"], r["token"]), {})[r["i"]] = r["lt"]
+    path = os.path.join(out, "history.jsonl")
+    if not os.path.exists(path):
+        return
+    ev_of = {"acquire": "acquired", "release": "released", "renew": "renewed"}
+    lines = []
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("type") == "ok" and r.get("f") in ev_of and "index" not in r:
+                token = r.get("token")
+                found = recs.get((ev_of[r["f"]], r["key"], r["owner"], token)) if token is not None else None
+                if found and len(found) == 1:
+                    (index, lt), = found.items()
+                    r["index"], r["lt"] = index, lt
+            lines.append(json.dumps(r))
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
 
 
 def leader_call(cluster, *args):

@@ -9,7 +9,14 @@ the server saw (the model must never flag a correct server):
   possibly already expired" and nothing but a release frees it for certain;
 * log time `lt` is used only when known (from the history or the audit), and an
   `exp` of None means "unknown";
-* an `unknown` operation may take effect anywhere after its invocation, or never.
+* an `unknown` operation may take effect anywhere after its invocation, or never;
+  an unknown acquire or renew may even be placed more than once. That
+  relaxation keeps the search from trying every subset of the timed-out
+  acquires (exponential with a few dozen of them); it can only hide a violation
+  that needs one timed-out acquire to have granted twice, and no-lost-grants
+  checks every token a read reports against the grants in the audit. (A renewal
+  sets exp = lt + ttl, which can be earlier than before: an unknown renew makes
+  exp unknown, it is not harmless.)
 
 Model state: `(owner, token, exp, last)`: `owner` None when free (then `token`
 and `exp` are None), `token` None after an unknown acquire whose token a later
@@ -20,13 +27,13 @@ always choosing among the minimal operations (those no unlinearized operation
 precedes in real time), with a memo of configurations already explored. A
 configuration is `(p, window, unknowns, state)`: every required operation before
 index `p` (invoke order) is linearized, `window` marks the ones linearized after
-`p`, `unknowns` the unknown operations linearized. Fewer unknowns used is never
+`p`, `unknowns` the unknown releases linearized. Fewer unknowns used is never
 worse (each unknown may also never happen), so a configuration is pruned when
 one with the same `(p, window, state)` and a subset of its unknowns was already
 explored: the memo is the usual (bitmask, state) cache with that dominance.
 
 Operations that are legal in every state and change nothing (renew and release
-failures, a read of "free", a definite error, unknown renews and reads) need no
+failures, a read of "free", a definite error, unknown reads) need no
 place in the order and are dropped before the search.
 
 Standard library only.
@@ -83,14 +90,15 @@ def describe_state(state):
 
 def _held_by(state, owner, token):
     """`state` if it is held by `owner` with `token` (an unknown token is pinned
-    to `token`, which must then be newer than every known grant), else None."""
+    to `token`, which must then be newer than every known grant; a `token` of
+    None matches any), else None."""
     s_owner, s_token, s_exp, last = state
     if s_owner != owner:
         return None
+    if token is None:
+        return state
     if s_token is None:
-        if token is None or token <= last:
-            return None
-        return (owner, token, s_exp, token)
+        return (owner, token, s_exp, token) if token > last else None
     return state if s_token == token else None
 
 
@@ -144,6 +152,10 @@ def unknown_moves(state, op):
         if owner == op.owner and token is not None:
             out.append((owner, token, None, last))  # refreshed, at an unknown log time
         out.append((op.owner, None, None, last))  # granted, token unknown
+    elif op.f == "renew":  # at an unknown log time: the lease may even have been shortened
+        s = _held_by(state, op.owner, op.token)
+        if s is not None:
+            out.append((s[0], s[1], None, s[3]))
     elif op.f == "release":
         s = _held_by(state, op.owner, op.token)
         if s is not None:
@@ -161,7 +173,7 @@ def is_required(op):
 
 
 def is_effectful_unknown(op):
-    return op.status == "unknown" and op.f in ("acquire", "release")
+    return op.status == "unknown" and op.f in ("acquire", "renew", "release")
 
 
 # ---------------------------------------------------------------- the search
@@ -224,7 +236,7 @@ def check_key(ops, budget=2_000_000, initial=FREE, seconds=None):
                 break
             if (umask >> u) & 1:
                 continue
-            bit = 1 << u
+            bit = 1 << u if op.f == "release" else 0  # see the module doc
             for ns in unknown_moves(state, op):
                 out.append((p, wmask, umask | bit, ns))
         return out

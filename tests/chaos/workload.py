@@ -197,7 +197,7 @@ class LockClient(Worker):
                 kind, r = self.op("renew", ["LOCK.RENEW", self.key, self.owner, token, ttl], token=token, ttl=ttl)
                 if kind == "reply":
                     oid, base, reply = r
-                    self.history.complete(oid, "ok", **base)
+                    self.history.complete(oid, "ok", token=token, **base)
                     continue
                 if kind == "unknown":
                     self.renew_identity()
@@ -207,7 +207,7 @@ class LockClient(Worker):
         kind, r = self.op("release", ["LOCK.RELEASE", self.key, self.owner, token], token=token)
         if kind == "reply":
             oid, base, reply = r
-            self.history.complete(oid, "ok" if reply == 1 else "fail", **base)
+            self.history.complete(oid, "ok" if reply == 1 else "fail", token=token, **base)
         elif kind == "unknown":
             self.renew_identity()
 
@@ -298,9 +298,9 @@ class Subscriber(Worker):
                         confirmed = True
                         self.connected = True
                         self.emit(conn=conn, node=nid, type="subscribed")
-                    elif msg[0] == "pmessage" and confirmed:
+                    elif msg[0] == "pmessage" and confirmed and str(msg[3]).startswith("lock."):
                         key = msg[2].split(":", 1)[1]
-                        ev = msg[3].split(".", 1)[-1]
+                        ev = msg[3][len("lock."):]
                         self.emit(conn=conn, node=nid, type="event", key=key, ev=ev)
             except Lost:
                 pass
