@@ -173,8 +173,9 @@ def main():
         for key in keys:
             owner = f"heal-{key}"
             token = None
-            for _ in range(20):
-                token = leader_call(cluster, "LOCK.ACQUIRE", key, owner, 30000)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                token = leader_call(cluster, "LOCK.ACQUIRE", key, owner, 30000, within=5)
                 if isinstance(token, int):
                     break
                 time.sleep(0.5)  # still held by a client that walked away
@@ -280,11 +281,13 @@ def enrich_history(out):
     os.replace(path + ".tmp", path)
 
 
-def leader_call(cluster, *args):
-    """Runs a command on the leader, retrying while the cluster settles."""
+def leader_call(cluster, *args, within=20.0):
+    """Runs a command on the leader, retrying while the cluster settles (for
+    at most `within` seconds)."""
     last = None
-    for _ in range(40):
-        lid = cluster.wait_leader(10)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        lid = cluster.wait_leader(min(5.0, max(0.1, deadline - time.monotonic())))
         if lid is not None:
             try:
                 r = cluster.command(lid, *args, timeout=3.0)
