@@ -556,12 +556,16 @@ async fn read_batcher(raft: types::Raft, mut rx: mpsc::UnboundedReceiver<ReadWai
     }
 }
 
-/// Mirrors Raft's own metrics into Prometheus gauges and counters.
+/// Mirrors Raft's own metrics into Prometheus gauges and counters, and stops
+/// the process if Raft stops on an error.
 async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>) {
     let mut last_leader = None;
     loop {
         {
             let m = rx.borrow_and_update();
+            if let Err(fatal) = &m.running_state {
+                stop_on_fatal(fatal);
+            }
             if m.current_leader != last_leader {
                 if m.current_leader.is_some() {
                     crate::metrics::record_leader_change();
@@ -576,9 +580,24 @@ async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, Nod
             );
         }
         if rx.changed().await.is_err() {
+            if let Err(fatal) = &rx.borrow().running_state {
+                stop_on_fatal(fatal);
+            }
             return;
         }
     }
+}
+
+/// Raft stopped. A normal shutdown is fine; any other reason (a storage
+/// error, such as a failed fsync of the vote or the log) leaves this node
+/// unable to take part safely, so the process stops instead of lingering and
+/// answering errors: a restart recovers from what is really on disk.
+fn stop_on_fatal(fatal: &openraft::error::Fatal<NodeId>) {
+    if matches!(fatal, openraft::error::Fatal::Stopped) {
+        return;
+    }
+    tracing::error!("raft stopped on an error, stopping this node: {fatal}");
+    std::process::abort();
 }
 
 #[cfg(test)]
