@@ -234,7 +234,14 @@ def main():
     counts = history.counts
     faults = nemesis.counts if nemesis else {}
     fault_text = " ".join(f"{k}={v}" for k, v in sorted(faults.items()))
-    verdict_text = " ".join(f"{v.name}={'PASS' if v.ok else 'FAIL'}" for v in verdicts)
+    def verdict_word(v):
+        word = "PASS" if v.ok else "FAIL"
+        if v.skipped:
+            word = "SKIP"
+        elif v.ok and v.counts.get("undecided"):
+            word += f"({v.counts['undecided']}-undecided)"
+        return word
+    verdict_text = " ".join(f"{v.name}={verdict_word(v)}" for v in verdicts)
     fsync_text = "fsync-stop=" + ("FAIL" if problems else "PASS")
     summary = (f"CHAOS {'PASS' if ok else 'FAIL'} seed={seed} mode={cluster.mode} nodes={args.nodes} "
                f"duration={duration:.0f}s ops={sum(counts.values())} (ok={counts['ok']} fail={counts['fail']} "
