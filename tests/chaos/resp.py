@@ -51,8 +51,9 @@ class Conn:
         self.send(*args)
         return self.read()
 
-    def _line(self):
-        while b"\r\n" not in self.buf:
+    def _fill(self, enough):
+        """Reads until `enough()` holds for the buffer."""
+        while not enough():
             try:
                 chunk = self.sock.recv(65536)
             except socket.timeout:
@@ -62,20 +63,14 @@ class Conn:
             if not chunk:
                 raise Lost("connection closed")
             self.buf += chunk
+
+    def _line(self):
+        self._fill(lambda: b"\r\n" in self.buf)
         line, self.buf = self.buf.split(b"\r\n", 1)
         return line
 
     def _exact(self, n):
-        while len(self.buf) < n + 2:
-            try:
-                chunk = self.sock.recv(65536)
-            except socket.timeout:
-                raise Lost("timeout") from None
-            except OSError as e:
-                raise Lost(f"recv: {e}") from None
-            if not chunk:
-                raise Lost("connection closed")
-            self.buf += chunk
+        self._fill(lambda: len(self.buf) >= n + 2)
         data, self.buf = self.buf[:n], self.buf[n + 2:]
         return data
 
