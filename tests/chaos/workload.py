@@ -203,7 +203,10 @@ class LockClient(Worker):
                     self.renew_identity()
                 return
         if self.rng.random() < 0.1:
-            return  # walk away: the lease expires
+            # Walk away: the lease expires. (As a new owner: the old one
+            # acquiring again would only refresh its own lease.)
+            self.renew_identity()
+            return
         kind, r = self.op("release", ["LOCK.RELEASE", self.key, self.owner, token], token=token)
         if kind == "reply":
             oid, base, reply = r
