@@ -194,19 +194,47 @@ class Result:
             self.stuck.describe(), self.stuck_index, states)
 
 
+GHOST = "\x00ghost"
+
+
+def _ghosts_merged(ops, unk):
+    """An unknown acquire whose owner no later operation names (clients take a
+    new name after an unknown outcome, so this is the usual case) can only
+    matter as "somebody else may hold it". All such owners are one for the
+    model, so the states they lead to coincide and the memo merges them."""
+    last_named = {}
+    for o in ops:
+        names = [o.owner] + ([o.holder[0]] if o.holder else [])
+        for name in names:
+            if o.status == "unknown" and o.f == "acquire" and name == o.owner:
+                continue  # the acquire itself
+            if name is not None and o.invoke > last_named.get(name, -INF):
+                last_named[name] = o.invoke
+    out = []
+    for o in unk:
+        if o.f == "acquire" and last_named.get(o.owner, -INF) < o.invoke:
+            o = Op(o.id, o.process, GHOST, o.f, o.status, o.invoke, o.complete,
+                   o.token, o.holder, o.lt, o.exp)
+        out.append(o)
+    return out
+
+
 def check_key(ops, budget=2_000_000, initial=FREE, seconds=None):
     """Searches a linearization of `ops` (one key). Returns a Result; `ok` is
     None when `budget` states or `seconds` of search ran out first."""
     deadline = None if seconds is None else time.monotonic() + seconds
     req = sorted((o for o in ops if is_required(o)), key=lambda o: (o.invoke, o.complete, o.id))
     unk = sorted((o for o in ops if is_effectful_unknown(o)), key=lambda o: (o.invoke, o.id))
+    unk = _ghosts_merged(ops, unk)
     dropped = len(ops) - len(req) - len(unk)
     n = len(req)
     if n == 0:
         return Result(True, 0, 0, len(unk), dropped)
 
     def moves(p, wmask, umask, state):
-        out = []
+        """The next configurations, lazily: required operations first, and
+        unknown ones only if the search comes back for them (they are rarely
+        needed, and there can be thousands of them)."""
         m = INF  # earliest completion among unlinearized required ops
         cands = []
         j = p
@@ -228,9 +256,9 @@ def check_key(ops, budget=2_000_000, initial=FREE, seconds=None):
                 while w & 1:
                     w >>= 1
                     q += 1
-                out.append((q, w, umask, ns))
+                yield (q, w, umask, ns)
             else:
-                out.append((p, wmask | (1 << (j - p)), umask, ns))
+                yield (p, wmask | (1 << (j - p)), umask, ns)
         for u, op in enumerate(unk):
             if op.invoke > m:
                 break
@@ -238,21 +266,18 @@ def check_key(ops, budget=2_000_000, initial=FREE, seconds=None):
                 continue
             bit = 1 << u if op.f == "release" else 0  # see the module doc
             for ns in unknown_moves(state, op):
-                out.append((p, wmask, umask | bit, ns))
-        return out
+                yield (p, wmask, umask | bit, ns)
 
     memo = {(0, 0, initial): [0]}
     explored = 1
     deepest, deepest_states = 0, {initial}
-    stack = [[moves(0, 0, 0, initial), 0]]
+    stack = [moves(0, 0, 0, initial)]
     while stack:
-        frame = stack[-1]
-        mv, i = frame
-        if i >= len(mv):
+        nxt = next(stack[-1], None)
+        if nxt is None:
             stack.pop()
             continue
-        frame[1] = i + 1
-        p, w, u, s = mv[i]
+        p, w, u, s = nxt
         if p >= n:
             return Result(True, explored, n, len(unk), dropped)
         key = (p, w, s)
@@ -270,7 +295,7 @@ def check_key(ops, budget=2_000_000, initial=FREE, seconds=None):
             deepest_states.add(s)
         if explored > budget or (deadline is not None and explored % 1024 == 0 and time.monotonic() > deadline):
             return Result(None, explored, n, len(unk), dropped)
-        stack.append([moves(p, w, u, s), 0])
+        stack.append(moves(p, w, u, s))
     r = Result(False, explored, n, len(unk), dropped, req[deepest], sorted(deepest_states, key=repr))
     r.stuck_index = deepest
     return r
