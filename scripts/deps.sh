@@ -10,7 +10,8 @@ set -euo pipefail
 
 need=()
 for pkg in libclang-dev clang g++ gcc redis-tools redis-server tmux iproute2 iptables libfaketime; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+    # "install ok installed" only: a removed package keeps a dpkg record.
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then
     exit 0

@@ -2,6 +2,8 @@
 //! against the binary cargo built for this test run. Skipped, with a printed note,
 //! when redis-cli, redis-benchmark or tmux is not installed: the script itself
 //! installs them when run by hand, but a test run must not install packages.
+//! `scripts/test.sh` installs them and sets `RAFTLOCK_REQUIRE_CLIENT_TOOLS`, so
+//! under it (and in CI) a missing tool fails the test instead.
 
 use std::path::Path;
 use std::process::Command;
@@ -22,6 +24,13 @@ fn stock_redis_clients_work() {
         .filter(|t| !have(t))
         .collect();
     if !missing.is_empty() {
+        // scripts/test.sh (and so CI) installs them first: there, missing
+        // tools are a failure, never a silent skip.
+        assert!(
+            std::env::var_os("RAFTLOCK_REQUIRE_CLIENT_TOOLS").is_none(),
+            "{} not installed, and RAFTLOCK_REQUIRE_CLIENT_TOOLS is set",
+            missing.join(", ")
+        );
         eprintln!(
             "NOTE: skipping stock_redis_clients_work: {} not installed \
              (run scripts/clients.sh by hand; it installs them)",

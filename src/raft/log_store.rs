@@ -148,12 +148,15 @@ fn flush_loop(db: Arc<Storage>, rx: mpsc::Receiver<LogFlushed<TypeConfig>>) {
             Err(e) => {
                 // After a failed fsync the kernel may have dropped the dirty
                 // pages: nothing written since the last good fsync can be
-                // trusted, and a retry could "succeed" without them. Stop the
-                // process before anything more is acknowledged; a restart
-                // recovers from what is really on disk and catches up.
-                tracing::error!("fsync of the Raft log failed, stopping this node: {e}");
-                drop(batch);
-                std::process::abort();
+                // trusted, and a retry could "succeed" without them. Failing
+                // the waiters stops openraft's core with a storage error, and
+                // a core that stops on an error stops the process
+                // (`raft::stop_on_fatal`); a restart recovers from what is
+                // really on disk and catches up.
+                tracing::error!("fsync of the Raft log failed: {e}");
+                for cb in batch {
+                    cb.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                }
             }
         }
     }

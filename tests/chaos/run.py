@@ -7,7 +7,6 @@ Ends with one summary line; exits 1 on any violation (or a harness error),
 printing the seed and where the history is."""
 
 import argparse
-import glob
 import json
 import os
 import random
@@ -115,6 +114,11 @@ def main():
         f"{' resource-no-check' if args.resource_no_check else ''}")
     for n in notes:
         log("NOTE: " + n)
+    if os.environ.get("RAFTLOCK_REQUIRE_CLIENT_TOOLS") and not (cluster.faketime and cluster.failfsync):
+        # scripts/test.sh installed libfaketime and gcc: no fault kind may be
+        # skipped silently there.
+        resource.kill()
+        sys.exit("libfaketime or the fsync shim is missing, and RAFTLOCK_REQUIRE_CLIENT_TOOLS is set")
 
     history = History(os.path.join(out, "history.jsonl"))
     stop = threading.Event()
@@ -258,16 +262,10 @@ def enrich_history(out):
     to its completion line, from the nodes' audit records of that token (a
     token names one grant). Renewals share their token, so they are left as
     they are unless the token has a single renewal."""
+    audit = checkers.Run(out).audit
     recs = {}
-    for path in glob.glob(os.path.join(out, "audit-*.jsonl")):
-        with open(path) as f:
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if "ev" in r:
-                    recs.setdefault((r["ev"], r["key"], r["owner"], r["token"]), {})[r["i"]] = r["lt"]
+    for r in audit.records() if audit else ():
+        recs.setdefault((r["ev"], r["key"], r["owner"], r["token"]), {})[r["i"]] = r["lt"]
     path = os.path.join(out, "history.jsonl")
     if not os.path.exists(path):
         return
