@@ -70,6 +70,11 @@ pub struct Config {
     /// the fault-injection harness, tests/chaos).
     #[arg(long, env = "RAFTLOCK_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
+    /// Apply this log entry as an error reply that changes nothing, on a node
+    /// that stops every time it applies it (the node names the entry as it
+    /// stops). Give every node the same list. Repeat or separate with commas.
+    #[arg(long = "skip-entry", env = "RAFTLOCK_SKIP_ENTRIES", value_delimiter = ',')]
+    pub skip_entry: Vec<u64>,
     /// Switch on a deliberate bug (builds with the `planted-bugs` feature only).
     #[cfg(feature = "planted-bugs")]
     #[arg(long = "plant-bug", value_enum)]
@@ -173,6 +178,17 @@ impl Config {
         }
         if self.proto_max_bulk_len < 1024 || self.max_request_len < self.proto_max_bulk_len {
             return Err("--proto-max-bulk-len must be >= 1024 and <= --max-request-len".into());
+        }
+        if self.max_request_len > crate::commands::MAX_REQUEST_BYTES {
+            // Every log entry must fit the peer transport's frame, or it
+            // could never replicate.
+            return Err(format!("--max-request-len must be at most {}", crate::commands::MAX_REQUEST_BYTES));
+        }
+        if self.request_timeout_ms == 0 || self.request_timeout_ms > crate::keyspace::MAX_RETRY_WINDOW_MS {
+            return Err(format!(
+                "--request-timeout-ms must be between 1 and {} (retries of a command are recognised for that long)",
+                crate::keyspace::MAX_RETRY_WINDOW_MS
+            ));
         }
         if self.heartbeat_ms == 0 || self.election_timeout_ms <= 2 * self.heartbeat_ms {
             return Err("--election-timeout-ms must exceed twice --heartbeat-ms".into());

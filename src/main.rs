@@ -16,7 +16,10 @@ fn main() -> std::process::ExitCode {
     }
     #[cfg(feature = "planted-bugs")]
     raftlock::planted::plant(&config.plant_bug);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(raftlock::server::WORKER_STACK_BYTES)
+        .enable_all()
+        .build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("raftlock: cannot start the runtime: {e}");

@@ -17,6 +17,17 @@ pub enum Bug {
     /// Tokens come from a counter that is rebuilt from the live keys of the
     /// snapshot at start, so tokens are handed out again after a restart.
     TokenReuse,
+    /// A new leader continues log time from the highest time this node ever
+    /// saw or stamped (including entries that never committed or were
+    /// truncated) instead of from the last entry of its log.
+    LogTimeFromUncommitted,
+    /// Reads judge expiry at the leader's live clock instead of at the log
+    /// time of the applied state.
+    ReadsAtLeaderClock,
+    /// Writes that change a value in place (INCR, APPEND, HSET, LPUSH, ...)
+    /// keep the key's version, so a lock key rewritten that way keeps the
+    /// old grant's token.
+    VersionKeptOnWrite,
 }
 
 #[cfg(feature = "planted-bugs")]

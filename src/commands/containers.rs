@@ -76,7 +76,14 @@ pub(super) fn write<'a, T: Container>(
     }
     match ks.get_mut(key, ctx) {
         None => Ok(None),
-        Some(e) => T::of_mut(&mut e.value).map(Some).ok_or(CmdError::WrongType),
+        Some(e) => {
+            if T::of(&e.value).is_none() {
+                return Err(CmdError::WrongType);
+            }
+            // The caller is about to change the value in place.
+            e.rewritten(ctx.version, ctx.log_time);
+            T::of_mut(&mut e.value).map(Some).ok_or(CmdError::WrongType)
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::keyspace::{glob_match, Event, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx};
+use crate::keyspace::{glob_match_within, Event, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx};
 use crate::protocol::{ArgError, Args, Reply};
 
 use super::{relative_expiry, CmdError, CmdResult};
@@ -202,9 +202,22 @@ pub fn type_of(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// Every live key matching the glob pattern, sorted.
 pub fn keys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let pattern = args.next_bytes()?;
-    let mut found: Vec<&Bytes> = ks.iter(ctx.now).map(|(k, _)| k).filter(|k| glob_match(pattern, k)).collect();
+    let mut found: Vec<&Bytes> = Vec::new();
+    for (key, _) in ks.iter(ctx.now) {
+        if matches_or_gives_up(pattern, key)? {
+            found.push(key);
+        }
+    }
     found.sort();
     Ok(Reply::Array(found.into_iter().map(|k| Reply::Bulk(k.clone())).collect()))
+}
+
+/// Whether `key` matches `pattern`; an error if the pattern is too costly to
+/// decide for this key (see `keyspace::glob_match_within`).
+fn matches_or_gives_up(pattern: &[u8], key: &[u8]) -> Result<bool, CmdError> {
+    glob_match_within(pattern, key).ok_or_else(|| {
+        CmdError::Other(format!("ERR pattern too complex to match against a key of {} bytes", key.len()))
+    })
 }
 
 /// A key's position in SCAN order: a fixed hash (FNV-1a), so a cursor stays
@@ -250,11 +263,12 @@ pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
         end += 1;
     }
     let next = candidates.get(end).map(|c| c.0).unwrap_or(0);
-    let keys = candidates[..end]
-        .iter()
-        .filter(|(_, k, _)| pattern.is_none_or(|p| glob_match(p, k)))
-        .filter(|(_, _, t)| type_name.as_deref().is_none_or(|want| want == *t))
-        .map(|(_, k, _)| Reply::Bulk((*k).clone()))
-        .collect();
+    let mut keys = Vec::new();
+    for (_, key, kind) in &candidates[..end] {
+        let wanted_type = type_name.as_deref().is_none_or(|want| want == *kind);
+        if wanted_type && pattern.map_or(Ok(true), |p| matches_or_gives_up(p, key))? {
+            keys.push(Reply::Bulk((*key).clone()));
+        }
+    }
     Ok(Reply::Array(vec![Reply::text(&next.to_string()), Reply::Array(keys)]))
 }

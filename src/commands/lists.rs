@@ -92,6 +92,10 @@ pub fn parse_block_timeout(raw: &[u8]) -> Result<f64, CmdError> {
     if t < 0.0 {
         return Err(CmdError::Other("ERR timeout is negative".into()));
     }
+    // As Redis: milliseconds must fit a signed 64-bit integer.
+    if t * 1000.0 >= i64::MAX as f64 {
+        return Err(CmdError::Other("ERR timeout is out of range".into()));
+    }
     Ok(t)
 }
 

@@ -133,6 +133,7 @@ pub fn fence(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
                 )));
             }
             entry.value = value;
+            entry.rewritten(ctx.version, ctx.log_time);
         }
         None => ks.insert(resource.clone(), Entry { value, ..Entry::string(Bytes::new(), ctx.version, ctx.log_time) }),
     }
@@ -168,7 +169,7 @@ mod tests {
     /// Applies `cmd` at log `index` and log time `t`.
     fn run(ks: &mut Keyspace, index: u64, t: u64, cmd: &str) -> (Reply, Vec<Event>) {
         let argv = cmd.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect();
-        let origin = Origin { node: 1, request: index };
+        let origin = Origin::test(index);
         let request = Request::Command(argv);
         let p = Proposal { log_time: t, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, request }]) };
         let applied = apply(ks, index, &p).pop().unwrap();
@@ -292,21 +293,26 @@ mod tests {
                 (Reply::text("waiters"), Reply::Int(0)),
             ])
         );
-        // PEXPIRE and INCR change in place: version kept. SET replaces: new version.
+        // PEXPIRE changes only the expiry: version kept. INCR and APPEND
+        // change the value in place, SET replaces it: new version each time
+        // (issue 10, finding 3: a rewritten lock key never keeps its token).
         run(&mut ks, 6, 20, "PEXPIRE l 5000");
         assert!(matches!(read(&ks, 20, "LOCK.INFO l"), Reply::Map(m) if m[1].1 == Reply::Int(4)));
         run(&mut ks, 7, 20, "SET n 1");
         run(&mut ks, 8, 20, "INCR n");
-        assert!(matches!(read(&ks, 20, "LOCK.INFO n"), Reply::Map(m) if m[1].1 == Reply::Int(7)));
+        assert!(matches!(read(&ks, 20, "LOCK.INFO n"), Reply::Map(m) if m[1].1 == Reply::Int(8)));
         run(&mut ks, 9, 20, "SET n 5");
         assert!(matches!(read(&ks, 20, "LOCK.INFO n"), Reply::Map(m) if m[1].1 == Reply::Int(9)));
+        run(&mut ks, 10, 20, "APPEND l x");
+        assert!(matches!(read(&ks, 20, "LOCK.INFO l"), Reply::Map(m) if m[0].1 == Reply::bulk("tokx") && m[1].1 == Reply::Int(10)));
+        assert!(err_starts(&run(&mut ks, 11, 20, "LOCK.RENEW l tok 4 1000").0, "LOCKLOST"));
     }
 
     #[test]
     fn commands_sharing_an_entry_get_distinct_increasing_tokens() {
         let mut ks = Keyspace::new();
         let cmd = |k: &str| ClientCommand {
-            origin: Origin { node: 1, request: 0 },
+            origin: Origin::test(k.as_bytes()[0] as u64),
             request: Request::Command(
                 ["LOCK.ACQUIRE", k, "o", "1000"].iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect(),
             ),
@@ -324,5 +330,35 @@ mod tests {
         assert!(err_starts(&run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100 WAIT 10").0, "ERR LOCK.ACQUIRE WAIT"));
         assert!(err_starts(&run(&mut ks, 2, 0, "LOCK.ACQUIRE l a 0").0, "ERR ttl-ms"));
         assert_eq!(read(&ks, 0, "GET l"), Reply::Nil);
+    }
+
+    /// Issue 10, finding 4: the same proposal applied twice (a follower
+    /// re-sent it after losing the answer, and both copies committed) runs
+    /// once; the second copy gets the first one's reply.
+    #[test]
+    fn a_retried_command_runs_once_and_gets_the_first_reply() {
+        let mut ks = Keyspace::new();
+        let command = |seq: u64, args: &[&str]| ClientCommand {
+            origin: Origin { seq, ..Origin::test(7) },
+            request: Request::Command(args.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()),
+        };
+        let entry = |t: u64, c: ClientCommand| Proposal { log_time: t, unix_ms: 0, op: Op::Commands(vec![c]) };
+        let release = command(2, &["LOCK.RELEASE", "l", "a", "1"]);
+        apply(&mut ks, 1, &entry(0, command(1, &["LOCK.ACQUIRE", "l", "a", "1000"])));
+        let first = apply(&mut ks, 2, &entry(10, release.clone())).pop().unwrap();
+        assert_eq!(first.reply, Reply::Int(1));
+        let again = apply(&mut ks, 3, &entry(20, release.clone())).pop().unwrap();
+        assert_eq!((again.reply, again.events), (Reply::Int(1), vec![]));
+        let incr = command(3, &["INCR", "n"]);
+        apply(&mut ks, 4, &entry(30, incr.clone()));
+        assert_eq!(apply(&mut ks, 5, &entry(40, incr)).pop().unwrap().reply, Reply::Int(1));
+        assert_eq!(read(&ks, 40, "GET n"), Reply::bulk("1"));
+        // A copy older than the client's last command never runs.
+        let stale = apply(&mut ks, 6, &entry(50, command(1, &["INCR", "n"]))).pop().unwrap();
+        assert!(err_starts(&stale.reply, "ERR a newer command"));
+        assert_eq!(read(&ks, 50, "GET n"), Reply::bulk("1"));
+        // The sessions survive a snapshot.
+        let restored = Keyspace::decode(&ks.encode()).unwrap();
+        assert_eq!(restored.sessions(), ks.sessions());
     }
 }

@@ -23,7 +23,7 @@ mod zsets;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::keyspace::{Event, ExecCtx, Keyspace, LogTime, ReadCtx, Version};
+use crate::keyspace::{ClientId, Event, ExecCtx, Keyspace, LogTime, ReadCtx, Seen, Version};
 use crate::protocol::{ArgError, Args, Reply};
 
 pub use lists::parse_block_timeout;
@@ -63,11 +63,19 @@ impl From<CmdError> for Reply {
 
 pub type CmdResult = Result<Reply, CmdError>;
 
-/// Where a proposal came from, so a retried command can be recognised.
+/// Where a proposal came from, so a retried command can be recognised: the
+/// client connection and that connection's command number (increasing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Origin {
-    pub node: u64,
-    pub request: u64,
+    pub client: ClientId,
+    pub seq: u64,
+}
+
+impl Origin {
+    /// A distinct origin for tests: client `n` of node 1, command 1.
+    pub fn test(n: u64) -> Origin {
+        Origin { client: ClientId { node: 1, boot: 0, conn: n }, seq: 1 }
+    }
 }
 
 /// What a client asks the leader to run.
@@ -78,6 +86,22 @@ pub enum Request {
     /// `MULTI` ... `EXEC`: the queued commands, applied together, or not at
     /// all if a `WATCH`ed key changed or a `LOCK.FENCE` among them is stale.
     Transaction { watched: Vec<(Bytes, Version)>, commands: Vec<Vec<Bytes>> },
+}
+
+/// The largest client request (`--max-request-len`) or `MULTI` queue.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+
+impl Request {
+    /// Bytes of arguments the request carries.
+    pub fn size(&self) -> usize {
+        let argv_size = |argv: &[Bytes]| argv.iter().map(|a| a.len() + 16).sum::<usize>();
+        match self {
+            Request::Command(argv) => argv_size(argv),
+            Request::Transaction { watched, commands } => {
+                watched.iter().map(|(k, _)| k.len() + 16).sum::<usize>() + commands.iter().map(|c| argv_size(c)).sum::<usize>()
+            }
+        }
+    }
 }
 
 /// A client request as received, and where it came from.
@@ -121,6 +145,7 @@ pub struct Applied {
 /// same replies, events and resulting keyspace on every node.
 pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied> {
     let log_time = ks.advance_to(proposal.log_time);
+    ks.sessions_mut().expire(log_time);
     match &proposal.op {
         Op::Expire => {
             let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
@@ -130,18 +155,77 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
         Op::Commands(commands) => commands
             .iter()
             .map(|cmd| {
+                match ks.sessions().check(&cmd.origin.client, cmd.origin.seq) {
+                    Seen::New => {}
+                    // A retry of a command that ran: its reply, nothing else.
+                    Seen::Again(reply) => return Applied { reply, events: Vec::new(), is_publish: false },
+                    Seen::Stale => {
+                        let reply = Reply::error("ERR a newer command of this client already ran; this one did not");
+                        return Applied { reply, events: Vec::new(), is_publish: false };
+                    }
+                }
                 let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
                 let (reply, is_publish) = match &cmd.request {
-                    Request::Command(argv) => {
-                        (execute_write(ks, &mut ctx, argv), argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")))
-                    }
+                    Request::Command(argv) => (
+                        contain_panic(index, command_name(argv), || execute_write(ks, &mut ctx, argv)),
+                        argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")),
+                    ),
                     Request::Transaction { watched, commands } => {
-                        (transactions::exec(ks, &mut ctx, watched, commands), false)
+                        (contain_panic(index, "exec", || transactions::exec(ks, &mut ctx, watched, commands)), false)
                     }
                 };
+                ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
                 Applied { reply, events: ctx.events, is_publish }
             })
             .collect(),
+    }
+}
+
+/// The replies of an entry the operator skipped (`--skip-entry`, for an entry
+/// that stops every node that applies it): an error for each command, and the
+/// keyspace does not change.
+pub fn skip(index: u64, proposal: &Proposal) -> Vec<Applied> {
+    let error = || Applied {
+        reply: Reply::error(format!("ERR log entry {index} was skipped by the operator (--skip-entry)")),
+        events: Vec::new(),
+        is_publish: false,
+    };
+    match &proposal.op {
+        Op::Expire => vec![error()],
+        Op::Commands(commands) => commands.iter().map(|_| error()).collect(),
+    }
+}
+
+/// The command of an entry most likely to be the reason it failed: its first
+/// script or transaction, else its first command. For crash reports.
+pub fn suspect_command(proposal: &Proposal) -> &'static str {
+    let Op::Commands(commands) = &proposal.op else { return "(expire)" };
+    let name = |cmd: &ClientCommand| match &cmd.request {
+        Request::Command(argv) => command_name(argv),
+        Request::Transaction { .. } => "exec",
+    };
+    let risky = |n: &&str| n.starts_with("eval") || *n == "exec";
+    commands.iter().map(name).find(risky).or_else(|| commands.first().map(name)).unwrap_or("(none)")
+}
+
+/// The command's name, for logs (never its arguments: they may be secrets).
+pub fn command_name(argv: &[Bytes]) -> &'static str {
+    argv.first().and_then(|name| lookup(name)).map_or("(unknown)", |spec| spec.name)
+}
+
+/// Runs one command of an applied entry so that a panic in it (a bug here or
+/// in a dependency) becomes an error reply instead of stopping the node and
+/// leaving an entry that stops it again on every replay. Every node runs the
+/// same code on the same input, so every node panics at the same point and
+/// gives the same reply; whatever the command changed before it panicked is
+/// kept, the same everywhere. The panic itself is logged by the panic hook.
+fn contain_panic(index: u64, name: &str, run: impl FnOnce() -> Reply) -> Reply {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(reply) => reply,
+        Err(_) => {
+            tracing::error!(index, command = name, "a command panicked while being applied; it replied an error");
+            Reply::error(format!("ERR internal error while applying '{name}' (log entry {index}); the server logged it"))
+        }
     }
 }
 

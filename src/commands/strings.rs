@@ -123,8 +123,11 @@ fn add(ks: &mut Keyspace, ctx: &mut ExecCtx, key: Bytes, delta: i64, event: &'st
     let new = current.checked_add(delta).ok_or(CmdError::Overflow)?;
     let value = Bytes::from(new.to_string());
     match ks.get_mut(&key, ctx) {
-        // Changed in place: the version and expiry stay.
-        Some(entry) if existed => entry.value = Value::Str(value),
+        // Changed in place: the expiry stays; the version is new.
+        Some(entry) if existed => {
+            entry.value = Value::Str(value);
+            entry.rewritten(ctx.version, ctx.log_time);
+        }
         _ => ks.insert(key.clone(), Entry::string(value, ctx.version, ctx.log_time)),
     }
     ctx.key_event('$', event, &key);
@@ -264,8 +267,11 @@ pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
     joined.extend_from_slice(suffix);
     let len = joined.len();
     match ks.get_mut(&key, ctx) {
-        // Changed in place: the version and expiry stay.
-        Some(entry) => entry.value = Value::Str(Bytes::from(joined)),
+        // Changed in place: the expiry stays; the version is new.
+        Some(entry) => {
+            entry.value = Value::Str(Bytes::from(joined));
+            entry.rewritten(ctx.version, ctx.log_time);
+        }
         None => ks.insert(key.clone(), Entry::string(Bytes::from(joined), ctx.version, ctx.log_time)),
     }
     ctx.key_event('$', "append", &key);

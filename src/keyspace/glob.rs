@@ -1,12 +1,40 @@
 //! Redis's glob patterns (`KEYS`, `SCAN MATCH`, `PSUBSCRIBE`): `*`, `?`,
 //! `[abc]`, `[^a-z]`, and `\` to escape.
+//!
+//! Matching backtracks to the last `*`, so a long pattern against a long text
+//! can take |pattern| x |text| steps (Redis's own matcher can too). A client
+//! chooses both, and a match may run inside a log entry on every node, so
+//! each match gets a budget linear in the two lengths; a match that needs more
+//! gives up ([`glob_match_within`] returns `None`). Ordinary patterns never
+//! come near it.
 
-/// Whether `text` matches `pattern`, as Redis's `stringmatchlen` decides.
+/// Steps one match may take per byte of pattern and text.
+const STEPS_PER_BYTE: u64 = 64;
+
+/// Whether `text` matches `pattern`, as Redis's `stringmatchlen` decides; a
+/// match that gives up counts as no match.
 pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    glob_match_within(pattern, text) == Some(true)
+}
+
+/// Whether `text` matches `pattern`, or `None` if deciding it takes more than
+/// the budget of a match (see the module doc).
+pub fn glob_match_within(pattern: &[u8], text: &[u8]) -> Option<bool> {
+    // Every element but `*` takes one byte of text: a text shorter than that
+    // cannot match. This also keeps the budget linear in the text alone.
+    if min_text_len(pattern) > text.len() {
+        return Some(false);
+    }
+    let mut budget = STEPS_PER_BYTE * (pattern.len() + text.len()) as u64 + 1024;
+    let mut spend = |steps: u64| -> Option<()> {
+        budget = budget.checked_sub(steps)?;
+        Some(())
+    };
     let (mut p, mut t) = (0usize, 0usize);
     // Backtracking point for the last `*`: (pattern index after it, text index).
     let mut star: Option<(usize, usize)> = None;
     loop {
+        spend(1)?;
         if p < pattern.len() {
             match pattern[p] {
                 b'*' => {
@@ -14,7 +42,7 @@ pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
                         p += 1;
                     }
                     if p == pattern.len() {
-                        return true;
+                        return Some(true);
                     }
                     star = Some((p, t));
                     continue;
@@ -26,6 +54,7 @@ pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
                 }
                 b'[' if t < text.len() => {
                     if let Some((matched, next)) = class_match(pattern, p, text[t]) {
+                        spend((next - p) as u64)?;
                         if matched {
                             p = next;
                             t += 1;
@@ -48,7 +77,7 @@ pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
                 _ => {}
             }
         } else if t == text.len() {
-            return true;
+            return Some(true);
         }
         // Mismatch: let the last `*` swallow one more byte, if there is one.
         match star {
@@ -57,9 +86,33 @@ pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
                 p = sp;
                 t = st + 1;
             }
-            _ => return false,
+            _ => return Some(false),
         }
     }
+}
+
+/// How many bytes of text `pattern` needs at least: one per element other
+/// than `*`.
+fn min_text_len(pattern: &[u8]) -> usize {
+    let (mut i, mut n) = (0, 0);
+    while i < pattern.len() {
+        match pattern[i] {
+            b'*' => i += 1,
+            b'[' => {
+                n += 1;
+                i = class_match(pattern, i, 0).map_or(pattern.len(), |(_, next)| next);
+            }
+            b'\\' if i + 1 < pattern.len() => {
+                n += 1;
+                i += 2;
+            }
+            _ => {
+                n += 1;
+                i += 1;
+            }
+        }
+    }
+    n
 }
 
 /// Matches `c` against the class starting at `pattern[start] == b'['`.
@@ -100,7 +153,27 @@ fn class_match(pattern: &[u8], start: usize, c: u8) -> Option<(bool, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::{glob_match, glob_match_within};
+
+    #[test]
+    fn hostile_patterns_give_up_instead_of_running_for_hours() {
+        let text = vec![b'a'; 1 << 20];
+        let mut pattern = b"*".to_vec();
+        pattern.extend(std::iter::repeat_n(b'a', 1 << 19));
+        pattern.push(b'b');
+        assert_eq!(glob_match_within(&pattern, &text), None);
+        // A class scanned at every step counts its length.
+        let mut class = b"*[".to_vec();
+        class.extend(std::iter::repeat_n(b'x', 1 << 19));
+        class.extend(b"]b");
+        assert_eq!(glob_match_within(&class, &text), None);
+        // Too long a pattern for the text is decided at once.
+        assert_eq!(glob_match_within(&pattern, b"short"), Some(false));
+        // Ordinary patterns over long texts are decided.
+        assert_eq!(glob_match_within(b"*a*b", &text), Some(false));
+        assert_eq!(glob_match_within(b"a*a", &text), Some(true));
+        assert_eq!(glob_match_within(b"*[a-c]?", &text), Some(true));
+    }
 
     #[test]
     fn redis_glob_cases() {

@@ -6,13 +6,15 @@
 //! [`Event`] values for the caller to deliver.
 
 mod glob;
+mod sessions;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-pub use glob::glob_match;
+pub use glob::{glob_match, glob_match_within};
+pub use sessions::{ClientId, Seen, Sessions, MAX_RETRY_WINDOW_MS, SESSION_TTL_MS};
 
 /// Milliseconds of log time (DESIGN.md §4): stamped by the leader, never read
 /// from a clock by the state machine.
@@ -89,6 +91,17 @@ impl Entry {
 
     pub fn new(value: Value, version: Version, since: LogTime) -> Entry {
         Entry { value, expires_at: None, version, since, lease: false, modified: version }
+    }
+
+    /// The command with `version` changed the value in place at `now` (INCR,
+    /// APPEND, a container write): the key gets that new version, so a lock
+    /// key rewritten this way has a new token, never its old grant's.
+    pub fn rewritten(&mut self, version: Version, now: LogTime) {
+        if crate::planted::active(crate::planted::Bug::VersionKeptOnWrite) {
+            return;
+        }
+        self.version = version;
+        self.since = now;
     }
 
     fn is_expired(&self, now: LogTime) -> bool {
@@ -185,6 +198,8 @@ pub struct Keyspace {
     /// The script cache (`SCRIPT LOAD`, `EVAL`): SHA1 hex -> body. Replicated,
     /// so `EVALSHA` works on every node.
     scripts: BTreeMap<String, Bytes>,
+    /// The last command and reply of each client (retries run once).
+    sessions: Sessions,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -193,6 +208,13 @@ struct SnapshotV1 {
     last_version: Version,
     scripts: BTreeMap<String, Bytes>,
     entries: Vec<(Bytes, Entry)>,
+}
+
+/// Format 2: format 1 and the client sessions.
+#[derive(Serialize, Deserialize)]
+struct SnapshotV2 {
+    v1: SnapshotV1,
+    sessions: Vec<(ClientId, u64, crate::protocol::Reply, LogTime)>,
 }
 
 /// A snapshot that cannot be decoded.
@@ -384,36 +406,51 @@ impl Keyspace {
         let mut entries: Vec<(Bytes, Entry)> = self.entries.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
         // Sorted, so equal keyspaces give byte-identical snapshots.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let snap = SnapshotV1 {
+        let v1 = SnapshotV1 {
             log_time: self.log_time,
             last_version: self.last_version,
             scripts: self.scripts.clone(),
             entries,
         };
-        let mut out = vec![1u8];
+        let snap = SnapshotV2 { v1, sessions: self.sessions.to_list() };
+        let mut out = vec![2u8];
         out.extend(bincode::serialize(&snap).expect("serialising plain data cannot fail"));
         out
     }
 
-    /// Decodes what [`Keyspace::encode`] produced.
+    /// Decodes what [`Keyspace::encode`] produced (and format 1, which had no
+    /// sessions).
     pub fn decode(data: &[u8]) -> Result<Keyspace, SnapshotError> {
-        match data.split_first() {
-            None => Ok(Keyspace::new()),
-            Some((1, rest)) => {
-                let snap: SnapshotV1 = bincode::deserialize(rest).map_err(|e| SnapshotError(e.to_string()))?;
-                let mut ks = Keyspace {
-                    log_time: snap.log_time,
-                    last_version: snap.last_version,
-                    scripts: snap.scripts,
-                    ..Keyspace::default()
-                };
-                for (key, entry) in snap.entries {
-                    ks.insert(key, entry);
-                }
-                Ok(ks)
+        let corrupt = |e: bincode::Error| SnapshotError(e.to_string());
+        let (v1, sessions) = match data.split_first() {
+            None => return Ok(Keyspace::new()),
+            Some((1, rest)) => (bincode::deserialize::<SnapshotV1>(rest).map_err(corrupt)?, Vec::new()),
+            Some((2, rest)) => {
+                let snap = bincode::deserialize::<SnapshotV2>(rest).map_err(corrupt)?;
+                (snap.v1, snap.sessions)
             }
-            Some((v, _)) => Err(SnapshotError(format!("unknown snapshot format {v}"))),
+            Some((v, _)) => return Err(SnapshotError(format!("unknown snapshot format {v}"))),
+        };
+        let mut ks = Keyspace {
+            log_time: v1.log_time,
+            last_version: v1.last_version,
+            scripts: v1.scripts,
+            sessions: Sessions::from_list(sessions),
+            ..Keyspace::default()
+        };
+        for (key, entry) in v1.entries {
+            ks.insert(key, entry);
         }
+        Ok(ks)
+    }
+
+    /// The client sessions (retried commands run once).
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    pub fn sessions_mut(&mut self) -> &mut Sessions {
+        &mut self.sessions
     }
 }
 

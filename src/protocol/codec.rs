@@ -50,11 +50,15 @@ fn invalid(msg: impl Into<String>) -> ProtocolError {
 #[derive(Debug, Default)]
 pub struct RequestCodec {
     pub limits: Limits,
+    /// How far the scan of an incomplete multibulk frame got: (offset of the
+    /// next argument, arguments scanned, arguments declared). A request that
+    /// arrives a few bytes at a time is scanned once, not once per read.
+    partial: Option<(usize, i64, i64)>,
 }
 
 impl RequestCodec {
     pub fn new(limits: Limits) -> Self {
-        RequestCodec { limits }
+        RequestCodec { limits, partial: None }
     }
 
     /// Finds `\r\n` at or after `from`; `Ok(None)` if not there yet.
@@ -67,32 +71,45 @@ impl RequestCodec {
     }
 
     /// Scans one multibulk frame; returns its total length once complete.
-    fn scan_multibulk(&self, buf: &[u8]) -> Result<Option<(usize, i64)>, ProtocolError> {
-        let Some(nl) = self.line_end(buf, 1, "mbulk count string")? else { return Ok(None) };
-        let count = parse_len(&buf[1..nl]).ok_or_else(|| invalid("invalid multibulk length"))?;
-        if count > self.limits.max_args as i64 {
-            return Err(invalid("invalid multibulk length"));
-        }
-        let mut pos = nl + 1;
-        for _ in 0..count.max(0) {
+    /// Resumes where the last call stopped if the frame was incomplete.
+    fn scan_multibulk(&mut self, buf: &[u8]) -> Result<Option<(usize, i64)>, ProtocolError> {
+        let (mut pos, done, count) = match self.partial.take() {
+            Some(state) => state,
+            None => {
+                let Some(nl) = self.line_end(buf, 1, "mbulk count string")? else { return Ok(None) };
+                let count = parse_len(&buf[1..nl]).ok_or_else(|| invalid("invalid multibulk length"))?;
+                if count > self.limits.max_args as i64 {
+                    return Err(invalid("invalid multibulk length"));
+                }
+                (nl + 1, 0, count)
+            }
+        };
+        for scanned in done..count.max(0) {
             if pos >= buf.len() {
+                self.partial = Some((pos, scanned, count));
                 return Ok(None);
             }
             if buf[pos] != b'$' {
                 return Err(invalid(format!("expected '$', got '{}'", printable(buf[pos]))));
             }
-            let Some(nl) = self.line_end(buf, pos + 1, "bulk count string")? else { return Ok(None) };
+            let Some(nl) = self.line_end(buf, pos + 1, "bulk count string")? else {
+                self.partial = Some((pos, scanned, count));
+                return Ok(None);
+            };
             let len = parse_len(&buf[pos + 1..nl]).ok_or_else(|| invalid("invalid bulk length"))?;
             if len < 0 || len as usize > self.limits.max_bulk_len {
                 return Err(invalid("invalid bulk length"));
             }
-            pos = nl + 1 + len as usize + 2;
-            if pos > self.limits.max_request_len {
+            let next = nl + 1 + len as usize + 2;
+            if next > self.limits.max_request_len {
                 return Err(invalid("request too large"));
             }
-            if pos > buf.len() {
+            if next > buf.len() {
+                // Resume at this argument's header: its body is still coming.
+                self.partial = Some((pos, scanned, count));
                 return Ok(None);
             }
+            pos = next;
         }
         Ok(Some((pos, count)))
     }

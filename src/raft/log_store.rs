@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::types::{Entry, LogId, NodeId, StorageIoError, TypeConfig};
+use crate::keyspace::LogTime;
 use crate::clock::LogClock;
 use crate::storage::{Batch, Cf, Storage};
 
@@ -109,24 +110,31 @@ impl LogStore {
         &self.reader.db
     }
 
-    /// Scans back from the end of the log to the newest entry with a log time.
+    /// Tells the clock where the log ends after a restart.
     fn recover_log_time(&self) -> Result<(), StorageIoError> {
+        if let Some((index, t)) = self.last_log_time(u64::MAX)? {
+            self.clock.log_appended(index, t);
+        }
+        Ok(())
+    }
+
+    /// The newest entry below `below` that carries a log time: (index, time).
+    fn last_log_time(&self, below: u64) -> Result<Option<(u64, LogTime)>, StorageIoError> {
         let mut found = None;
         self.db()
             .scan_back(Cf::Log, |_, v| {
                 if let Ok(entry) = bincode::deserialize::<Entry>(v) {
-                    if let EntryPayload::Normal(p) = entry.payload {
-                        found = Some(p.log_time);
-                        return Ok(false);
+                    if entry.log_id.index < below {
+                        if let EntryPayload::Normal(p) = entry.payload {
+                            found = Some((entry.log_id.index, p.log_time));
+                            return Ok(false);
+                        }
                     }
                 }
                 Ok(true)
             })
             .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-        if let Some(t) = found {
-            self.clock.observe(t);
-        }
-        Ok(())
+        Ok(found)
     }
 
     fn read_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageIoError> {
@@ -220,11 +228,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut b = Batch::default();
+        let mut end = None;
         for entry in entries {
             if let EntryPayload::Normal(p) = &entry.payload {
-                self.clock.observe(p.log_time);
+                end = Some((entry.log_id.index, p.log_time));
             }
             b.put(Cf::Log, index_key(entry.log_id.index), encode(&entry));
+        }
+        if let Some((index, t)) = end {
+            self.clock.log_appended(index, t);
         }
         // Written now (so readable when we return), durable when the flusher
         // has synced the WAL behind it.
@@ -237,7 +249,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageIoError> {
         let mut b = Batch::default();
         b.delete_range(Cf::Log, index_key(log_id.index), index_key(u64::MAX));
-        self.db().write(b, true).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
+        self.db().write(b, true).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+        // The removed entries' times must not outlive them (a later election
+        // would continue from them).
+        let remaining = self.last_log_time(log_id.index)?;
+        self.clock.log_truncated(log_id.index, remaining);
+        Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageIoError> {

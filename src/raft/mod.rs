@@ -6,6 +6,7 @@
 //! waiting at that moment. Inside: the type configuration, the RocksDB log
 //! store, the state machine adapter and the peer network.
 
+mod applying;
 mod audit;
 mod log_store;
 mod network;
@@ -26,7 +27,7 @@ use crate::clock::LogClock;
 use bytes::Bytes;
 
 use crate::commands::{ClientCommand, Op, Origin, Proposal, Request};
-use crate::keyspace::{Keyspace, LogTime, ReadCtx};
+use crate::keyspace::{ClientId, Keyspace, LogTime, ReadCtx};
 use crate::protocol::Reply;
 use crate::storage::Storage;
 
@@ -38,7 +39,7 @@ pub use state_machine::{EventSink, SharedState, StateMachine};
 pub use types::{NodeId, NodeInfo, TypeConfig};
 
 /// Why the cluster could not serve a command. The text is the RESP error.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ClusterError {
     #[error("CLUSTERDOWN no leader")]
     NoLeader,
@@ -50,6 +51,14 @@ pub enum ClusterError {
     Unreachable(String),
     #[error("ERR consensus stopped: {0}")]
     Fatal(String),
+}
+
+impl ClusterError {
+    /// Whether the command may be sent again (to whoever leads by then): it
+    /// did not run, or it carries its origin and so runs at most once.
+    fn worth_retrying(&self) -> bool {
+        !matches!(self, ClusterError::Fatal(_))
+    }
 }
 
 /// Failure to start the Raft instance.
@@ -73,6 +82,8 @@ pub struct RaftSettings {
     pub request_timeout: Duration,
     /// Where to write the audit log of lease events, if anywhere.
     pub audit_log: Option<std::path::PathBuf>,
+    /// Log entries to apply as error replies (`--skip-entry`).
+    pub skip_entries: std::collections::BTreeSet<u64>,
 }
 
 /// A point-in-time view for `RAFT.INFO` and `INFO`.
@@ -102,6 +113,10 @@ struct PendingWrite {
 
 /// Most commands in one log entry.
 const MAX_BATCH: usize = 1024;
+/// An entry stops taking commands once it holds this many bytes of them. With
+/// one request at most `commands::MAX_REQUEST_BYTES`, every entry stays well under the
+/// peer transport's frame limit (`peer::MAX_FRAME`), so it can replicate.
+pub const MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
 /// Most entries of client commands proposed and not yet applied.
 const MAX_IN_FLIGHT: usize = 2;
 
@@ -118,6 +133,10 @@ struct Proposer {
 pub struct Consensus {
     proposer: Arc<Proposer>,
     shared: Arc<SharedState>,
+    /// Tells this process's clients apart from those of earlier starts.
+    boot: u64,
+    /// The next command number (`Origin::seq`), increasing for every
+    /// connection of this process.
     next_request: AtomicU64,
     writes: mpsc::UnboundedSender<PendingWrite>,
     reads: mpsc::UnboundedSender<ReadWaiter>,
@@ -135,14 +154,12 @@ enum Route {
 struct ForwardedCommands(std::sync::Weak<Consensus>);
 
 impl peer::ForwardHandler for ForwardedCommands {
-    fn forward(&self, request: Request) -> futures_util::future::BoxFuture<'static, Reply> {
+    fn forward(&self, command: ClientCommand) -> futures_util::future::BoxFuture<'static, Result<Reply, ClusterError>> {
         let consensus = self.0.upgrade();
         Box::pin(async move {
-            let Some(consensus) = consensus else { return Reply::error("ERR node is shutting down") };
-            if let Err(e) = consensus.leader_term() {
-                return Reply::Error(e.to_string());
-            }
-            consensus.execute_here(request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
+            let Some(consensus) = consensus else { return Err(ClusterError::NoLeader) };
+            consensus.leader_term()?;
+            consensus.execute_here(command).await
         })
     }
 }
@@ -188,10 +205,14 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
     let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     while let Some(first) = rx.recv().await {
         let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
+        let mut bytes = first.command.request.size();
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(w) => batch.push(w),
+                Ok(w) => {
+                    bytes += w.command.request.size();
+                    batch.push(w);
+                }
                 Err(_) => break,
             }
         }
@@ -247,7 +268,10 @@ impl Consensus {
         .validate()
         .map_err(|e| err(&e))?;
         let log = LogStore::open(db.clone(), clock.clone()).map_err(|e| err(&e))?;
-        let mut sm = StateMachine::open(db, clock.clone(), sink).map_err(|e| err(&e))?;
+        let mut sm = StateMachine::open(db, clock.clone(), sink)
+            .map_err(|e| err(&e))?
+            .with_skipped_entries(settings.skip_entries.clone());
+        applying::install_crash_report();
         if let Some(path) = &settings.audit_log {
             let audit = AuditLog::open(path, settings.node_id)
                 .map_err(|e| StartError(format!("audit log {}: {e}", path.display())))?;
@@ -277,7 +301,8 @@ impl Consensus {
         });
         let (writes, write_rx) = mpsc::unbounded_channel();
         tokio::spawn(write_batcher(proposer.clone(), write_rx));
-        let consensus = Arc::new(Consensus { proposer, shared, next_request: AtomicU64::new(1), writes, reads, pool });
+        let consensus =
+            Arc::new(Consensus { proposer, shared, boot: boot_id(), next_request: AtomicU64::new(1), writes, reads, pool });
         let handler = Arc::new(ForwardedCommands(Arc::downgrade(&consensus)));
         tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler));
         Ok(consensus)
@@ -323,39 +348,51 @@ impl Consensus {
         }
     }
 
-    /// Runs a client command (write, read or `RAFT.NODE`) on the leader: here,
-    /// or forwarded over the peer connection with the reply relayed.
-    pub async fn execute(&self, request: Request) -> Result<Reply, ClusterError> {
+    /// Runs a command of client connection `conn` (write, read or
+    /// `RAFT.NODE`) on the leader: here, or forwarded over the peer
+    /// connection with the reply relayed.
+    ///
+    /// Until the request timeout, a command that met no leader, a leader
+    /// change, or a lost answer is sent again, to whoever leads by then. It
+    /// keeps its origin, so if an earlier copy did commit, the state machine
+    /// answers the retry with that copy's reply and runs nothing twice
+    /// (`keyspace::Sessions`). Only when time runs out does the client get
+    /// `TRYAGAIN`/`CLUSTERDOWN`, and then the command may or may not have run.
+    pub async fn execute(&self, conn: u64, request: Request) -> Result<Reply, ClusterError> {
         if crate::planted::active(crate::planted::Bug::StaleReads) {
             if let Some(reply) = self.planted_local_read(&request) {
                 return Ok(reply);
             }
         }
+        let client = ClientId { node: self.proposer.node_id, boot: self.boot, conn };
+        let command = ClientCommand { origin: Origin { client, seq: self.next_request.fetch_add(1, Ordering::Relaxed) }, request };
         // One deadline for finding the leader and hearing back from it.
         let deadline = Instant::now() + self.proposer.request_timeout;
+        let mut pause = Duration::from_millis(10);
         loop {
-            let (id, addr) = match self.route(deadline).await? {
-                Route::Here => return self.execute_here(request).await,
-                Route::Leader(id, addr) => (id, addr),
-            };
-            let ttl = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
-            let forward = peer::PeerRequest::Forward(request.clone());
-            return match self.pool.call(id, &addr, forward, ttl).await {
-                Ok(peer::PeerResponse::Forward(reply)) => Ok(reply),
-                Ok(_) => Err(ClusterError::Fatal("unexpected answer to a forwarded command".into())),
-                // Never sent (the leader is down or changing): safe to retry
-                // until a leader answers or time runs out.
-                Err(e @ peer::PeerError::NotSent(..)) => {
-                    if Instant::now() >= deadline {
-                        return Err(ClusterError::Unreachable(e.to_string()));
+            let outcome = match self.route(deadline).await {
+                Err(e) => Err(e),
+                Ok(Route::Here) => self.execute_here(command.clone()).await,
+                Ok(Route::Leader(id, addr)) => {
+                    let ttl = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
+                    match self.pool.call(id, &addr, peer::PeerRequest::Forward(command.clone()), ttl).await {
+                        Ok(peer::PeerResponse::Forward(result)) => result,
+                        Ok(_) => Err(ClusterError::Fatal("unexpected answer to a forwarded command".into())),
+                        Err(peer::PeerError::Timeout(_)) => Err(ClusterError::Timeout),
+                        // Not sent, or sent and the answer lost: either way
+                        // the command runs at most once, so send it again.
+                        Err(e) => Err(ClusterError::Unreachable(e.to_string())),
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
                 }
-                Err(peer::PeerError::Timeout(_)) => Err(ClusterError::Timeout),
-                // Sent but unanswered: it may have run; the client decides.
-                Err(e) => Err(ClusterError::Unreachable(e.to_string())),
             };
+            match outcome {
+                Err(e) if e.worth_retrying() && Instant::now() + pause < deadline => {
+                    tracing::debug!(error = %e, "retrying a command");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                other => return other,
+            }
         }
     }
 
@@ -381,16 +418,16 @@ impl Consensus {
     }
 
     /// Runs a command on this node, which must be the leader.
-    async fn execute_here(&self, request: Request) -> Result<Reply, ClusterError> {
-        let argv = match request {
-            Request::Transaction { .. } => return self.write(request).await,
+    async fn execute_here(&self, command: ClientCommand) -> Result<Reply, ClusterError> {
+        let argv = match &command.request {
+            Request::Transaction { .. } => return self.write(command).await,
             Request::Command(argv) => argv,
         };
-        match crate::commands::resolve(&argv) {
+        match crate::commands::resolve(argv) {
             Err(reply) => Ok(reply),
-            Ok(spec) if spec.name == "raft.node" => self.admin(&argv).await,
-            Ok(spec) if spec.is_write() => self.write(Request::Command(argv)).await,
-            Ok(_) => self.read(move |ks, ctx| crate::commands::execute_read(ks, &argv, ctx)).await,
+            Ok(spec) if spec.name == "raft.node" => self.admin(argv).await,
+            Ok(spec) if spec.is_write() => self.write(command).await,
+            Ok(_) => self.read(move |ks, ctx| crate::commands::execute_read(ks, argv, ctx)).await,
         }
     }
 
@@ -439,11 +476,10 @@ impl Consensus {
     /// Commits a client command through the log (sharing an entry with every
     /// command waiting at the same moment); the reply is the one the state
     /// machine produced when it applied the command. This node must lead.
-    async fn write(&self, request: Request) -> Result<Reply, ClusterError> {
+    async fn write(&self, command: ClientCommand) -> Result<Reply, ClusterError> {
         self.leader_term()?;
-        let origin = Origin { node: self.proposer.node_id, request: self.next_request.fetch_add(1, Ordering::Relaxed) };
         let (tx, rx) = oneshot::channel();
-        let pending = PendingWrite { command: ClientCommand { origin, request }, reply: tx };
+        let pending = PendingWrite { command, reply: tx };
         self.writes.send(pending).map_err(|_| ClusterError::Fatal("write path stopped".into()))?;
         // A command still queued when this gives up is dropped by the batcher
         // (its waiter is gone), so a timed-out command is never proposed late.
@@ -460,7 +496,7 @@ impl Consensus {
     }
 
     /// Runs `f` on the keyspace once it reflects every write committed before
-    /// this call (ReadIndex), at the leader's current log time.
+    /// this call (ReadIndex), at the log time of the applied state.
     async fn read<T>(&self, f: impl FnOnce(&Keyspace, &ReadCtx) -> T) -> Result<T, ClusterError> {
         let term = self.leader_term()?;
         let (tx, rx) = oneshot::channel();
@@ -471,8 +507,18 @@ impl Consensus {
             Ok(Ok(result)) => result?,
         }
         let clock = &self.proposer.clock;
-        let ctx = ReadCtx { now: clock.now(term), unix_ms: clock.unix_ms() };
         let applied = self.shared.lock();
+        // At the log time of the applied state, never at the leader's live
+        // clock: that is a time no entry carries, and a read judged there
+        // could see an expiry that the log later undoes (a renewal already in
+        // flight, or a new leader that continues from an earlier time). A key
+        // stays visible until the entry that expires it is applied.
+        let now = if crate::planted::active(crate::planted::Bug::ReadsAtLeaderClock) {
+            clock.now(term)
+        } else {
+            applied.keyspace.log_time()
+        };
+        let ctx = ReadCtx { now, unix_ms: clock.unix_ms() };
         Ok(f(&applied.keyspace, &ctx))
     }
 
@@ -530,6 +576,16 @@ impl Consensus {
             tracing::warn!("raft shutdown: {e}");
         }
     }
+}
+
+/// A number that differs between starts of this process: the time of the
+/// start and the process id, mixed.
+fn boot_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ (u64::from(std::process::id()) << 40)
 }
 
 /// Serves waiting reads in batches: one `ensure_linearizable` round answers

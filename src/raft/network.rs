@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Timeout, Unreachable};
+use openraft::error::{InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, Timeout, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
@@ -69,6 +69,13 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
+        // A frame over the transport's limit would break the link, and the
+        // same entries would be sent again forever: ask openraft for fewer
+        // (one entry always fits: client requests and entries are capped).
+        let entries = rpc.entries.len() as u64;
+        if entries > 1 && bincode::serialized_size(&rpc).map_or(true, |n| n as usize > super::peer::MAX_FRAME / 2) {
+            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(entries / 2)));
+        }
         match self.call(PeerRequest::AppendEntries(rpc), &option).await? {
             PeerResponse::AppendEntries(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
             _ => Err(self.unexpected()),

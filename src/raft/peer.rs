@@ -25,11 +25,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use super::types::{NodeId, Raft, TypeConfig};
-use crate::commands::Request;
+use super::ClusterError;
+use crate::commands::ClientCommand;
 use crate::protocol::Reply;
 
 /// Largest peer frame: a batch of entries or a snapshot chunk.
-const MAX_FRAME: usize = 256 * 1024 * 1024;
+pub const MAX_FRAME: usize = 256 * 1024 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -38,8 +39,9 @@ pub enum PeerRequest {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
-    /// A client request taken by a follower, for the leader to run.
-    Forward(Request),
+    /// A client command taken by a follower, for the leader to run. The same
+    /// command (same origin) may come again if its answer was lost.
+    Forward(ClientCommand),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -48,7 +50,9 @@ pub enum PeerResponse {
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
-    Forward(Reply),
+    /// The command's reply, or why the leader could not run it (then the
+    /// follower tries again, wherever the leader is by then).
+    Forward(Result<Reply, ClusterError>),
     Refused(String),
 }
 
@@ -69,7 +73,7 @@ pub enum PeerError {
 
 /// Runs commands forwarded by followers (implemented by the server).
 pub trait ForwardHandler: Send + Sync + 'static {
-    fn forward(&self, request: Request) -> BoxFuture<'static, Reply>;
+    fn forward(&self, command: ClientCommand) -> BoxFuture<'static, Result<Reply, ClusterError>>;
 }
 
 fn encode(id: u64, body: &impl Serialize) -> Bytes {
@@ -141,7 +145,7 @@ async fn serve_conn(socket: TcpStream, raft: Raft, secret: String, handler: Arc<
                 PeerRequest::AppendEntries(rpc) => PeerResponse::AppendEntries(raft.append_entries(rpc).await),
                 PeerRequest::Vote(rpc) => PeerResponse::Vote(raft.vote(rpc).await),
                 PeerRequest::InstallSnapshot(rpc) => PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await),
-                PeerRequest::Forward(request) => PeerResponse::Forward(handler.forward(request).await),
+                PeerRequest::Forward(command) => PeerResponse::Forward(handler.forward(command).await),
             };
             let _ = tx.send(encode(id, &response)).await;
         });

@@ -2,6 +2,7 @@
 //! keyspace through `commands::apply`, hands the resulting events to the node,
 //! and builds, stores and installs snapshots (in RocksDB's `snapshot` family).
 
+use std::collections::BTreeSet;
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,6 +13,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use super::applying;
 use super::audit::AuditLog;
 use super::types::{Entry, LogId, NodeId, NodeInfo, StorageIoError, TypeConfig};
 use crate::clock::LogClock;
@@ -67,6 +69,8 @@ pub struct StateMachine {
     clock: Arc<LogClock>,
     sink: EventSink,
     audit: Option<Arc<AuditLog>>,
+    /// Entries the operator asked to skip (`--skip-entry`).
+    skipped: Arc<BTreeSet<u64>>,
 }
 
 impl StateMachine {
@@ -80,15 +84,21 @@ impl StateMachine {
             }
             applied.last_applied = snap.meta.last_log_id;
             applied.membership = snap.meta.last_membership.clone();
-            clock.observe(applied.keyspace.log_time());
+            clock.applied(applied.keyspace.log_time());
         }
         let shared = Arc::new(SharedState { applied: Mutex::new(applied), changed: Notify::new() });
-        Ok(StateMachine { shared, db, clock, sink, audit: None })
+        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default() })
     }
 
     /// Records every applied lease event in `audit`.
     pub fn with_audit(mut self, audit: Arc<AuditLog>) -> StateMachine {
         self.audit = Some(audit);
+        self
+    }
+
+    /// Applies each entry in `indexes` as an error reply that changes nothing.
+    pub fn with_skipped_entries(mut self, indexes: BTreeSet<u64>) -> StateMachine {
+        self.skipped = Arc::new(indexes);
         self
     }
 
@@ -162,9 +172,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 let entry_replies = match entry.payload {
                     EntryPayload::Blank => Vec::new(),
                     EntryPayload::Normal(proposal) => {
-                        self.clock.observe(proposal.log_time);
+                        self.clock.applied(proposal.log_time);
                         let index = entry.log_id.index;
-                        let outcomes = if planted::active(Bug::WallClockLease) || planted::active(Bug::TokenReuse) {
+                        applying::begin(index, commands::suspect_command(&proposal));
+                        let outcomes = if self.skipped.contains(&index) {
+                            tracing::warn!(index, "skipping log entry {index} as --skip-entry asks");
+                            commands::skip(index, &proposal)
+                        } else if planted::active(Bug::WallClockLease) || planted::active(Bug::TokenReuse) {
                             let mut p = proposal.clone();
                             if planted::active(Bug::WallClockLease) {
                                 p.log_time += planted::wall_clock_skew(p.log_time, p.unix_ms);
@@ -179,6 +193,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                                 audit.record(index, proposal.log_time, &outcome.events);
                             }
                         }
+                        applying::end();
                         outcomes.into_iter().map(|outcome| self.deliver(outcome)).collect()
                     }
                     EntryPayload::Membership(m) => {
@@ -215,7 +230,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             keyspace.planted_forget_last_version();
         }
         self.write_snapshot(&StoredSnapshot { meta: meta.clone(), data })?;
-        self.clock.observe(keyspace.log_time());
+        self.clock.applied(keyspace.log_time());
         {
             let mut applied = self.shared.lock();
             applied.keyspace = keyspace;

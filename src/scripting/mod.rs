@@ -54,8 +54,10 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
     let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
     let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::new()) };
     lua.set_memory_limit(MEMORY_LIMIT).map_err(internal)?;
-    let exceeded = Rc::new(Cell::new(false));
-    sandbox(&lua, keys, argv).map_err(internal)?;
+    let meter = Rc::new(Meter::new(budget));
+    sandbox(&lua, keys, argv, &meter).map_err(internal)?;
+    meter.baseline_memory.set(lua.used_memory());
+    let allocations = AllocationMeter::install(&lua).map_err(internal)?;
 
     let sha = sha1hex(body);
     let function = lua
@@ -65,20 +67,25 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         .into_function()
         .map_err(|e| Reply::Error(format!("ERR Error compiling script (new function): {}", lua_message(&e))))?;
 
-    // The budget: count instructions. Once over, raise at every instruction,
-    // so the error escapes every `pcall` the script may hide it in.
-    let executed = Rc::new(Cell::new(0u64));
+    // The budget: count instructions, each weighted by the memory the script
+    // holds (see `Meter`). Once over, raise at every instruction, so the
+    // error escapes every `pcall` the script may hide it in.
     {
-        let (executed, exceeded) = (executed.clone(), exceeded.clone());
-        lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
-            executed.set(executed.get() + HOOK_EVERY as u64);
-            if executed.get() > budget && !exceeded.get() {
-                exceeded.set(true);
-                lua.set_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
+        let meter = meter.clone();
+        let allocated = allocations.counter();
+        let allocated_before = Cell::new(0u64);
+        lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
+            if !meter.exceeded.get() {
+                let held = lua.used_memory().saturating_sub(meter.baseline_memory.get()) as u64;
+                let fresh = allocated.get() - allocated_before.get();
+                allocated_before.set(allocated.get());
+                let cost = HOOK_EVERY as u64 * (1 + held / MEMORY_WEIGHT_BYTES) + fresh / ALLOCATED_BYTES_PER_INSTRUCTION;
+                let _ = meter.charge(cost);
+            }
+            if meter.exceeded.get() {
+                lua.set_global_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
                     Err(mlua::Error::RuntimeError("instruction budget exceeded".into()))
                 })?;
-            }
-            if exceeded.get() {
                 return Err(mlua::Error::RuntimeError("instruction budget exceeded".into()));
             }
             Ok(VmState::Continue)
@@ -87,11 +94,18 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
     }
 
     let result = lua.scope(|scope| {
+        let call_meter = meter.clone();
         let raw = scope.create_function_mut(move |lua, args: MultiValue| {
             let mut argv = Vec::with_capacity(args.len());
             for arg in args {
                 match arg {
-                    Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
+                    Value::String(s) => {
+                        // What a script hands to commands is paid for by
+                        // size, so one script cannot write without bound.
+                        let bytes = s.as_bytes();
+                        call_meter.charge(bytes.len() as u64 / CALL_BYTES_PER_INSTRUCTION)?;
+                        argv.push(Bytes::copy_from_slice(&bytes));
+                    }
                     Value::Integer(i) => argv.push(Bytes::from(i.to_string())),
                     Value::Number(n) => argv.push(Bytes::from(format_lua_number(n))),
                     _ => {
@@ -119,9 +133,9 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         protect_globals(&lua)?;
         runner.call::<(bool, Value)>(function.clone())
     });
-    lua.remove_hook();
+    lua.remove_global_hook();
 
-    if exceeded.get() {
+    if meter.exceeded.get() {
         return Err(Reply::Error(format!(
             "ERR Script exceeded the budget of {budget} Lua instructions and was stopped \
              (at the same point on every node); nothing after that point was applied"
@@ -131,7 +145,12 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         Ok((true, value)) => Ok(lua_to_reply(&value)),
         // Redis 7's error reply: the message, then where the script failed.
         Ok((false, Value::Table(err))) => {
-            let msg: String = err.raw_get::<Option<String>>("err").ok().flatten().unwrap_or_default();
+            let msg: String = err
+                .raw_get::<Option<String>>("err")
+                .ok()
+                .flatten()
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| "ERR unknown error".into());
             let line: Option<i64> = err.raw_get("line").ok();
             match line {
                 Some(line) if line > 0 => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script:{line}."))),
@@ -143,6 +162,116 @@ fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
             Err(Reply::Error("ERR Script exceeded its memory limit".into()))
         }
         Err(e) => Err(Reply::Error(format!("ERR Error running script: {}", lua_message(&e)))),
+    }
+}
+
+/// How many bytes a script may hold beyond its fresh state before each of its
+/// instructions counts double (triple at twice this, and so on). Some
+/// instructions work in C, where no instruction is counted, in time that grows
+/// with the data they touch (`..` copies whole strings, `<` compares them);
+/// weighting by what the script holds, and charging what it allocates (see
+/// `AllocationMeter`), bounds the time any run can take by its budget.
+const MEMORY_WEIGHT_BYTES: u64 = 32 * 1024;
+/// Bytes allocated by a script that cost one instruction.
+const ALLOCATED_BYTES_PER_INSTRUCTION: u64 = 64;
+/// Bytes of `redis.call` arguments that cost one instruction.
+const CALL_BYTES_PER_INSTRUCTION: u64 = 16;
+
+/// One run's budget, charged by the instruction hook, by `redis.call`
+/// arguments, and by the library functions that do work in C (the pattern
+/// matcher, `string.rep`, the table functions). Deterministic: every charge
+/// depends only on what the script does.
+struct Meter {
+    used: Cell<u64>,
+    budget: u64,
+    exceeded: Cell<bool>,
+    /// Memory of the state before the script runs (its libraries).
+    baseline_memory: Cell<usize>,
+}
+
+impl Meter {
+    fn new(budget: u64) -> Meter {
+        Meter { used: Cell::new(0), budget, exceeded: Cell::new(false), baseline_memory: Cell::new(0) }
+    }
+
+    fn charge(&self, cost: u64) -> mlua::Result<()> {
+        self.used.set(self.used.get().saturating_add(cost));
+        if self.used.get() > self.budget {
+            self.exceeded.set(true);
+        }
+        if self.exceeded.get() {
+            return Err(mlua::Error::RuntimeError("instruction budget exceeded".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Counts every byte a Lua state allocates, by wrapping its allocator (mlua's,
+/// which still enforces the memory limit). Every C operation whose time grows
+/// with its data produces a result of that size, so the count is a measure of
+/// work the instruction count does not see. Deterministic: the same script on
+/// the same data makes the same allocations on every node.
+struct AllocationMeter<'lua> {
+    lua: &'lua Lua,
+    state: Box<AllocatorState>,
+}
+
+struct AllocatorState {
+    inner: mlua::ffi::lua_Alloc,
+    inner_ud: *mut std::os::raw::c_void,
+    allocated: Rc<Cell<u64>>,
+}
+
+unsafe extern "C" fn metered_alloc(
+    ud: *mut std::os::raw::c_void,
+    ptr: *mut std::os::raw::c_void,
+    osize: usize,
+    nsize: usize,
+) -> *mut std::os::raw::c_void {
+    // SAFETY: `ud` is the `AllocatorState` that `install` registered, alive
+    // until `drop` puts the inner allocator back.
+    let state = &*(ud as *const AllocatorState);
+    let out = (state.inner)(state.inner_ud, ptr, osize, nsize);
+    // Lua 5.1 passes osize 0 with a null ptr.
+    if !out.is_null() && nsize > osize {
+        state.allocated.set(state.allocated.get() + (nsize - osize) as u64);
+    }
+    out
+}
+
+impl<'lua> AllocationMeter<'lua> {
+    fn install(lua: &'lua Lua) -> mlua::Result<AllocationMeter<'lua>> {
+        let mut state =
+            Box::new(AllocatorState { inner: metered_alloc, inner_ud: std::ptr::null_mut(), allocated: Rc::default() });
+        let state_ptr: *mut AllocatorState = &mut *state;
+        // SAFETY: swaps the allocator of a state no other thread uses; the
+        // old one is kept and called for every request, and restored on drop.
+        unsafe {
+            lua.exec_raw::<()>((), |l| {
+                let mut inner_ud = std::ptr::null_mut();
+                let inner = mlua::ffi::lua_getallocf(l, &mut inner_ud);
+                (*state_ptr).inner = inner;
+                (*state_ptr).inner_ud = inner_ud;
+                mlua::ffi::lua_setallocf(l, metered_alloc, state_ptr.cast());
+            })?;
+        }
+        Ok(AllocationMeter { lua, state })
+    }
+
+    fn counter(&self) -> Rc<Cell<u64>> {
+        self.state.allocated.clone()
+    }
+}
+
+impl Drop for AllocationMeter<'_> {
+    fn drop(&mut self) {
+        let (inner, inner_ud) = (self.state.inner, self.state.inner_ud);
+        // SAFETY: puts back the allocator `install` found.
+        let restored = unsafe { self.lua.exec_raw::<()>((), |l| mlua::ffi::lua_setallocf(l, inner, inner_ud)) };
+        if restored.is_err() {
+            // The state would keep calling into freed memory: stop here.
+            std::process::abort();
+        }
     }
 }
 
@@ -179,8 +308,12 @@ redis.pcall = function(...)
     local _, v = raw(...)
     return v
 end
+local rawget = rawget
 local function handler(err)
-    if type(err) ~= "table" then
+    -- A new table: the script's own error table may have metamethods.
+    if type(err) == "table" then
+        err = { err = rawget(err, "err") }
+    else
         err = { err = "ERR " .. tostring(err) }
     end
     for level = 2, 12 do
@@ -200,7 +333,7 @@ end
 
 /// Removes everything that reads the environment, does I/O, loads bytecode or
 /// is not deterministic; installs the `redis` library, `KEYS` and `ARGV`.
-fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes]) -> mlua::Result<()> {
+fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes], meter: &Rc<Meter>) -> mlua::Result<()> {
     let g = lua.globals();
     for name in ["dofile", "loadfile", "load", "print", "collectgarbage", "gcinfo", "newproxy", "getfenv", "setfenv", "module", "require"] {
         g.raw_set(name, Value::Nil)?;
@@ -252,9 +385,23 @@ fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes]) -> mlua::Result<()> {
         redis.raw_set(name, level)?;
     }
     g.raw_set("redis", redis)?;
+    // Lua's own matcher recurses in C once per pattern item and backtracks
+    // without limit, where no instruction is counted: ours is bounded and
+    // charges its steps to the budget.
+    let string: Table = g.raw_get("string")?;
+    let charge_steps = {
+        let meter = meter.clone();
+        Rc::new(move |steps: u64| meter.charge(steps))
+    };
+    patterns::install(lua, &string, charge_steps, MEMORY_LIMIT)?;
 
+    let charge = {
+        let meter = meter.clone();
+        lua.create_function(move |_, cost: f64| meter.charge(if cost > 0.0 { cost as u64 } else { 0 }))?
+    };
     lua.load(
-        r#"
+        r##"
+        local MEMORY_LIMIT, charge = ...
         -- Bytecode can break out of any Lua sandbox: text only.
         local text_only = loadstring
         loadstring = function(s, name)
@@ -264,6 +411,127 @@ fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes]) -> mlua::Result<()> {
             return text_only(s, name)
         end
         string.dump = nil
+        -- string.rep of an empty string loops in C, where no instruction is
+        -- counted, for as many times as asked: refuse results that could not
+        -- fit in the script's memory before starting.
+        local rep, type, tostring, tonumber, error = string.rep, type, tostring, tonumber, error
+        string.rep = function(s, n)
+            rep(s, 0) -- the argument errors of the original
+            local count = tonumber(n)
+            if count == nil then return rep(s, n) end
+            local len = #tostring(s)
+            if len == 0 or count < 1 then return "" end
+            if len * count > MEMORY_LIMIT then error("not enough memory", 2) end
+            charge(len * count / 16)
+            return rep(s, count)
+        end
+        -- The table functions that move elements loop in C over `#t`, which a
+        -- sparse table makes huge (t[1], t[2], t[4], ... t[2^29] gives a #t
+        -- near 2^29): written in Lua here, so every step is counted.
+        local select, floor, sort, rawnext = select, math.floor, table.sort, next
+        local function table_arg(t, fname)
+            if type(t) ~= "table" then
+                error("bad argument #1 to '" .. fname .. "' (table expected, got " .. type(t) .. ")", 3)
+            end
+        end
+        local function int_arg(v, n, fname)
+            local i = tonumber(v)
+            if i == nil then
+                error("bad argument #" .. n .. " to '" .. fname .. "' (number expected, got " .. type(v) .. ")", 3)
+            end
+            return i >= 0 and floor(i) or -floor(-i)
+        end
+        table.insert = function(t, ...)
+            table_arg(t, "insert")
+            local n, e = select("#", ...), #t + 1
+            if n == 1 then
+                t[e] = ...
+                return
+            elseif n ~= 2 then
+                error("wrong number of arguments to 'insert'", 2)
+            end
+            local pos, v = ...
+            pos = int_arg(pos, 2, "insert")
+            if pos > e then e = pos end
+            for i = e, pos + 1, -1 do t[i] = t[i - 1] end
+            t[pos] = v
+        end
+        table.remove = function(t, pos)
+            table_arg(t, "remove")
+            local e = #t
+            if e == 0 then return end
+            pos = pos == nil and e or int_arg(pos, 2, "remove")
+            if pos < 1 or pos > e then return end
+            local v = t[pos]
+            for i = pos, e - 1 do t[i] = t[i + 1] end
+            t[e] = nil
+            return v
+        end
+        table.foreachi = function(t, f)
+            table_arg(t, "foreachi")
+            for i = 1, #t do
+                local r = f(i, t[i])
+                if r ~= nil then return r end
+            end
+        end
+        table.sort = function(t, ...)
+            table_arg(t, "sort")
+            -- More elements than fit in a script's memory: a sparse table.
+            if #t > MEMORY_LIMIT / 16 then error("table too large to sort", 2) end
+            charge(#t)
+            return sort(t, ...)
+        end
+        -- Iteration order over keys that are tables, functions or coroutines
+        -- follows their addresses, which differ from node to node; a script
+        -- that wrote in that order would leave the replicas different.
+        local function by_address(k)
+            local kind = type(k)
+            return kind == "table" or kind == "function" or kind == "thread" or kind == "userdata"
+        end
+        local unordered = "cannot iterate over a table with table, function or coroutine keys: the order would differ from node to node"
+        next = function(t, k)
+            local nk, nv = rawnext(t, k)
+            if nk ~= nil and by_address(nk) then error(unordered, 2) end
+            return nk, nv
+        end
+        local safe_next = next
+        pairs = function(t)
+            table_arg(t, "pairs")
+            -- Such keys also move the others within the table: refuse up front.
+            for k in rawnext, t do
+                if by_address(k) then error(unordered, 2) end
+            end
+            return safe_next, t, nil
+        end
+        table.foreach = function(t, f)
+            table_arg(t, "foreach")
+            for k, v in pairs(t) do
+                local r = f(k, v)
+                if r ~= nil then return r end
+            end
+        end
+        -- tostring of a table or function shows its address, which differs
+        -- from node to node; a script that stored it would make the replicas
+        -- differ. Number such values in the order the script first shows them.
+        local raw_tostring, metatable_of, setmetatable, rawget, format = tostring, debug.getmetatable, setmetatable, rawget, string.format
+        local ids, last_id = setmetatable({}, { __mode = "k" }), 0
+        _G.tostring = function(...)
+            local v = ...
+            local kind = type(v)
+            if kind == "table" or kind == "function" or kind == "thread" or kind == "userdata" then
+                local mt = metatable_of(v)
+                if not (mt and rawget(mt, "__tostring") ~= nil) then
+                    local id = ids[v]
+                    if id == nil then
+                        last_id = last_id + 1
+                        id = last_id
+                        ids[v] = id
+                    end
+                    return format("%s: 0x%08x", kind, id)
+                end
+            end
+            return raw_tostring(...)
+        end
         -- A fixed generator: the same numbers on every node.
         local seed = 0
         math.randomseed = function(n) seed = math.floor(tonumber(n) or 0) % 2147483647 end
@@ -274,10 +542,10 @@ fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes]) -> mlua::Result<()> {
             if n == nil then m, n = 1, m end
             return m + math.floor(r * (n - m + 1))
         end
-        "#,
+        "##,
     )
     .set_name("=raftlock")
-    .exec()
+    .call::<()>((MEMORY_LIMIT, charge))
 }
 
 /// Makes the globals and the libraries read-only, with Redis's messages:
@@ -375,35 +643,98 @@ fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
     })
 }
 
-/// Lua -> RESP, as Redis converts a script's return value.
+/// How deep a script's reply may nest. A cyclic table (`a = {b}; b = {a}`)
+/// would otherwise recurse until the thread's stack overflows.
+const MAX_REPLY_DEPTH: usize = 1000;
+/// How many values one script's reply may hold. A table that refers to itself
+/// twice (`a = {a, a}`) is small in Lua but exponentially large as a reply.
+const MAX_REPLY_VALUES: usize = 4_000_000;
+/// How many bytes of strings one script's reply may hold: a table that holds
+/// one big string many times is small in Lua, not as a reply.
+const MAX_REPLY_BYTES: usize = 4 * MEMORY_LIMIT;
+
+/// Why a script's return value cannot become a reply.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ReplyLimit {
+    Depth,
+    Size,
+}
+
+impl ReplyLimit {
+    fn reply(self) -> Reply {
+        match self {
+            // Redis's text when a reply nests past what its Lua stack holds.
+            ReplyLimit::Depth => Reply::error("ERR reached lua stack limit"),
+            ReplyLimit::Size => Reply::error(format!(
+                "ERR script reply too large (more than {MAX_REPLY_VALUES} values or {MAX_REPLY_BYTES} bytes)"
+            )),
+        }
+    }
+}
+
+/// Lua -> RESP, as Redis converts a script's return value, bounded in depth
+/// and in size (see [`MAX_REPLY_DEPTH`], [`MAX_REPLY_VALUES`]).
 fn lua_to_reply(value: &Value) -> Reply {
-    match value {
+    let mut size = ReplySize::default();
+    convert_lua_value(value, 0, &mut size).unwrap_or_else(ReplyLimit::reply)
+}
+
+/// What a reply holds so far.
+#[derive(Default)]
+struct ReplySize {
+    values: usize,
+    bytes: usize,
+}
+
+impl ReplySize {
+    fn add(&mut self, bytes: usize) -> Result<(), ReplyLimit> {
+        self.values += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.values > MAX_REPLY_VALUES || self.bytes > MAX_REPLY_BYTES {
+            return Err(ReplyLimit::Size);
+        }
+        Ok(())
+    }
+}
+
+fn convert_lua_value(value: &Value, depth: usize, size: &mut ReplySize) -> Result<Reply, ReplyLimit> {
+    size.add(match value {
+        Value::String(s) => s.as_bytes().len(),
+        _ => 0,
+    })?;
+    Ok(match value {
         Value::Nil => Reply::Nil,
         Value::Boolean(true) => Reply::Int(1),
         Value::Boolean(false) => Reply::Nil,
         Value::Integer(i) => Reply::Int(*i),
-        // Numbers are truncated to integers, as Redis does.
+        // Numbers are truncated to integers, as Redis does (`as` saturates;
+        // NaN becomes 0).
         Value::Number(n) => Reply::Int(n.trunc() as i64),
         Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
         Value::Table(t) => {
             if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-                return Reply::Error(String::from_utf8_lossy(&e.as_bytes()).into_owned());
+                let text = String::from_utf8_lossy(&e.as_bytes()).into_owned();
+                // An empty error would be a bare `-` line.
+                return Ok(Reply::Error(if text.trim().is_empty() { "ERR unknown error".into() } else { text }));
             }
             if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-                return Reply::Status(String::from_utf8_lossy(&s.as_bytes()).into_owned());
+                return Ok(Reply::Status(String::from_utf8_lossy(&s.as_bytes()).into_owned()));
+            }
+            if depth >= MAX_REPLY_DEPTH {
+                return Err(ReplyLimit::Depth);
             }
             // An array, cut at the first nil.
             let mut items = Vec::new();
             for i in 1.. {
                 match t.raw_get::<Value>(i) {
                     Ok(Value::Nil) | Err(_) => break,
-                    Ok(v) => items.push(lua_to_reply(&v)),
+                    Ok(v) => items.push(convert_lua_value(&v, depth + 1, size)?),
                 }
             }
             Reply::Array(items)
         }
         _ => Reply::Nil,
-    }
+    })
 }
 
 fn root(e: &mlua::Error) -> &mlua::Error {
@@ -426,6 +757,8 @@ fn lua_message(e: &mlua::Error) -> String {
         None => text,
     }
 }
+
+mod patterns;
 
 #[cfg(test)]
 mod tests;

@@ -127,3 +127,117 @@ fn syntax_errors_and_randomness_are_deterministic() {
     let r = "math.randomseed(7) return {math.random(100), math.random(100), math.random(100)}";
     assert_eq!(eval(r, &[], &[]), eval(r, &[], &[]));
 }
+
+/// Issue 9: inputs that once stopped the node (or every node, on replay).
+#[test]
+fn cyclic_and_deep_replies_are_errors() {
+    let cyclic = "local a = {}; local b = {a}; a[1] = b; return a";
+    assert_eq!(eval(cyclic, &[], &[]), Reply::error("ERR reached lua stack limit"));
+    assert_eq!(eval("local a = {} a[1] = a return a", &[], &[]), Reply::error("ERR reached lua stack limit"));
+    let deep = "local t = {} local c = t for i=1,100000 do c[1] = {} c = c[1] end return t";
+    assert_eq!(eval(deep, &[], &[]), Reply::error("ERR reached lua stack limit"));
+    // A table that refers to itself twice doubles at every level.
+    assert!(is_err(&eval("local a = {} a[1] = a a[2] = a return a", &[], &[]), "reached lua stack limit"));
+    let wide = "local t = {} local c = t for i=1,40 do local n = {} c[1] = n c[2] = n c = n end return t";
+    assert!(is_err(&eval(wide, &[], &[]), "too large"));
+    // Nesting below the limit still converts, all the way down.
+    let ok = "local t = {} local c = t for i=1,900 do c[1] = {} c = c[1] end c[1] = 'leaf' return t";
+    let mut reply = eval(ok, &[], &[]);
+    let mut depth = 0;
+    while let Reply::Array(mut items) = reply {
+        assert_eq!(items.len(), 1);
+        reply = items.remove(0);
+        depth += 1;
+    }
+    assert_eq!((depth, reply), (901, Reply::bulk("leaf")));
+}
+
+#[test]
+fn c_loops_a_script_controls_are_bounded() {
+    // string.rep of an empty string would loop 2^62 times in C.
+    assert_eq!(eval("return string.rep('', 2^62)", &[], &[]), Reply::bulk(""));
+    assert_eq!(eval("return #string.rep('ab', 3)", &[], &[]), Reply::Int(6));
+    assert_eq!(eval("return string.rep('x', -1)", &[], &[]), Reply::bulk(""));
+    assert!(is_err(&eval("return string.rep('x', 2^40)", &[], &[]), "not enough memory"));
+    assert!(is_err(&eval("return string.rep('x', 'many')", &[], &[]), "bad argument #2 to 'rep'"));
+    assert!(is_err(&eval("return ('x'):rep(2^40)", &[], &[]), "not enough memory"));
+    // table.insert at -2^31 would shift 2^31 slots.
+    assert!(is_err(&eval("local t = {} table.insert(t, -2^31, 1) return t", &[], &[]), "budget"));
+    // A sparse table whose length is near 2^29: removing its first element
+    // would move that many slots in C.
+    let sparse = "local t = {1, 2, nil, 4} local j = 5 while j < 2^30 do t[j] = 1 j = j * 2 end";
+    assert!(is_err(&eval(&format!("{sparse} table.remove(t, 1) return #t"), &[], &[]), "budget"));
+    assert!(is_err(&eval(&format!("{sparse} table.insert(t, 1, 'x') return #t"), &[], &[]), "budget"));
+    assert!(is_err(&eval(&format!("{sparse} table.foreachi(t, function() end) return #t"), &[], &[]), "budget"));
+    assert!(is_err(&eval(&format!("{sparse} table.sort(t) return #t"), &[], &[]), "too large to sort"));
+    assert_eq!(eval("local t = {1, 2, 3} return {table.remove(t, 1), table.remove(t), #t}", &[], &[]), eval("return {1, 3, 1}", &[], &[]));
+    // Concatenating big strings in a loop allocates, and allocation is paid for.
+    assert!(is_err(&eval("local s = string.rep('x', 2^20) for i = 1, 1e6 do local t = s .. 'y' end", &[], &[]), "budget"));
+    // Comparing big strings is weighted by what the script holds.
+    assert!(is_err(&eval("local s = string.rep('x', 2^24) for i = 1, 1e7 do local c = s < s end", &[], &[]), "budget"));
+    // Patterns cannot recurse deeply nor backtrack without limit.
+    assert!(is_err(&eval("return string.find(string.rep('a', 300000), string.rep('a?', 300000))", &[], &[]), "pattern too complex"));
+    assert!(is_err(&eval("return string.find(string.rep('a', 40), string.rep('a*', 40) .. 'b')", &[], &[]), "budget"));
+    assert!(is_err(&eval("return string.gsub(string.rep('x', 1e6), '', string.rep('y', 1000))", &[], &[]), ""));
+    assert_eq!(eval("local t = {1, 3} table.insert(t, 2, 2) table.insert(t, 4) return t", &[], &[]), eval("return {1, 2, 3, 4}", &[], &[]));
+    // unpack and string.byte of huge ranges fail inside Lua.
+    assert!(matches!(eval("return unpack({}, 1, 1e8)", &[], &[]), Reply::Error(_)));
+    assert!(matches!(eval("return string.byte(string.rep('x', 1e7), 1, -1)", &[], &[]), Reply::Error(_)));
+}
+
+#[test]
+fn memory_and_recursion_bombs_fail_cleanly() {
+    for body in [
+        "local t = {} for i = 1, 1e9 do t[i] = i end",
+        "local s = 'x' while true do s = s .. s end",
+        "local t = {} for i = 1, 1e8 do t[#t + 1] = string.rep('x', 100) end",
+        "local function f() return 1 + f() end return f()",
+        "local t = setmetatable({}, {}) getmetatable(t).__index = function(t, k) return t[k] end return t.x",
+        "return loadstring(string.rep('(', 100000) .. '1' .. string.rep(')', 100000))()",
+        "return loadstring('return ' .. string.rep('{', 100000))()",
+        "local co = coroutine.wrap(function() while true do end end) return co()",
+        "local co = coroutine.wrap(function() while true do pcall(function() while true do end end) end end) return co()",
+        "return table.concat(setmetatable({}, {__index = function() return 'x' end}), '', 1, 1e9)",
+    ] {
+        assert!(matches!(eval(body, &[], &[]), Reply::Error(_)), "{body} did not fail");
+    }
+}
+
+#[test]
+fn error_objects_of_every_type_become_error_replies() {
+    for body in [
+        "error(nil)",
+        "error(false)",
+        "error(42)",
+        "error({})",
+        "error({err = {}})",
+        "error(function() end)",
+        "error(coroutine.create(function() end))",
+        "error(setmetatable({}, {__newindex = function() error('again') end}))",
+        "error(setmetatable({}, {__tostring = function() error('again') end}))",
+        "error(setmetatable({}, {__index = function() while true do end end}))",
+        "error(_G)",
+        "error(string)",
+    ] {
+        let reply = eval(body, &[], &[]);
+        match &reply {
+            Reply::Error(text) => assert!(!text.trim().is_empty() && text.split(' ').next().unwrap().chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) , "{body}: {text:?}"),
+            other => panic!("{body} replied {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn addresses_never_reach_a_reply_or_a_write() {
+    // Two runs on different allocations must give the same text.
+    let body = "local t, f = {}, function() end return {tostring(t), tostring(f), tostring(t), tostring(setmetatable({}, {__tostring = function() return 'mine' end}))}";
+    let a = eval(body, &[], &[]);
+    let _garbage: Vec<Vec<u8>> = (0..1000).map(|i| vec![0u8; i * 7]).collect();
+    assert_eq!(a, eval(body, &[], &[]));
+    assert_eq!(
+        a,
+        Reply::Array(vec![Reply::bulk("table: 0x00000001"), Reply::bulk("function: 0x00000002"), Reply::bulk("table: 0x00000001"), Reply::bulk("mine")])
+    );
+    let err = eval("error(function() end)", &[], &[]);
+    assert!(matches!(&err, Reply::Error(e) if e.contains("function: 0x00000001")), "{err:?}");
+}

@@ -47,6 +47,8 @@ struct Connection {
     multi: Option<Vec<Vec<Bytes>>>,
     /// A command was refused while queueing: `EXEC` must abort.
     multi_failed: bool,
+    /// Bytes of the commands queued since `MULTI`.
+    multi_bytes: usize,
     /// `WATCH`ed keys and the version of their last write when watched.
     watched: Vec<(Bytes, u64)>,
 }
@@ -73,6 +75,7 @@ pub async fn serve(node: Arc<Node>, socket: TcpStream, addr: SocketAddr, mut shu
         out: BytesMut::with_capacity(4096),
         multi: None,
         multi_failed: false,
+        multi_bytes: 0,
         watched: Vec::new(),
     };
     conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
@@ -177,9 +180,14 @@ impl Connection {
         }
         if let Some(queue) = &mut self.multi {
             if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
+                self.multi_bytes += argv.iter().map(|a| a.len() + 16).sum::<usize>();
                 let reply = if matches!(spec.handler, Handler::Local) && commands::execute_local(&argv).is_none() {
                     self.multi_failed = true;
                     Reply::error(format!("ERR '{}' is not allowed inside a transaction", spec.name))
+                } else if self.multi_bytes > self.node.config.max_request_len {
+                    // EXEC is one log entry: it must fit one, as a request must.
+                    self.multi_failed = true;
+                    Reply::error("ERR the transaction is larger than the largest request (max-request-len)")
                 } else {
                     queue.push(argv);
                     Reply::Status("QUEUED".into())
@@ -267,6 +275,7 @@ impl Connection {
             "multi" => {
                 self.multi = Some(Vec::new());
                 self.multi_failed = false;
+                self.multi_bytes = 0;
                 Reply::ok()
             }
             "exec" => match self.multi.take() {
@@ -321,7 +330,7 @@ impl Connection {
 
     /// Runs a request on the leader (here or forwarded); errors as replies.
     async fn on_leader(&self, request: Request) -> Reply {
-        self.node.consensus.execute(request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
+        self.node.consensus.execute(self.id, request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
     }
 
     /// `BLPOP`/`BRPOP`: tries to pop through the log; while every list is
@@ -333,7 +342,11 @@ impl Connection {
             Ok(t) => t,
             Err(e) => return Some(Reply::from(e)),
         };
-        let deadline = (timeout > 0.0).then(|| tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout));
+        // A deadline over a year away is no deadline at all (and needs no
+        // arithmetic that could overflow).
+        const YEAR_SECS: f64 = 365.0 * 24.0 * 3600.0;
+        let deadline = (timeout > 0.0 && timeout < YEAR_SECS)
+            .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout));
         let keys = argv[1..argv.len() - 1].to_vec();
         let node = self.node.clone();
         let waiter = node.hub.wait_for_lists(&keys);

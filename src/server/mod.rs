@@ -21,6 +21,13 @@ use crate::raft::{Consensus, NodeInfo, RaftSettings};
 use crate::storage::Storage;
 
 pub use clients::{ClientInfo, ClientRegistry};
+
+/// The stack of every runtime thread. Log entries are applied on these
+/// threads, scripts included: every recursion a client controls is bounded
+/// (a script's reply depth, Lua's own C-call limit, the pattern matcher's
+/// depth), and this size leaves those bounds a wide margin. It is address
+/// space; only the pages a thread touches take memory.
+pub const WORKER_STACK_BYTES: usize = 64 * 1024 * 1024;
 pub use hub::{format_notify_flags, parse_notify_flags, Hub, PushMsg, Subscriber};
 
 /// A failure that stops the node.
@@ -72,6 +79,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         snapshot_logs: config.snapshot_logs,
         request_timeout: Duration::from_millis(config.request_timeout_ms),
         audit_log: config.audit_log.clone(),
+        skip_entries: config.skip_entry.iter().copied().collect(),
     };
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await

@@ -1,0 +1,236 @@
+//! Issue 9: no client input may stop a node or leave a log entry that stops it
+//! again on replay. Every input here once crashed or hung a node, or is of a
+//! kind that could (deep and cyclic structures, C loops a script controls,
+//! huge and overflowing numbers, binary and empty keys, thousands of
+//! arguments, error objects of every type). Each must get a reply while the
+//! node keeps serving other clients; afterwards a restart on the same data
+//! directory replays every entry and comes back with the same keyspace
+//! (RAFT.DIGEST before and after). The same runs through a follower of a
+//! three-node cluster, whose replicas must agree.
+
+mod cluster_support;
+mod common;
+
+use std::time::Duration;
+
+use common::{q, TestServer};
+use redis::Value;
+
+/// What a hostile input must get back.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    /// An error reply whose text contains this.
+    Error(&'static str),
+    /// Any reply at all (the point is that the node survives and agrees).
+    Reply,
+}
+use Expect::{Error, Reply};
+
+const NESTED_100K: &str = "local t = {} local c = t for i=1,100000 do c[1] = {} c = c[1] end return t";
+
+/// (arguments, expectation). Scripts are run with EVAL, so they are in the log.
+fn cases() -> Vec<(Vec<String>, Expect)> {
+    let eval = |body: &str| vec!["EVAL".to_string(), body.to_string(), "0".to_string()];
+    let cmd = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut cases = vec![
+        // The two inputs of the issue: a cyclic table and a very deep one.
+        (eval("local a = {}; local b = {a}; a[1] = b; return a"), Error("reached lua stack limit")),
+        (eval(NESTED_100K), Error("reached lua stack limit")),
+        (eval("local a = {} a[1] = a a[2] = a return a"), Error("too large")),
+        // C loops and allocations a script controls.
+        (eval("return string.rep('', 2^62)"), Reply),
+        (eval("return string.rep('x', 2^40)"), Error("not enough memory")),
+        (eval("local t = {} table.insert(t, -2^31, 1) return t"), Error("position out of bounds")),
+        (eval("return unpack({}, 1, 1e8)"), Error("")),
+        (eval("local s = 'x' while true do s = s .. s end"), Error("memory")),
+        (eval("local t = {} for i = 1, 1e9 do t[i] = i end"), Error("")),
+        (eval("while true do end"), Error("budget")),
+        (eval("local co = coroutine.wrap(function() while true do end end) return co()"), Error("budget")),
+        (eval("local function f() return 1 + f() end return f()"), Error("")),
+        (eval("local function f() return pcall(f) end return f()"), Error("")),
+        (eval("return loadstring(string.rep('(', 100000) .. '1' .. string.rep(')', 100000))()"), Error("")),
+        (eval("return string.find(string.rep('a', 40), string.rep('a*', 40) .. 'b')"), Error("")),
+        (eval("return string.find(string.rep('a', 300000), string.rep('a?', 300000))"), Error("")),
+        (eval("return string.gsub(string.rep('x', 1000000), '', string.rep('y', 1000))"), Error("")),
+        // Error objects of every type.
+        (eval("error(nil)"), Error("")),
+        (eval("error({})"), Error("")),
+        (eval("error(function() end)"), Error("function: 0x")),
+        (eval("error(setmetatable({}, {__newindex = function() error('again') end}))"), Error("")),
+        (eval("error(_G)"), Error("")),
+        (eval("return redis.error_reply('ERR a\\r\\nb')"), Error("ERR a")),
+        (eval("return {ok = 'a\\r\\nb'}"), Reply),
+        // The reply of a script that wrote an address would differ per node.
+        (eval("redis.call('SET', 'addr', tostring({})) return redis.call('GET', 'addr')"), Reply),
+        // Numbers at and beyond the edges.
+        (cmd(&["SET", "n", "9223372036854775807"]), Reply),
+        (cmd(&["INCR", "n"]), Error("overflow")),
+        (cmd(&["INCRBY", "n", "-9223372036854775808"]), Reply),
+        (cmd(&["DECRBY", "n", "-9223372036854775808"]), Error("")),
+        (cmd(&["SET", "e", "v", "EX", "9223372036854775807"]), Error("invalid expire")),
+        (cmd(&["SET", "e", "v", "PX", "-1"]), Error("invalid expire")),
+        (cmd(&["SET", "e", "v", "EXAT", "9223372036854775807"]), Error("invalid expire")),
+        (cmd(&["SET", "e", "v", "PXAT", "9223372036854775807"]), Reply),
+        (cmd(&["EXPIRE", "n", "9223372036854775807"]), Error("invalid expire")),
+        (cmd(&["PEXPIRE", "n", "-9223372036854775808"]), Reply),
+        (cmd(&["PEXPIREAT", "n", "9223372036854775807"]), Reply),
+        (cmd(&["LOCK.ACQUIRE", "l", "o", "0"]), Error("")),
+        (cmd(&["LOCK.ACQUIRE", "l", "o", "-1"]), Error("")),
+        (cmd(&["LOCK.ACQUIRE", "l", "o", "18446744073709551615"]), Error("")),
+        (cmd(&["LOCK.ACQUIRE", "l", "o", "9223372036854775807"]), Reply),
+        (cmd(&["LOCK.RENEW", "l", "o", "-1", "1000"]), Error("")),
+        (cmd(&["LOCK.FENCE", "f", "-9223372036854775808"]), Error("")),
+        (cmd(&["LOCK.FENCE", "f", "18446744073709551615"]), Error("")),
+        (cmd(&["RPUSH", "list", "a", "b", "c"]), Reply),
+        (cmd(&["LRANGE", "list", "-9223372036854775808", "9223372036854775807"]), Reply),
+        (cmd(&["LPOP", "list", "9223372036854775807"]), Reply),
+        (cmd(&["LPOP", "list", "-1"]), Error("")),
+        (cmd(&["LINDEX", "list", "-9223372036854775808"]), Reply),
+        (cmd(&["LREM", "list", "-9223372036854775808", "a"]), Reply),
+        (cmd(&["ZADD", "z", "nan", "m"]), Error("not a valid float")),
+        (cmd(&["ZADD", "z", "inf", "m"]), Reply),
+        (cmd(&["ZINCRBY", "z", "-inf", "m"]), Error("NaN")),
+        (cmd(&["ZRANGE", "z", "-9223372036854775808", "9223372036854775807"]), Reply),
+        (cmd(&["ZRANGE", "z", "(nan", "+inf", "BYSCORE"]), Reply),
+        (cmd(&["ZRANGE", "z", "0", "-1", "BYSCORE", "LIMIT", "0", "9223372036854775807"]), Reply),
+        (cmd(&["HSET", "h", "f", "9223372036854775807"]), Reply),
+        (cmd(&["HINCRBY", "h", "f", "1"]), Error("overflow")),
+        (cmd(&["SCAN", "0", "COUNT", "9223372036854775807"]), Reply),
+        (cmd(&["SCAN", "18446744073709551615"]), Reply),
+        (cmd(&["SCAN", "0", "COUNT", "0"]), Error("")),
+        (cmd(&["BLPOP", "nolist", "-1"]), Error("")),
+        (cmd(&["BLPOP", "nolist", "nan"]), Error("")),
+        (cmd(&["BLPOP", "nolist", "inf"]), Error("")),
+        (cmd(&["BLPOP", "nolist", "1e300"]), Error("")),
+        (cmd(&["EVAL", "return 1", "-1"]), Error("negative")),
+        (cmd(&["EVAL", "return 1", "9223372036854775807"]), Error("greater")),
+        (cmd(&["KEYS", &"*a".repeat(5000)]), Reply),
+        (cmd(&["KEYS", &format!("{}b", "*a".repeat(5000))]), Reply),
+        (cmd(&["EXISTS", "", "\u{0}\u{1}\u{ff}"]), Reply),
+        (cmd(&["SET", "", ""]), Reply),
+        (cmd(&["CLIENT", "SETNAME", "has space"]), Error("")),
+        (cmd(&["HELLO", "99"]), Error("NOPROTO")),
+        (cmd(&["HELLO", "-9223372036854775808"]), Error("")),
+        (cmd(&["CONFIG", "SET", "notify-keyspace-events", "\u{0}zzz"]), Error("")),
+    ];
+    // Thousands of arguments, in one command and in one script.
+    let mut many = vec!["DEL".to_string()];
+    many.extend((0..20_000).map(|i| format!("k{i}")));
+    cases.push((many, Reply));
+    let mut mset = vec!["MSET".to_string()];
+    mset.extend((0..10_000).flat_map(|i| [format!("m{i}"), "v".to_string()]));
+    cases.push((mset, Reply));
+    let mut keys = vec!["EVAL".to_string(), "return #KEYS + #ARGV".to_string(), "30000".to_string()];
+    keys.extend((0..60_000).map(|i| format!("a{i}")));
+    cases.push((keys, Reply));
+    cases
+}
+
+fn run_case(con: &mut redis::Connection, args: &[String], expect: Expect) {
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let shown = shorten(&argv.join(" "));
+    match (q(con, &argv), expect) {
+        (Err(e), Error(needle)) => {
+            let text = common::err_text(&e);
+            assert!(text.contains(needle), "{shown}: error {text:?} should contain {needle:?}");
+            assert!(
+                e.kind() != redis::ErrorKind::Io && !e.is_connection_dropped(),
+                "{shown}: the connection failed: {text}"
+            );
+        }
+        (Ok(v), Error(needle)) => panic!("{shown}: expected an error containing {needle:?}, got {}", shorten(&format!("{v:?}"))),
+        (Err(e), Reply) => {
+            assert!(
+                e.kind() != redis::ErrorKind::Io && !e.is_connection_dropped() && e.kind() != redis::ErrorKind::Parse,
+                "{shown}: no reply: {}",
+                common::err_text(&e)
+            );
+        }
+        (Ok(_), Reply) => {}
+    }
+}
+
+fn shorten(s: &str) -> String {
+    if s.len() > 160 { format!("{}...", &s[..s.char_indices().take_while(|(i, _)| *i < 160).last().map_or(0, |(i, _)| i)]) } else { s.to_string() }
+}
+
+/// The keyspace digest a node reports (RAFT.DIGEST's second element).
+fn digest(con: &mut redis::Connection) -> String {
+    match q(con, &["RAFT.DIGEST"]) {
+        Ok(Value::Array(items)) if items.len() == 2 => common::as_text(&items[1]).expect("digest text"),
+        other => panic!("RAFT.DIGEST: {other:?}"),
+    }
+}
+
+#[test]
+fn hostile_inputs_get_replies_and_a_restart_replays_them() {
+    let mut server = TestServer::start_with_env(&[("RAFTLOCK_REQUEST_TIMEOUT_MS", "60000")]);
+    let mut con = server.client();
+    let mut bystander = server.client();
+    q(&mut con, &["SET", "before", "1"]).unwrap();
+    for (args, expect) in cases() {
+        run_case(&mut con, &args, expect);
+        // Another client is served after every input.
+        assert_eq!(q(&mut bystander, &["PING"]).ok(), Some(Value::SimpleString("PONG".into())), "after {}", shorten(&args.join(" ")));
+    }
+    assert!(server.is_running());
+    let before = digest(&mut con);
+    drop(con);
+    drop(bystander);
+    // kill -9 and start again on the same data directory: every entry above
+    // is replayed (none was behind a snapshot).
+    server.restart();
+    let mut con = server.client();
+    assert_eq!(digest(&mut con), before, "the replayed keyspace differs");
+    assert_eq!(q(&mut con, &["GET", "before"]).ok(), Some(Value::BulkString(b"1".to_vec())));
+    // And it still takes writes.
+    q(&mut con, &["SET", "after", "1"]).unwrap();
+}
+
+#[test]
+fn hostile_inputs_through_a_follower_leave_every_replica_equal() {
+    let _serial = cluster_support::serial();
+    let opts = cluster_support::Opts { request_timeout_ms: Some(60_000), ..Default::default() };
+    let mut cluster = cluster_support::Cluster::start(3, opts);
+    let leader = cluster.wait_leader(&[1, 2, 3], Duration::from_secs(20));
+    let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
+    let mut con = cluster.node(follower).client();
+    for (args, expect) in cases() {
+        run_case(&mut con, &args, expect);
+    }
+    q(&mut con, &["SET", "last", "1"]).unwrap();
+    // Every replica applies the same entries and reaches the same keyspace.
+    let digests = |cluster: &cluster_support::Cluster| -> Vec<String> {
+        [1, 2, 3]
+            .iter()
+            .map(|id| {
+                common::poll_until(Duration::from_secs(30), "the replica has applied `last`", || {
+                    let mut c = cluster.node(*id).try_client(Duration::from_secs(2)).ok()?;
+                    let info = cluster.node(*id).raft_info().ok()?;
+                    (info.num("applied_index") >= info.num("commit_index")).then_some(())?;
+                    let d = digest(&mut c);
+                    Some(d)
+                })
+            })
+            .collect()
+    };
+    let wait_equal = |cluster: &cluster_support::Cluster| -> String {
+        common::poll_until(Duration::from_secs(30), "all replicas report one digest", || {
+            let d = digests(cluster);
+            d.windows(2).all(|w| w[0] == w[1]).then(|| d[0].clone())
+        })
+    };
+    let before = wait_equal(&cluster);
+    for id in [1, 2, 3] {
+        assert!(cluster.node_mut(id).is_running(), "node {id} stopped");
+    }
+    // All three killed and started again: each replays its log.
+    for id in [1, 2, 3] {
+        cluster.kill9(id);
+    }
+    for id in [1, 2, 3] {
+        cluster.restart(id);
+    }
+    cluster.wait_ready(&[1, 2, 3], Duration::from_secs(30));
+    assert_eq!(wait_equal(&cluster), before, "the replayed replicas differ from before");
+}
