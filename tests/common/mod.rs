@@ -267,6 +267,13 @@ impl TestServer {
         );
     }
 
+    /// `kill -9`, then start again on the same data directory without waiting
+    /// and without writing anything (a ready check would write).
+    pub fn restart_quietly(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
     /// Send SIGTERM and wait (bounded) for the process to exit; returns its status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("server not running");
