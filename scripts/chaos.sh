@@ -10,9 +10,13 @@
 # Every other flag goes to tests/chaos/run.py (--help lists them). `--planted
 # BUG` builds raftlock with the `planted-bugs` feature and switches BUG on
 # (see src/planted.rs); `--planted resource-no-check` plants the bug in the
-# harness's protected resource instead. Ends with one summary line; exits
-# non-zero on any violation, printing the seed and where the history is.
-# Needs root (namespaces, iptables); falls back to loopback and says so.
+# harness's protected resource instead. Ends with one summary line (the fault
+# kinds that ran, skipped or were not drawn, and a verdict per checker) and
+# writes verdict.json beside the history. Exits 1 if a checker found a
+# violation, 2 if the run proves nothing (a harness error, missing evidence),
+# printing the seed and where the history is.
+# Needs root (namespaces, iptables); falls back to loopback and says so, unless
+# RAFTLOCK_CHAOS_REQUIRE_NETNS=1 (scripts/test.sh), which makes that an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh

@@ -17,5 +17,7 @@ cargo test --release "$@"
 if [ $# -eq 0 ]; then
     tests/interop/run.sh
     python3 -m unittest discover -s tests/chaos -p 'test_*.py'
-    scripts/chaos.sh --duration "${RAFTLOCK_CHAOS_DURATION:-120}"
+    # This runs as root: the chaos run must use network namespaces (real
+    # partitions), not fall back to loopback.
+    RAFTLOCK_CHAOS_REQUIRE_NETNS=1 scripts/chaos.sh --duration "${RAFTLOCK_CHAOS_DURATION:-120}"
 fi

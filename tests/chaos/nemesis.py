@@ -7,7 +7,7 @@ import time
 KINDS = [
     "kill-follower", "kill-leader", "kill-majority", "kill-all", "pause-leader", "pause-client",
     "partition-leader-minority", "partition-halves", "partition-isolate", "partition-oneway",
-    "net-delay", "net-drop", "clock-jump", "clock-rate", "fsync-fail",
+    "net-delay", "net-drop", "clock-jump", "clock-rate", "fsync-fail", "leader-returns",
 ]
 
 
@@ -18,14 +18,18 @@ class Nemesis:
         self.rng = rng
         self.f = open(path, "a", buffering=1)
         self.log = log
-        self.counts = {}
+        self.counts = {}  # faults that ran, by kind
+        self.skipped = {}  # faults that could not run here (no libfaketime, ...), by kind
         self.problems = []  # safety problems the nemesis itself sees (a node that kept running after a failed fsync)
         self.fsync_stops = []
+        self.returns = {"returned": 0, "not": 0}  # leader-returns: did the old leader win again?
 
     def record(self, kind, phase, **detail):
         entry = dict(t=time.monotonic(), kind=kind, phase=phase, **detail)
         self.f.write(json.dumps(entry) + "\n")
         self.log(f"[nemesis] {kind} {phase} {json.dumps(detail) if detail else ''}")
+        if phase == "skipped":
+            self.skipped[kind] = self.skipped.get(kind, 0) + 1
 
     def ids(self):
         return sorted(self.cluster.nodes)
@@ -38,8 +42,10 @@ class Nemesis:
         return [i for i in self.ids() if i != lid]
 
     def run_one(self, kind, hold):
+        skipped = sum(self.skipped.values())
         heal = getattr(self, "do_" + kind.replace("-", "_"))(hold)
-        self.counts[kind] = self.counts.get(kind, 0) + 1
+        if sum(self.skipped.values()) == skipped:  # only faults that really ran count
+            self.counts[kind] = self.counts.get(kind, 0) + 1
         if heal:
             heal()
             self.record(kind, "heal")
@@ -139,6 +145,74 @@ class Nemesis:
         self.record("net-drop", "start", drop=p)
         time.sleep(hold)
         return lambda: self.cluster.set_link_rules([])
+
+    def do_leader_returns(self, hold):
+        """Issue 10, finding 1. The leader A is cut off while clients keep
+        writing to it: as long as it has not heard of a newer term it stamps
+        those writes, which never commit. The others are paused meanwhile, so
+        that nobody commits anything for a while and the log's last time falls
+        behind A's stamps by that much. Then they elect a leader, the partition
+        heals (A truncates its entries), and the others' leaders are paused one
+        after another until A wins an election while the committed log is
+        still behind its old stamps. A leader that continued from those stamps
+        instead of from its log would expire every lease at once."""
+        kind = "leader-returns"
+        a = self.cluster.wait_leader(timeout=5)
+        if a is None or len(self.ids()) < 3:
+            self.record(kind, "skipped", reason="no leader" if a is None else "needs 3 nodes")
+            return None
+        others = self.followers(a)
+        self.cluster.partition([[a], others])
+        for nid in others:
+            self.cluster.pause(nid)
+        gap = max(hold, 3.0) + self.rng.uniform(1.0, 3.0)
+        self.record(kind, "start", node=a, others_paused_s=round(gap, 2))
+        time.sleep(gap)
+        for nid in others:
+            self.cluster.resume(nid)
+        self._wait_leader_other_than(a, 10)
+        self.cluster.heal_network()
+        paused, elections, returned = [], 0, False
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            lid = self.cluster.wait_leader(timeout=2)
+            if lid == a:
+                returned = True
+                break
+            if lid is None:
+                continue
+            # A can only win once its log has caught up with this leader's.
+            self._wait_caught_up(a, lid, 2.0)
+            for nid in paused:
+                self.cluster.resume(nid)
+            self.cluster.pause(lid)
+            paused, elections = [lid], elections + 1
+        for nid in paused:
+            self.cluster.resume(nid)
+        self.returns["returned" if returned else "not"] += 1
+        self.record(kind, "observed", node=a, returned=returned, leaders_paused=elections)
+        return None
+
+    def _wait_leader_other_than(self, a, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lid = self.cluster.leader()
+            if lid is not None and lid != a:
+                return lid
+            time.sleep(0.05)
+        return None
+
+    def _wait_caught_up(self, nid, lid, timeout):
+        """Until `nid` is in `lid`'s term and has applied what `lid` had committed."""
+        info = self.cluster.raft_info(lid) or {}
+        term, commit = info.get("term"), int(info.get("commit_index", 0) or 0)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            mine = self.cluster.raft_info(nid) or {}
+            if mine.get("term") == term and int(mine.get("applied_index", 0) or 0) >= commit:
+                return True
+            time.sleep(0.05)
+        return False
 
     # ----- clocks and disks -----
 

@@ -3,8 +3,12 @@ things, heal, restart every node, then check the history.
 
     python3 tests/chaos/run.py --binary target/release/raftlock --duration 120 --seed 7
 
-Ends with one summary line; exits 1 on any violation (or a harness error),
-printing the seed and where the history is."""
+Ends with one summary line, printing the seed and where the history is, and
+writes verdict.json into the run directory (FORMATS.md). Exit status: 0 every
+checker passed; 1 a checker found a violation; 2 no violation, but the run
+proves nothing: a harness error, missing evidence, or a setup that was
+required and not there (RAFTLOCK_CHAOS_REQUIRE_NETNS=1: network namespaces;
+RAFTLOCK_REQUIRE_CLIENT_TOOLS=1: libfaketime and the fsync shim)."""
 
 import argparse
 import json
@@ -28,6 +32,13 @@ from workload import History, LockClient, Reader, Subscriber  # noqa: E402
 import checkers  # noqa: E402
 
 KEY_PREFIX = "chaos:"
+EXIT_VIOLATION, EXIT_HARNESS = 1, 2
+
+
+def die(msg):
+    """A harness or setup error: exit status 2, never mistaken for a violation."""
+    print(f"chaos: {msg}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_HARNESS)
 
 
 def parse_duration(text):
@@ -73,7 +84,7 @@ def main():
         # Its files are appended to: a directory of an earlier run is replaced,
         # anything else is left alone.
         if not os.path.exists(os.path.join(out, "run.log")):
-            sys.exit(f"{out} is not empty and not a chaos run directory")
+            die(f"{out} is not empty and not a chaos run directory")
         shutil.rmtree(out)
     os.makedirs(out, exist_ok=True)
     logf = open(os.path.join(out, "run.log"), "a", buffering=1)
@@ -88,7 +99,7 @@ def main():
     kinds = [k.strip() for k in args.faults.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
-        sys.exit(f"unknown fault kinds: {unknown}; known: {KINDS}")
+        die(f"unknown fault kinds: {unknown}; known: {KINDS}")
     log(f"chaos run seed={seed} duration={duration:.0f}s nodes={args.nodes} out={out}")
 
     resource_port = free_port()
@@ -98,7 +109,7 @@ def main():
         rcmd.append("--no-check")
     resource = subprocess.Popen(rcmd, stdout=subprocess.PIPE, text=True)
     if "ready" not in resource.stdout.readline():
-        sys.exit("the resource process did not start")
+        die("the resource process did not start")
 
     cluster = Cluster(args.nodes, os.path.abspath(args.binary), out, seed, log, mode=args.mode,
                       plant=args.plant_bug, snapshot_logs=args.snapshot_logs)
@@ -118,7 +129,12 @@ def main():
         # scripts/test.sh installed libfaketime and gcc: no fault kind may be
         # skipped silently there.
         resource.kill()
-        sys.exit("libfaketime or the fsync shim is missing, and RAFTLOCK_REQUIRE_CLIENT_TOOLS is set")
+        die("libfaketime or the fsync shim is missing, and RAFTLOCK_REQUIRE_CLIENT_TOOLS is set")
+    if os.environ.get("RAFTLOCK_CHAOS_REQUIRE_NETNS") == "1" and cluster.mode != "netns":
+        # scripts/test.sh runs as root: real partitions (iptables in network
+        # namespaces) are expected there, not the proxies' imitation.
+        resource.kill()
+        die(f"mode is {cluster.mode}, and RAFTLOCK_CHAOS_REQUIRE_NETNS=1 requires netns")
 
     history = History(os.path.join(out, "history.jsonl"))
     stop = threading.Event()
@@ -177,16 +193,19 @@ def main():
         for key in keys:
             owner = f"heal-{key}"
             token = None
-            deadline = time.monotonic() + 15
+            # `t`: no event of this command can have been delivered before it was sent.
+            sent = time.monotonic()
+            deadline = sent + 15
             while time.monotonic() < deadline:
                 token = leader_call(cluster, "LOCK.ACQUIRE", key, owner, 30000, within=5)
                 if isinstance(token, int):
                     break
                 time.sleep(0.5)  # still held by a client that walked away
             if isinstance(token, int):
-                heal_events.append({"key": key, "ev": "acquired", "token": token})
+                heal_events.append({"key": key, "ev": "acquired", "token": token, "t": sent})
+                sent = time.monotonic()
                 if leader_call(cluster, "LOCK.RELEASE", key, owner, token) == 1:
-                    heal_events.append({"key": key, "ev": "released", "token": token})
+                    heal_events.append({"key": key, "ev": "released", "token": token, "t": sent})
             else:
                 # Still held by a workload client that walked away: it expires.
                 harness_errors.append(f"could not take {key} after healing: {token!r}")
@@ -205,7 +224,8 @@ def main():
             raise RuntimeError("no leader after the final restart")
         probe = leader_call(cluster, "LOCK.ACQUIRE", f"{KEY_PREFIX}probe", "probe", 600000)
         digests = cluster.wait_converged(60)
-        final = {"digests": digests, "probe_token": probe if isinstance(probe, int) else None,
+        final = {"nodes": sorted(cluster.nodes), "digests": digests,
+                 "probe_token": probe if isinstance(probe, int) else None,
                  "heal_events": heal_events, "live_subs": live}
         with open(os.path.join(out, "final.json"), "w") as f:
             json.dump(final, f, indent=1)
@@ -226,7 +246,6 @@ def main():
 
     enrich_history(out)
     verdicts = checkers.run_all(out)
-    failed = [v for v in verdicts if not v.ok]
     for v in verdicts:
         log(checkers.format_verdict(v))
     problems = list(nemesis.problems) if nemesis else []
@@ -234,27 +253,53 @@ def main():
         log(f"fsync-stop: FAIL {p}")
     for e in harness_errors:
         log(f"ERROR {e}")
-    ok = not failed and not problems and not harness_errors
-    counts = history.counts
     faults = nemesis.counts if nemesis else {}
-    fault_text = " ".join(f"{k}={v}" for k, v in sorted(faults.items()))
+    skipped = nemesis.skipped if nemesis else {}
+    not_run = [k for k in kinds if k not in faults and k not in skipped]
+    verdict = summarize(verdicts, problems, harness_errors)
+    verdict.update(seed=seed, mode=cluster.mode, nodes=args.nodes, duration_s=round(duration),
+                   history=out, ops=dict(history.counts), faults=faults, faults_skipped=skipped,
+                   faults_not_run=not_run, leader_returns=nemesis.returns if nemesis else None)
+    with open(os.path.join(out, "verdict.json"), "w") as f:
+        json.dump(verdict, f, indent=1)
+    counts = history.counts
+
     def verdict_word(v):
-        word = "PASS" if v.ok else "FAIL"
-        if v.skipped:
-            word = "SKIP"
-        elif v.ok and v.counts.get("undecided"):
-            word += f"({v.counts['undecided']}-undecided)"
-        return word
+        if v.ok:
+            return "PASS"
+        return "FAIL" if v.violations else "FAIL(missing-evidence)"
     verdict_text = " ".join(f"{v.name}={verdict_word(v)}" for v in verdicts)
     fsync_text = "fsync-stop=" + ("FAIL" if problems else "PASS")
-    summary = (f"CHAOS {'PASS' if ok else 'FAIL'} seed={seed} mode={cluster.mode} nodes={args.nodes} "
+    fault_text = " ".join(f"{k}={n}" for k, n in sorted(faults.items()))
+    back = nemesis.returns if nemesis else {}
+    if back.get("returned") or back.get("not"):
+        fault_text += f" (leader-returns: old leader elected again {back['returned']}/{back['returned'] + back['not']})"
+    if skipped:
+        fault_text += " skipped: " + " ".join(f"{k}={n}" for k, n in sorted(skipped.items()))
+    if not_run:
+        fault_text += " not run: " + ",".join(not_run)
+    summary = (f"CHAOS {verdict['status']} seed={seed} mode={cluster.mode} nodes={args.nodes} "
                f"duration={duration:.0f}s ops={sum(counts.values())} (ok={counts['ok']} fail={counts['fail']} "
                f"unknown={counts['unknown']}) faults={sum(faults.values())} kinds={len(faults)} [{fault_text}] "
                f"{verdict_text} {fsync_text} history={out}")
     log(summary)
-    if not ok:
+    if verdict["status"] != "PASS":
         log(f"FAILED: seed {seed}; history and node logs in {out}")
-    sys.exit(0 if ok else 1)
+    sys.exit({"PASS": 0, "FAIL": EXIT_VIOLATION}.get(verdict["status"], EXIT_HARNESS))
+
+
+def summarize(verdicts, problems=(), harness_errors=()):
+    """verdict.json's judgement: status PASS (every checker passed), FAIL (a
+    checker found a violation; they are named) or ERROR (no violation, but
+    missing evidence or a harness error: the run proves nothing)."""
+    violations = {v.name: v.violations for v in verdicts if v.violations}
+    if problems:
+        violations["fsync-stop"] = len(problems)
+    missing = {v.name: v.missing for v in verdicts if v.missing}
+    status = "FAIL" if violations else ("ERROR" if missing or harness_errors else "PASS")
+    return {"status": status, "violations": violations, "missing": missing,
+            "harness_errors": list(harness_errors),
+            "checkers": {v.name: ("PASS" if v.ok else "FAIL") for v in verdicts}}
 
 
 def enrich_history(out):
