@@ -943,6 +943,34 @@ fn blocked_client_that_disconnects_leaves() {
     assert!(info.contains("connected_clients:1"), "{info}");
 }
 
+/// Found by the issue-9 hunt: a blocked client that had pipelined another
+/// command stopped being watched, so when it then disconnected it stayed
+/// blocked and the next push was popped into a closed socket and lost.
+#[test]
+fn blocked_client_that_pipelined_and_disconnects_leaves() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let mut blocked = s.raw();
+    let mut pipelined = RawConn::encode(&[b"BLPOP", b"q", b"0"]);
+    pipelined.extend(RawConn::encode(&[b"PING"]));
+    blocked.send(&pipelined);
+    wait_blocked(&mut c, "blpop", 1);
+    drop(blocked);
+    poll_until(Duration::from_secs(10), "no client left in BLPOP", || clients_in(&mut c, "blpop").is_empty().then_some(()));
+    assert_eq!(c.cmd(&["RPUSH", "q", "v"]), Resp::Int(1));
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.cmd(&["LRANGE", "q", "0", "-1"]), bulks(&["v"]));
+    // Pipelined commands of a client that stays are answered in order once
+    // the blocking one is.
+    assert_eq!(c.cmd(&["DEL", "q"]), Resp::Int(1));
+    let mut stays = s.raw();
+    stays.send(&pipelined);
+    wait_blocked(&mut c, "blpop", 1);
+    assert_eq!(c.cmd(&["RPUSH", "q", "w"]), Resp::Int(1));
+    assert_eq!(stays.read().unwrap(), bulks(&["q", "w"]));
+    assert_eq!(stays.read().unwrap(), st("PONG"));
+}
+
 /// Redis marks a blocked client with flag `b` in CLIENT LIST and counts it in
 /// INFO `blocked_clients`.
 #[test]

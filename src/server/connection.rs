@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, StreamExt};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, mpsc, Notify};
@@ -358,17 +358,23 @@ impl Connection {
             if reply != Reply::NilArray {
                 return Some(reply);
             }
-            let mut probe = [0u8; 1];
+            let mut chunk = [0u8; 4096];
             tokio::select! {
                 _ = waiter.notify.notified() => {}
                 _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
                     return Some(Reply::NilArray);
                 }
                 // A blocked client that disconnects is unblocked, as in Redis.
-                read = frames.get_mut().peek(&mut probe), if watch_socket => match read {
+                // Pipelined input is read into the request buffer, where it
+                // waits until this command is answered, so that a disconnect
+                // behind it is still seen (and nothing is popped for a client
+                // that has gone).
+                read = frames.get_mut().read(&mut chunk), if watch_socket => match read {
                     Ok(0) | Err(_) => return None,
-                    // Pipelined input waits until this command is answered.
-                    Ok(_) => watch_socket = false,
+                    Ok(n) => {
+                        frames.read_buffer_mut().extend_from_slice(&chunk[..n]);
+                        watch_socket = frames.read_buffer().len() <= self.node.config.max_request_len;
+                    }
                 },
             }
         }
