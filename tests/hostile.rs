@@ -255,3 +255,24 @@ fn hostile_inputs_through_a_follower_leave_every_replica_equal() {
     }
     cluster.wait_ready(&[1, 2, 3], Duration::from_secs(30));
 }
+
+/// The way back from an entry that stops every node (README: "An entry that
+/// cannot be applied"): restarted with `--skip-entry N`, the node replays
+/// entry N as an error that changes nothing, and serves.
+#[test]
+fn skip_entry_turns_an_entry_into_an_error_on_replay() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    q(&mut con, &["SET", "kept", "1"]).unwrap();
+    q(&mut con, &["SET", "skipped", "1"]).unwrap();
+    let (index, _) = digest(&mut con);
+    q(&mut con, &["SET", "after", "1"]).unwrap();
+    drop(con);
+    server.set_env("RAFTLOCK_SKIP_ENTRIES", &index.to_string());
+    server.restart();
+    let mut con = server.client();
+    assert_eq!(q(&mut con, &["GET", "kept"]).ok(), Some(Value::BulkString(b"1".to_vec())));
+    assert_eq!(q(&mut con, &["GET", "skipped"]).ok(), Some(Value::Nil), "entry {index} was applied");
+    assert_eq!(q(&mut con, &["GET", "after"]).ok(), Some(Value::BulkString(b"1".to_vec())));
+    assert!(server.logs().contains(&format!("skipping log entry {index}")), "{}", server.logs());
+}

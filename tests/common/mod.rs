@@ -267,6 +267,12 @@ impl TestServer {
         );
     }
 
+    /// Sets an environment variable of the server process for later restarts.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_string(), value.to_string()));
+    }
+
     /// `kill -9`, then start again on the same data directory without waiting
     /// and without writing anything (a ready check would write).
     pub fn restart_quietly(&mut self) {
