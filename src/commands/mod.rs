@@ -171,7 +171,10 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                         argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")),
                     ),
                     Request::Transaction { watched, commands } => {
-                        (contain_panic(index, "exec", || transactions::exec(ks, &mut ctx, watched, commands)), false)
+                        let reply = contain_panic(index, "exec", || transactions::exec(ks, &mut ctx, watched, commands));
+                        // A panic may have left the undo record open.
+                        ks.keep_changes();
+                        (reply, false)
                     }
                 };
                 ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);

@@ -27,10 +27,13 @@ pub fn exec(ks: &mut Keyspace, ctx: &mut ExecCtx, watched: &[(Bytes, Version)], 
     if watched.iter().any(|(key, seen)| ks.modified(key, ctx.log_time) != *seen) {
         return Reply::NilArray;
     }
-    // A transaction with a fence may have to be undone as a whole: keep the
-    // state it started from (only then; fences in transactions are rare).
+    // A transaction with a fence may have to be undone as a whole: the
+    // keyspace records the entries it changes, as they were before.
     let has_fence = commands.iter().any(|argv| argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"lock.fence")));
-    let before = has_fence.then(|| (ks.clone(), ctx.version, ctx.events.len()));
+    let before = has_fence.then(|| (ctx.version, ctx.events.len()));
+    if has_fence {
+        ks.begin_undoable();
+    }
     let mut replies = Vec::with_capacity(commands.len());
     for (i, argv) in commands.iter().enumerate() {
         if i > 0 {
@@ -38,9 +41,9 @@ pub fn exec(ks: &mut Keyspace, ctx: &mut ExecCtx, watched: &[(Bytes, Version)], 
             ctx.version = ks.next_version(ctx.version);
         }
         let reply = super::execute_local(argv).unwrap_or_else(|| execute_write(ks, ctx, argv));
-        if let (Some((snapshot, version, events)), Reply::Error(e)) = (&before, &reply) {
+        if let (Some((version, events)), Reply::Error(e)) = (&before, &reply) {
             if e.starts_with("STALE") && argv[0].eq_ignore_ascii_case(b"lock.fence") {
-                *ks = snapshot.clone();
+                ks.undo();
                 ctx.version = *version;
                 ctx.events.truncate(*events);
                 return Reply::Error(format!("{e}; the transaction was not applied"));
@@ -48,5 +51,6 @@ pub fn exec(ks: &mut Keyspace, ctx: &mut ExecCtx, watched: &[(Bytes, Version)], 
         }
         replies.push(reply);
     }
+    ks.keep_changes();
     Reply::Array(replies)
 }

@@ -200,6 +200,20 @@ pub struct Keyspace {
     scripts: BTreeMap<String, Bytes>,
     /// The last command and reply of each client (retries run once).
     sessions: Sessions,
+    /// While a transaction that may have to be undone runs: what it changed.
+    undo: Option<Box<Undo>>,
+}
+
+/// What a transaction changed, to put back if it is undone: each key's entry
+/// as it was before its first change (cost in proportion to what changed, not
+/// to the keyspace).
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Undo {
+    keys: HashMap<Bytes, Option<Entry>>,
+    /// The whole keyspace, saved once if the transaction flushed it.
+    flushed: Option<(HashMap<Bytes, Entry>, BTreeSet<(LogTime, Bytes)>)>,
+    scripts: Option<BTreeMap<String, Bytes>>,
+    last_version: Version,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -258,7 +272,48 @@ impl Keyspace {
         if self.entries.get(key).is_some_and(|e| e.is_expired(ctx.log_time)) {
             self.expire_key(key, ctx);
         }
+        self.remember(key);
         self.entries.get_mut(key)
+    }
+
+    /// From now on, records what changes so that [`Keyspace::undo`] can put
+    /// it back (a transaction with a `LOCK.FENCE` that may turn out stale).
+    pub fn begin_undoable(&mut self) {
+        self.undo = Some(Box::new(Undo { last_version: self.last_version, ..Undo::default() }));
+    }
+
+    /// Keeps every change since [`Keyspace::begin_undoable`].
+    pub fn keep_changes(&mut self) {
+        self.undo = None;
+    }
+
+    /// Puts back everything changed since [`Keyspace::begin_undoable`].
+    pub fn undo(&mut self) {
+        let Some(undo) = self.undo.take() else { return };
+        let Undo { keys, flushed, scripts, last_version } = *undo;
+        if let Some((entries, expiries)) = flushed {
+            self.entries = entries;
+            self.expiries = expiries;
+        }
+        for (key, before) in keys {
+            self.remove(&key);
+            if let Some(entry) = before {
+                self.insert(key, entry);
+            }
+        }
+        if let Some(scripts) = scripts {
+            self.scripts = scripts;
+        }
+        self.last_version = last_version;
+    }
+
+    /// Notes `key`'s entry as it is now, the first time a transaction that
+    /// may be undone changes it.
+    fn remember(&mut self, key: &[u8]) {
+        let Some(undo) = self.undo.as_mut() else { return };
+        if undo.flushed.is_none() && !undo.keys.contains_key(key) {
+            undo.keys.insert(Bytes::copy_from_slice(key), self.entries.get(key).cloned());
+        }
     }
 
     /// Whether `key` is live at `now`.
@@ -268,6 +323,7 @@ impl Keyspace {
 
     /// Stores `entry` under `key`, replacing any previous value.
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
+        self.remember(&key);
         if let Some(old) = self.entries.get(&key) {
             if let Some(at) = old.expires_at {
                 self.expiries.remove(&(at, key.clone()));
@@ -281,6 +337,7 @@ impl Keyspace {
 
     /// Removes `key` whatever its expiry, returning the entry it had.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        self.remember(key);
         let (key, entry) = self.entries.remove_entry(key)?;
         if let Some(at) = entry.expires_at {
             self.expiries.remove(&(at, key));
@@ -290,6 +347,7 @@ impl Keyspace {
 
     /// Sets or clears the expiry of an existing key. Returns false if absent.
     pub fn set_expiry(&mut self, key: &Bytes, at: Option<LogTime>) -> bool {
+        self.remember(key);
         let Some(entry) = self.entries.get_mut(key) else { return false };
         if let Some(old) = entry.expires_at {
             self.expiries.remove(&(old, key.clone()));
@@ -351,6 +409,7 @@ impl Keyspace {
 
     /// Records that the command with `version` wrote `key`.
     pub fn touch(&mut self, key: &[u8], version: Version) {
+        self.remember(key);
         if let Some(e) = self.entries.get_mut(key) {
             e.modified = version;
         }
@@ -376,15 +435,47 @@ impl Keyspace {
 
     /// Caches a script under its SHA1.
     pub fn add_script(&mut self, sha: String, body: Bytes) {
+        self.remember_scripts();
         self.scripts.insert(sha, body);
     }
 
     pub fn flush_scripts(&mut self) {
+        self.remember_scripts();
         self.scripts.clear();
+    }
+
+    fn remember_scripts(&mut self) {
+        if let Some(undo) = self.undo.as_mut() {
+            if undo.scripts.is_none() {
+                undo.scripts = Some(self.scripts.clone());
+            }
+        }
     }
 
     /// Deletes every key.
     pub fn clear(&mut self) {
+        if let Some(undo) = self.undo.as_mut() {
+            if undo.flushed.is_none() {
+                // Keys changed before the flush are put back first, then
+                // this: the state before the transaction.
+                let mut entries = std::mem::take(&mut self.entries);
+                let mut expiries = std::mem::take(&mut self.expiries);
+                for (key, before) in undo.keys.drain() {
+                    if let Some(e) = entries.remove(&key) {
+                        if let Some(at) = e.expires_at {
+                            expiries.remove(&(at, key.clone()));
+                        }
+                    }
+                    if let Some(e) = before {
+                        if let Some(at) = e.expires_at {
+                            expiries.insert((at, key.clone()));
+                        }
+                        entries.insert(key, e);
+                    }
+                }
+                undo.flushed = Some((entries, expiries));
+            }
+        }
         self.entries.clear();
         self.expiries.clear();
     }
@@ -523,6 +614,44 @@ mod tests {
         let back = Keyspace::decode(&ks.encode()).unwrap();
         assert_eq!(back.clone().next_version(21), 21);
         assert_eq!(back.clone().next_version(20), 21);
+    }
+
+    #[test]
+    fn undo_puts_back_exactly_what_a_transaction_changed() {
+        let mut ks = Keyspace::new();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        for i in 0..100 {
+            let mut e = Entry::string(b("v"), i, 0);
+            e.expires_at = (i % 3 == 0).then_some(1000 + i);
+            ks.insert(b(&format!("k{i}")), e);
+        }
+        ks.add_script("s".into(), b("return 1"));
+        let before = ks.clone();
+        ks.begin_undoable();
+        ks.insert(b("new"), Entry::string(b("x"), 200, 5));
+        ks.remove(b"k1");
+        ks.set_expiry(&b("k2"), Some(7));
+        ks.get_mut(&b("k3"), &mut ctx).unwrap().value = Value::Str(b("changed"));
+        ks.touch(b"k4", 300);
+        ks.next_version(400);
+        ks.flush_scripts();
+        ks.undo();
+        assert_eq!(ks, before);
+        // A flush inside the transaction is undone too, with what came before it.
+        ks.begin_undoable();
+        ks.remove(b"k5");
+        ks.insert(b("k6"), Entry::string(b("y"), 500, 5));
+        ks.clear();
+        ks.insert(b("after"), Entry::string(b("z"), 501, 5));
+        ks.undo();
+        assert_eq!(ks, before);
+        // Kept changes stay, and nothing is recorded afterwards.
+        ks.begin_undoable();
+        ks.remove(b"k7");
+        ks.keep_changes();
+        ks.remove(b"k8");
+        ks.undo();
+        assert!(ks.get(b"k7", 0).is_none() && ks.get(b"k8", 0).is_none());
     }
 
     #[test]
