@@ -165,7 +165,10 @@ class Nemesis:
         self.cluster.partition([[a], others])
         for nid in others:
             self.cluster.pause(nid)
-        gap = max(hold, 3.0) + self.rng.uniform(1.0, 3.0)
+        # Longer than the next leader's whole tenure (an election, the heal,
+        # a catch-up of at most 2 s): the committed log must still be behind
+        # A's stamps when A wins again.
+        gap = max(hold, 3.0) + self.rng.uniform(5.0, 9.0)
         self.record(kind, "start", node=a, others_paused_s=round(gap, 2))
         time.sleep(gap)
         for nid in others:
