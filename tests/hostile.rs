@@ -110,6 +110,12 @@ fn cases() -> Vec<(Vec<String>, Expect)> {
         (cmd(&["EVAL", "return 1", "9223372036854775807"]), Error("greater")),
         (cmd(&["KEYS", &"*a".repeat(5000)]), Reply),
         (cmd(&["KEYS", &format!("{}b", "*a".repeat(5000))]), Reply),
+        // A pattern built to backtrack against a long key gives up, in a
+        // command and inside a script (there in every node's apply).
+        (cmd(&["SET", &"a".repeat(200_000), "1"]), Reply),
+        (cmd(&["KEYS", &format!("*{}b", "a".repeat(100_000))]), Error("pattern too complex")),
+        (cmd(&["SCAN", "0", "MATCH", &format!("*{}b", "a".repeat(100_000)), "COUNT", "1000000"]), Error("pattern too complex")),
+        (eval(&format!("return redis.call('KEYS', '*{}b')", "a".repeat(100_000))), Error("pattern too complex")),
         (cmd(&["EXISTS", "", "\u{0}\u{1}\u{ff}"]), Reply),
         (cmd(&["SET", "", ""]), Reply),
         (cmd(&["CLIENT", "SETNAME", "has space"]), Error("")),
@@ -275,4 +281,25 @@ fn skip_entry_turns_an_entry_into_an_error_on_replay() {
     assert_eq!(q(&mut con, &["GET", "skipped"]).ok(), Some(Value::Nil), "entry {index} was applied");
     assert_eq!(q(&mut con, &["GET", "after"]).ok(), Some(Value::BulkString(b"1".to_vec())));
     assert!(server.logs().contains(&format!("skipping log entry {index}")), "{}", server.logs());
+}
+
+/// EXEC is one log entry, and an entry over the peer transport's frame limit
+/// could never replicate: a transaction may hold no more than one request.
+#[test]
+fn a_transaction_larger_than_a_request_is_refused() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let big = "x".repeat(7 * 1024 * 1024);
+    q(&mut con, &["MULTI"]).unwrap();
+    let mut refused = 0;
+    for i in 0..6 {
+        if let Err(e) = q(&mut con, &["SET", &format!("big{i}"), &big]) {
+            assert!(common::err_text(&e).contains("larger than the largest request"), "{}", common::err_text(&e));
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "six 7 MiB SETs fit in one 32 MiB transaction");
+    let exec = common::expect_err(q(&mut con, &["EXEC"]));
+    assert!(exec.starts_with("EXECABORT"), "{exec}");
+    assert_eq!(q(&mut con, &["EXISTS", "big0"]).ok(), Some(Value::Int(0)));
 }
