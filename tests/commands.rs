@@ -734,8 +734,11 @@ fn keys_expire_by_themselves() {
     let mut c = s.client();
     // a key whose expiry has passed reads as absent
     q(&mut c, &["SET", "gone", "v", "PX", "1"]).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(q(&mut c, &["GET", "gone"]).unwrap(), Value::Nil);
+    // Reads are judged at the log time of the last applied entry, which passes the
+    // expiry once the node's expiry timer commits it: a bounded wait, not a sleep.
+    poll_until(EVENT_TIMEOUT, "GET gone -> nil after its 1 ms TTL", || {
+        (q(&mut c, &["GET", "gone"]).unwrap() == Value::Nil).then_some(())
+    });
     assert_eq!(q(&mut c, &["EXISTS", "gone"]).unwrap(), Value::Int(0));
     assert_eq!(q(&mut c, &["PTTL", "gone"]).unwrap(), Value::Int(-2));
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
@@ -1192,22 +1195,139 @@ fn maxclients_limit_uses_redis_error_text() {
     assert_eq!(c.cmd(&["PING"]), Resp::Simple("PONG".into()));
 }
 
-#[test]
-fn metrics_endpoint_serves_prometheus_text() {
-    let s = TestServer::start();
-    let mut c = s.client();
-    let tok = q(&mut c, &["LOCK.ACQUIRE", "m", "o", "10000"]).unwrap();
-    assert!(matches!(tok, Value::Int(_)), "{tok:?}");
+/// A scrape of /metrics: the status line, the samples (`name{labels}` -> value) and
+/// the `# TYPE` lines (metric -> type).
+struct Scrape {
+    status: String,
+    samples: std::collections::BTreeMap<String, f64>,
+    types: std::collections::BTreeMap<String, String>,
+}
+
+fn scrape(s: &TestServer) -> Scrape {
     let mut http = std::net::TcpStream::connect(("127.0.0.1", s.metrics_port)).expect("metrics");
     http.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     http.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .unwrap();
-    let mut body = String::new();
-    http.read_to_string(&mut body).expect("read metrics");
-    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
-    assert!(body.contains("# TYPE"), "{body}");
-    assert!(
-        body.to_lowercase().contains("lock"),
-        "no lock metric after a grant:\n{body}"
+    let mut text = String::new();
+    http.read_to_string(&mut text).expect("read metrics");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP header end:\n{text}"));
+    let status = head.lines().next().unwrap_or("").to_string();
+    let mut samples = std::collections::BTreeMap::new();
+    let mut types = std::collections::BTreeMap::new();
+    for line in body.lines().map(str::trim).filter(|l| l.starts_with("# TYPE ")) {
+        let mut w = line["# TYPE ".len()..].split_whitespace();
+        if let (Some(name), Some(kind)) = (w.next(), w.next()) {
+            types.insert(name.to_string(), kind.to_string());
+        }
+    }
+    for line in body.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad sample line {line:?}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad sample value in {line:?}"));
+        assert!(samples.insert(name.to_string(), value).is_none(), "sample {name} twice:\n{body}");
+    }
+    Scrape { status, samples, types }
+}
+
+/// The lock metrics count exactly the lock events the test causes on a fresh node:
+/// two grants (one with a 10 s and one with a 0.2 s lease), a denial, a renewal, a
+/// lost renewal, a release, an expiry, an honoured and a stale fence.
+#[test]
+fn metrics_endpoint_serves_prometheus_text() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let first = scrape(&s);
+    assert!(first.status.starts_with("HTTP/1.1 200"), "{}", first.status);
+    let before = first.samples;
+    let lock_metrics = [
+        "raftlock_lock_grants_total",
+        "raftlock_lock_denials_total",
+        "raftlock_lock_renewals_total",
+        "raftlock_lock_releases_total",
+        "raftlock_lease_expirations_total",
+        "raftlock_fencing_rejections_total",
+        "raftlock_lease_requested_ttl_seconds",
+        "raftlock_lock_hold_seconds",
+    ];
+    for (name, v) in &before {
+        assert!(
+            !lock_metrics.iter().any(|m| name.starts_with(m)) || *v == 0.0,
+            "before any lock command: {name} = {v}"
+        );
+    }
+
+    let tok = match q(&mut c, &["LOCK.ACQUIRE", "m", "o", "10000"]).unwrap() {
+        Value::Int(t) => t,
+        other => panic!("LOCK.ACQUIRE m o replied {other:?}"),
+    };
+    let ts = tok.to_string();
+    assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "m", "other", "10000"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["LOCK.RENEW", "m", "o", &ts, "20000"]).unwrap(), Value::Int(20_000));
+    assert_eq!(q(&mut c, &["LOCK.FENCE", "db", &ts]).unwrap(), Value::Int(tok));
+    assert_eq!(
+        expect_err(q(&mut c, &["LOCK.FENCE", "db", &(tok - 1).to_string()])),
+        format!("STALE token {} is lower than {tok}, the highest honored for this resource", tok - 1)
     );
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "m", "o", &ts]).unwrap(), Value::Int(1));
+    assert!(expect_err(q(&mut c, &["LOCK.RENEW", "m", "o", &ts, "1000"])).starts_with("LOCKLOST"));
+    assert!(matches!(q(&mut c, &["LOCK.ACQUIRE", "e", "o", "200"]).unwrap(), Value::Int(_)));
+    poll_until(EVENT_TIMEOUT, "the 200 ms lease on e to expire", || {
+        (q(&mut c, &["LOCK.INFO", "e"]).unwrap() == Value::Nil).then_some(())
+    });
+
+    let want: &[(&str, f64)] = &[
+        ("raftlock_lock_grants_total", 2.0),
+        ("raftlock_lock_denials_total", 1.0),
+        ("raftlock_lock_renewals_total{result=\"ok\"}", 1.0),
+        ("raftlock_lock_renewals_total{result=\"lost\"}", 1.0),
+        ("raftlock_lock_releases_total", 1.0),
+        ("raftlock_lease_expirations_total", 1.0),
+        ("raftlock_fencing_rejections_total", 1.0),
+        ("raftlock_lease_requested_ttl_seconds_count", 2.0),
+        ("raftlock_lease_requested_ttl_seconds_sum", 10.2),
+        ("raftlock_lease_requested_ttl_seconds_bucket{le=\"0.1\"}", 0.0),
+        ("raftlock_lease_requested_ttl_seconds_bucket{le=\"0.5\"}", 1.0),
+        ("raftlock_lease_requested_ttl_seconds_bucket{le=\"5\"}", 1.0),
+        ("raftlock_lease_requested_ttl_seconds_bucket{le=\"10\"}", 2.0),
+        ("raftlock_lock_hold_seconds_count", 2.0),
+        ("raftlock_commands_total{command=\"lock.acquire\",result=\"ok\"}", 3.0),
+        ("raftlock_commands_total{command=\"lock.renew\",result=\"ok\"}", 1.0),
+        ("raftlock_commands_total{command=\"lock.renew\",result=\"error\"}", 1.0),
+        ("raftlock_commands_total{command=\"lock.fence\",result=\"ok\"}", 1.0),
+        ("raftlock_commands_total{command=\"lock.fence\",result=\"error\"}", 1.0),
+        ("raftlock_commands_total{command=\"lock.release\",result=\"ok\"}", 1.0),
+        ("raftlock_raft_is_leader", 1.0),
+        ("raftlock_raft_term", 1.0),
+    ];
+    // Lease events are counted where the node applies them, which can follow the
+    // reply: wait (bounded) until the page shows them all, then compare exactly.
+    let mut last = Scrape { status: String::new(), samples: Default::default(), types: Default::default() };
+    let matches = |m: &std::collections::BTreeMap<String, f64>| {
+        want.iter().all(|(k, v)| m.get(*k).is_some_and(|got| (got - v).abs() < 1e-9))
+    };
+    let deadline = std::time::Instant::now() + EVENT_TIMEOUT;
+    while std::time::Instant::now() < deadline {
+        last = scrape(&s);
+        assert!(last.status.starts_with("HTTP/1.1 200"), "{}", last.status);
+        if matches(&last.samples) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let wrong: Vec<String> = want
+        .iter()
+        .filter(|(k, v)| last.samples.get(*k).is_none_or(|got| (got - v).abs() >= 1e-9))
+        .map(|(k, v)| format!("  {k}: expected {v}, page has {:?}", last.samples.get(*k)))
+        .collect();
+    assert!(wrong.is_empty(), "metrics after the lock commands:\n{}", wrong.join("\n"));
+    // Prometheus text format: each family is declared with its type.
+    for (name, kind) in [
+        ("raftlock_lock_grants_total", "counter"),
+        ("raftlock_lock_renewals_total", "counter"),
+        ("raftlock_fencing_rejections_total", "counter"),
+        ("raftlock_lease_requested_ttl_seconds", "histogram"),
+        ("raftlock_lock_hold_seconds", "histogram"),
+        ("raftlock_raft_is_leader", "gauge"),
+    ] {
+        assert_eq!(last.types.get(name).map(String::as_str), Some(kind), "# TYPE of {name}");
+    }
 }

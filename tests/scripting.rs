@@ -12,9 +12,9 @@
 mod cluster_support;
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{arr, b, st, PYTHON_REDIS_LOCK_UNLOCK, expect_err, q, Resp, RawConn, TestServer};
+use common::{arr, b, st, PYTHON_REDIS_LOCK_UNLOCK, SNAPSHOT_PURGE_LAG, expect_err, q, Resp, RawConn, TestServer};
 use redis::Value;
 
 // ---------------------------------------------------------------------------------
@@ -673,7 +673,8 @@ fn sandbox_escapes_fail_and_the_server_keeps_serving() {
         ("return dofile('/etc/passwd')", "Script attempted to access nonexistent global variable 'dofile'"),
         ("return loadfile('/etc/passwd')", "Script attempted to access nonexistent global variable 'loadfile'"),
         ("return getfenv()", "Script attempted to access nonexistent global variable 'getfenv'"),
-        ("return _G.os.time()", ""),
+        // Reading a missing global through _G trips the same guard as reading it bare.
+        ("return _G.os.time()", "Script attempted to access nonexistent global variable 'os'"),
         ("x = 5", "Attempt to modify a readonly table"),
         ("_G.x = 5", "Attempt to modify a readonly table"),
         ("KEYS = nil", "Attempt to modify a readonly table"),
@@ -684,7 +685,8 @@ fn sandbox_escapes_fail_and_the_server_keeps_serving() {
         // bytecode: loadstring of "\27Lua..." gives no function; calling it fails
         ("local f = loadstring(string.char(27) .. 'LuaQ' .. string.rep(string.char(0), 20)); return f()",
             "attempt to call local 'f' (a nil value)"),
-        ("local f = assert(loadstring(string.char(27) .. 'Lua')); return f()", ""),
+        // loadstring refuses a binary chunk; assert raises loadstring's message.
+        ("local f = assert(loadstring(string.char(27) .. 'Lua')); return f()", "loading binary chunks is not allowed"),
     ];
     for (script, phrase) in cases {
         let e = err(c.cmd(&["EVAL", script, "0"]), script);
@@ -726,10 +728,18 @@ fn sandbox_rawset_on_globals_is_refused() {
     pong(&mut c);
 }
 
+/// The budget error (Redis has a time limit instead, and no such text).
+const BUDGET_ERROR: &str = "ERR Script exceeded the budget of 50000000 Lua instructions and was stopped \
+     (at the same point on every node); nothing after that point was applied";
+
 #[test]
 fn script_over_budget_fails_and_the_server_keeps_serving() {
     let s = TestServer::start();
     let mut c = s.raw();
+    // The budget counts Lua instructions, so how long a script runs before it is
+    // stopped depends on the machine; the reply must come, bounded by this timeout
+    // (how fast belongs in the benchmarks).
+    c.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     for script in [
         "while true do end",
         "local i = 0; while true do i = i + 1 end",
@@ -737,11 +747,8 @@ fn script_over_budget_fails_and_the_server_keeps_serving() {
         "local ok = pcall(function() while true do end end) return 'swallowed'",
         "for i = 1, 1e12 do local x = i * 2 end return 1",
     ] {
-        let started = Instant::now();
         let e = err(c.cmd(&["EVAL", script, "0"]), script);
-        assert!(e.starts_with("ERR"), "{script}: {e}");
-        assert!(e.to_ascii_lowercase().contains("budget"), "{script}: {e}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{script} took {:?}", started.elapsed());
+        assert_eq!(e, BUDGET_ERROR, "{script}");
         pong(&mut c);
     }
     // Deterministic: the same script fails the same way again.
@@ -800,24 +807,43 @@ fn script_cache_and_effects_survive_kill9() {
     assert_eq!(c.cmd(&["GET", "ctr"]), b("3"));
 }
 
-/// The script cache is in snapshots too: with a small snapshot interval the log
-/// behind the `SCRIPT LOAD` is purged, and the script is still there after kill -9.
+/// The script cache is in snapshots too: after `SCRIPT LOAD`, enough entries that a
+/// snapshot covers it and the log behind that snapshot is purged (so the entry that
+/// loaded the script is no longer in the log); after kill -9 the node starts from the
+/// snapshot, and `EVALSHA` still finds the script.
 #[test]
 fn script_cache_survives_restart_from_a_snapshot() {
+    const EVERY: u64 = 20;
     let mut s = TestServer::start_with_env(&[("RAFTLOCK_SNAPSHOT_LOGS", "20")]);
-    let sha = {
+    let (sha, loaded_at) = {
         let mut c = s.raw();
         let sha = load(&mut c, "return 'from snapshot'");
-        for i in 0..200 {
-            assert_eq!(c.cmd(&["SET", &format!("k{i}"), "v"]), st("OK"));
-        }
-        sha
+        assert_eq!(c.cmd(&["SET", "k", "v"]), st("OK"));
+        // Both were applied before their replies: their entries are at or below this.
+        (sha, s.raft_info().num("applied_index"))
     };
+    let before = s.write_until_snapshot(loaded_at + SNAPSHOT_PURGE_LAG, EVERY, "filler");
     s.kill9();
+    let (first, last) = s.log_on_disk().expect("the log on disk is empty");
+    assert!(
+        first > loaded_at,
+        "the log on disk still holds entry {loaded_at} (it spans {first}..={last}; snapshot at {}): \
+         a restart could replay SCRIPT LOAD from the log, so this would not test the snapshot",
+        before.num("snapshot_index")
+    );
     s.restart();
+    let after = s.raft_info();
+    assert!(
+        after.num("snapshot_index") >= before.num("snapshot_index"),
+        "after the restart the node reports snapshot_index {}, below the {} taken before kill -9:\n{}",
+        after.num("snapshot_index"),
+        before.num("snapshot_index"),
+        after.raw
+    );
     let mut c = s.raw();
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), arr(vec![Resp::Int(1)]));
     assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), b("from snapshot"));
-    assert_eq!(c.cmd(&["GET", "k199"]), b("v"));
+    assert_eq!(c.cmd(&["GET", "k"]), b("v"));
 }
 
 // ---------------------------------------------------------------------------------

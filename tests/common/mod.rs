@@ -336,6 +336,119 @@ impl TestServer {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Snapshots: forcing one, and proving what a restart could and could not replay
+// ---------------------------------------------------------------------------------
+
+/// Entries openraft keeps in the log behind a snapshot (`max_in_snapshot_log_to_keep`
+/// in src/raft/mod.rs).
+pub const LOG_KEPT_BEHIND_SNAPSHOT: u64 = 1_000;
+/// The fewest entries openraft purges at once (`purge_batch_size` in src/raft/mod.rs).
+pub const PURGE_BATCH: u64 = 1_024;
+/// Once a snapshot at index S has been taken (and its purge done), the first entry
+/// left in the log is above S - SNAPSHOT_PURGE_LAG: openraft purges up to
+/// S - LOG_KEPT_BEHIND_SNAPSHOT whenever that frees at least PURGE_BATCH entries, so
+/// the first kept entry is S + 1 - KEPT when it purged and above
+/// S + 1 - KEPT - BATCH when it did not. A snapshot at index >= d + this lag means
+/// entry d is gone from the log.
+pub const SNAPSHOT_PURGE_LAG: u64 = LOG_KEPT_BEHIND_SNAPSHOT + PURGE_BATCH - 1;
+
+/// Parsed `RAFT.INFO` (`field:value` lines).
+#[derive(Clone, Debug, Default)]
+pub struct RaftInfoFields {
+    pub fields: std::collections::BTreeMap<String, String>,
+    pub raw: String,
+}
+
+impl RaftInfoFields {
+    pub fn parse(text: &str) -> RaftInfoFields {
+        let fields = text
+            .lines()
+            .filter_map(|l| l.trim_end_matches('\r').split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        RaftInfoFields { fields, raw: text.to_string() }
+    }
+
+    #[track_caller]
+    pub fn num(&self, field: &str) -> u64 {
+        self.fields
+            .get(field)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("RAFT.INFO has no numeric {field}:\n{}", self.raw))
+    }
+}
+
+impl TestServer {
+    /// `RAFT.INFO` of the running node, over a fresh connection.
+    #[track_caller]
+    pub fn raft_info(&self) -> RaftInfoFields {
+        let mut c = self.raw();
+        match c.cmd(&["RAFT.INFO"]) {
+            r @ (Resp::Bulk(Some(_)) | Resp::Verbatim(..) | Resp::Simple(_)) => RaftInfoFields::parse(&r.text().unwrap()),
+            other => panic!("RAFT.INFO replied {other:?}"),
+        }
+    }
+
+    /// Writes filler entries, one command at a time (so one log entry each), until
+    /// the node has taken a snapshot at index >= `index`; then waits (bounded, without
+    /// writing) until no further snapshot is being built: applied_index -
+    /// snapshot_index < `every` (the node's `--snapshot-logs`; a build that was
+    /// triggered and not yet reported shows as a gap of at least `every`). The filler
+    /// is one key, `filler_key`, overwritten each time. At most
+    /// `index + 4 * every + 10_000` writes. Returns RAFT.INFO at the end.
+    #[track_caller]
+    pub fn write_until_snapshot(&self, index: u64, every: u64, filler_key: &str) -> RaftInfoFields {
+        let mut c = self.raw();
+        let info = |c: &mut RawConn| match c.cmd(&["RAFT.INFO"]) {
+            r @ (Resp::Bulk(Some(_)) | Resp::Verbatim(..) | Resp::Simple(_)) => RaftInfoFields::parse(&r.text().unwrap()),
+            other => panic!("RAFT.INFO replied {other:?}"),
+        };
+        let budget = index + 4 * every + 10_000;
+        let mut now = info(&mut c);
+        let mut writes = 0u64;
+        while now.num("snapshot_index") < index {
+            assert!(
+                writes < budget,
+                "no snapshot at index >= {index} after {writes} single writes (--snapshot-logs {every}); RAFT.INFO:\n{}",
+                now.raw
+            );
+            assert_eq!(c.cmd(&["SET", filler_key, &writes.to_string()]), Resp::Simple("OK".into()));
+            writes += 1;
+            if writes % 20 == 0 {
+                now = info(&mut c);
+            }
+        }
+        poll_until(EVENT_TIMEOUT, &format!("no snapshot build in flight (gap < {every})"), || {
+            let i = info(&mut c);
+            (i.num("applied_index") - i.num("snapshot_index") < every).then_some(i)
+        })
+    }
+
+    /// With the node stopped: the first and last index of the Raft log on disk
+    /// (None if the log is empty), read straight from its RocksDB.
+    pub fn log_on_disk(&self) -> Option<(u64, u64)> {
+        assert!(self.child.is_none(), "log_on_disk needs the node stopped (RocksDB is single-process)");
+        use raftlock::storage::{Cf, Storage};
+        let db = Storage::open(&self.data_dir()).expect("open the node's RocksDB");
+        let index = |k: &[u8]| u64::from_be_bytes(k.try_into().expect("log keys are 8-byte big-endian indexes"));
+        let mut first = None;
+        db.scan(Cf::Log, &0u64.to_be_bytes(), |k, _| {
+            first = Some(index(k));
+            Ok(false)
+        })
+        .expect("scan the log");
+        let mut last = None;
+        db.scan_back(Cf::Log, |k, _| {
+            last = Some(index(k));
+            Ok(false)
+        })
+        .expect("scan the log backwards");
+        db.stop_background_work();
+        first.zip(last)
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill9();

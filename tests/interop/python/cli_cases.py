@@ -182,6 +182,77 @@ def main():
             expect(line, "no result line for %s (output: %r)" % (t, out["text"][-300:]))
         bench.case(t, one)
 
+    # --- redis-benchmark's effect on the keyspace ------------------------------
+    # Its keys are fixed names (key:<12 digits> with -r, counter:__rand_int__,
+    # mylist), so each case first clears them, then checks exactly what the
+    # requests must have left.
+    def run(*argv):
+        r = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q"] + list(argv),
+                           capture_output=True, text=True, timeout=180)
+        text = r.stdout + r.stderr
+        final = [l.strip() for l in re.split(r"[\r\n]", text) if l.strip()]
+        bad = [l for l in final if not re.match(r"^[A-Z_]+: (rps=|[\d.]+ requests per second)", l)]
+        expect(not bad, "redis-benchmark %s: error lines: %r" % (" ".join(argv), bad[:5]))
+        expect(r.returncode == 0, "redis-benchmark %s: exit status %d" % (" ".join(argv), r.returncode))
+
+    def clear(pattern):
+        keys = plain.cmd("KEYS", pattern)
+        if keys:
+            plain.cmd("DEL", *keys)
+        expect(plain.cmd("KEYS", pattern) == [], "could not clear %s" % pattern)
+
+    def set_r():
+        # 5000 SETs over 100 random key names: every one of the 100 is written (the
+        # chance that one is missed is about 1e-20), no other key:* appears, and all
+        # hold the run's one 3-byte payload.
+        clear("key:*")
+        run("-t", "set", "-n", "5000", "-r", "100")
+        keys = sorted(k.decode() for k in plain.cmd("KEYS", "key:*"))
+        want = ["key:%012d" % i for i in range(100)]
+        expect(keys == want, "KEYS key:* after -r 100: %d keys, extra %r, missing %r"
+               % (len(keys), sorted(set(keys) - set(want))[:5], sorted(set(want) - set(keys))[:5]))
+        values = set(plain.cmd("MGET", *want))
+        expect(len(values) == 1 and all(v is not None and len(v) == 3 for v in values),
+               "values of key:*: %r" % sorted(values, key=repr)[:5])
+
+    def incr():
+        # 3000 INCRs from 50 concurrent clients on one counter: exactly 3000, none
+        # lost and none applied twice.
+        plain.cmd("DEL", "counter:__rand_int__")
+        run("-t", "incr", "-n", "3000")
+        got = plain.cmd("GET", "counter:__rand_int__")
+        expect(got == b"3000", "counter after 3000 INCRs = %r" % got)
+
+    def lpush_lpop():
+        plain.cmd("DEL", "mylist")
+        run("-t", "lpush", "-n", "2000")
+        n = plain.cmd("LLEN", "mylist")
+        expect(n == 2000, "LLEN mylist after 2000 LPUSHes = %r" % n)
+        run("-t", "lpop", "-n", "500")
+        n = plain.cmd("LLEN", "mylist")
+        expect(n == 1500, "LLEN mylist after 2000 LPUSHes and 500 LPOPs = %r" % n)
+
+    def dbsize():
+        # DBSIZE and KEYS * in one transaction (one log entry, one point in log
+        # time): the count is the number of keys listed, and the benchmark's keys
+        # are among them.
+        plain.cmd("MULTI")
+        plain.cmd("DBSIZE")
+        plain.cmd("KEYS", "*")
+        n, keys = plain.cmd("EXEC")
+        expect(n == len(keys) == len(set(keys)), "DBSIZE %r but KEYS * lists %d (%d distinct)"
+               % (n, len(keys), len(set(keys))))
+        names = set(keys)
+        missing = [k for k in [b"counter:__rand_int__", b"mylist"] + [b"key:%012d" % i for i in range(100)]
+                   if k not in names]
+        expect(not missing, "KEYS * lacks %r" % missing[:5])
+
+    for name, fn in [("-t set -n 5000 -r 100: exactly key:000000000000..99", set_r),
+                     ("-t incr -n 3000: counter = 3000", incr),
+                     ("-t lpush -n 2000, -t lpop -n 500: LLEN 1500", lpush_lpop),
+                     ("DBSIZE = number of KEYS * (MULTI/EXEC)", dbsize)]:
+        bench.case(name, fn)
+
     return 1 if (cli.failed or bench.failed) else 0
 
 
