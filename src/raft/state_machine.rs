@@ -57,6 +57,17 @@ struct StoredSnapshot {
     data: Vec<u8>,
 }
 
+/// Runs `work`, which may keep a thread busy for seconds (a client's script
+/// runs up to its budget), telling the runtime first: the other tasks of this
+/// worker thread (heartbeats, elections, connections) move to another thread
+/// meanwhile, so a long apply cannot cost this node its leadership.
+fn cpu_bound<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 fn io_err(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageIoError {
     StorageError::from_io_error(ErrorSubject::StateMachine, verb, std::io::Error::other(e.to_string()))
 }
@@ -165,7 +176,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: openraft::OptionalSend,
     {
         let mut replies = Vec::new();
-        {
+        cpu_bound(|| {
             let mut applied = self.shared.lock();
             for entry in entries {
                 applied.last_applied = Some(entry.log_id);
@@ -203,7 +214,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 };
                 replies.push(entry_replies);
             }
-        }
+        });
         if let Some(audit) = &self.audit {
             audit.flush();
         }
