@@ -829,3 +829,38 @@ fn peers_without_the_cluster_secret_are_refused() {
     c.restart(outsider);
     wait_applied(&c, outsider, commit, Duration::from_secs(20));
 }
+
+/// Issue 10, finding 4: a command sent through a follower while the leader is
+/// stopped (SIGSTOP) is not answered `TRYAGAIN` once a new leader is elected:
+/// the follower sends it again to the new leader. And it runs once: the
+/// stopped leader, resumed, may still hold the first copy, but a retried
+/// command carries its origin and the state machine answers a second copy
+/// with the first one's reply.
+#[test]
+fn a_command_whose_leader_stops_is_retried_to_the_next_leader_and_runs_once() {
+    let _serial = serial();
+    let opts = Opts { request_timeout_ms: Some(20_000), ..Default::default() };
+    let mut c = Cluster::start(3, opts);
+    let leader = c.wait_leader(&ALL, Duration::from_secs(20));
+    let follower = others(&ALL, leader)[0];
+    let mut con = c.node(follower).try_client_slow(Duration::from_secs(30)).expect("connect to the follower");
+    assert_eq!(q(&mut con, &["SET", "n", "0"]).unwrap(), Value::Okay);
+    c.pause(leader);
+    // Sent while the leader is stopped: it waits for a leader, then runs.
+    let started = Instant::now();
+    let reply = q(&mut con, &["INCR", "n"]);
+    let waited = started.elapsed();
+    assert_eq!(reply.as_ref().ok(), Some(&Value::Int(1)), "INCR through node {follower} while node {leader} was stopped: {reply:?}\n{}", c.describe());
+    c.resume(leader);
+    // Whatever the resumed node still held is never applied a second time.
+    let survivors = others(&ALL, leader);
+    let new_leader = c.wait_leader(&survivors, Duration::from_secs(20));
+    let mut check = c.node(new_leader).client();
+    assert_eq!(q(&mut check, &["INCR", "n"]).unwrap(), Value::Int(2), "the first INCR ran twice (waited {waited:?})");
+    for id in ALL {
+        poll_until(Duration::from_secs(20), &format!("node {id} sees n = 2"), || {
+            let mut con = c.node(id).try_client(Duration::from_secs(2)).ok()?;
+            (q(&mut con, &["GET", "n"]).ok()? == Value::BulkString(b"2".to_vec())).then_some(())
+        });
+    }
+}

@@ -117,6 +117,9 @@ const MAX_BATCH: usize = 1024;
 /// one request at most `commands::MAX_REQUEST_BYTES`, every entry stays well under the
 /// peer transport's frame limit (`peer::MAX_FRAME`), so it can replicate.
 pub const MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
+/// The longest one forward to the leader may wait before the command is sent
+/// again (to whoever leads by then; it runs once, see `Consensus::execute`).
+const FORWARD_ATTEMPT: Duration = Duration::from_secs(2);
 /// Most entries of client commands proposed and not yet applied.
 const MAX_IN_FLIGHT: usize = 2;
 
@@ -374,7 +377,11 @@ impl Consensus {
                 Err(e) => Err(e),
                 Ok(Route::Here) => self.execute_here(command.clone()).await,
                 Ok(Route::Leader(id, addr)) => {
-                    let ttl = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
+                    // One attempt waits at most FORWARD_ATTEMPT: a leader that
+                    // stopped (paused, partitioned away) is replaced within an
+                    // election, and the command goes to its successor.
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let ttl = left.min(FORWARD_ATTEMPT).max(Duration::from_millis(50));
                     match self.pool.call(id, &addr, peer::PeerRequest::Forward(command.clone()), ttl).await {
                         Ok(peer::PeerResponse::Forward(result)) => result,
                         Ok(_) => Err(ClusterError::Fatal("unexpected answer to a forwarded command".into())),
