@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{arr, b, st, PYTHON_REDIS_LOCK_UNLOCK, SNAPSHOT_PURGE_LAG, poll_until, Resp, RawConn, TestServer};
+use common::{arr, b, st, PYTHON_REDIS_LOCK_UNLOCK, poll_until, Resp, RawConn, TestServer};
 
 // ---------------------------------------------------------------------------------
 // helpers
@@ -719,24 +719,7 @@ fn containers_survive_kill9_from_a_snapshot() {
     fill_containers(&mut s.raw());
     // Every write above was applied before its reply: its entry is at or below this.
     let written_at = s.raft_info().num("applied_index");
-    let before = s.write_until_snapshot(written_at + SNAPSHOT_PURGE_LAG, EVERY, "filler");
-    s.kill9();
-    let (first, last) = s.log_on_disk().expect("the log on disk is empty");
-    assert!(
-        first > written_at,
-        "the log on disk still holds entry {written_at} (it spans {first}..={last}; snapshot at {}): \
-         a restart could replay the containers from the log, so this would not test the snapshot",
-        before.num("snapshot_index")
-    );
-    s.restart();
-    let after = s.raft_info();
-    assert!(
-        after.num("snapshot_index") >= before.num("snapshot_index"),
-        "after the restart the node reports snapshot_index {}, below the {} taken before kill -9:\n{}",
-        after.num("snapshot_index"),
-        before.num("snapshot_index"),
-        after.raw
-    );
+    s.restart_from_snapshot(written_at, EVERY, "the containers");
     check_containers(&mut s.raw());
 }
 

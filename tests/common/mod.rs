@@ -427,6 +427,33 @@ impl TestServer {
 
     /// With the node stopped: the first and last index of the Raft log on disk
     /// (None if the log is empty), read straight from its RocksDB.
+    /// The snapshot test in one step: writes until a snapshot covers entry
+    /// `written_at` and the log behind it is purged, kills the node and
+    /// checks on disk that no entry up to `written_at` is left (`what` names
+    /// what those entries wrote), restarts it, and checks that it reports a
+    /// snapshot at least as new. What the node holds then came from the
+    /// snapshot.
+    pub fn restart_from_snapshot(&mut self, written_at: u64, every: u64, what: &str) {
+        let before = self.write_until_snapshot(written_at + SNAPSHOT_PURGE_LAG, every, "filler");
+        self.kill9();
+        let (first, last) = self.log_on_disk().expect("the log on disk is empty");
+        assert!(
+            first > written_at,
+            "the log on disk still holds entry {written_at} (it spans {first}..={last}; snapshot at {}): \
+             a restart could replay {what} from the log, so this would not test the snapshot",
+            before.num("snapshot_index")
+        );
+        self.restart();
+        let after = self.raft_info();
+        assert!(
+            after.num("snapshot_index") >= before.num("snapshot_index"),
+            "after the restart the node reports snapshot_index {}, below the {} taken before kill -9:\n{}",
+            after.num("snapshot_index"),
+            before.num("snapshot_index"),
+            after.raw
+        );
+    }
+
     pub fn log_on_disk(&self) -> Option<(u64, u64)> {
         assert!(self.child.is_none(), "log_on_disk needs the node stopped (RocksDB is single-process)");
         use raftlock::storage::{Cf, Storage};
