@@ -34,6 +34,12 @@ const WRITE_BATCH: &str = "raftlock_log_entry_commands";
 const CLIENTS: &str = "raftlock_connected_clients";
 const REJECTED: &str = "raftlock_rejected_connections_total";
 const SNAPSHOT_BYTES: &str = "raftlock_snapshot_bytes";
+const REPEATED: &str = "raftlock_repeated_commands_total";
+
+/// Commands this node's state machine answered from the client session
+/// instead of running them (a retried copy of a command that had already
+/// run), since the process started; also in `RAFT.INFO`.
+static REPEATED_COMMANDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Starts the Prometheus endpoint at `addr` (`/metrics`) and describes every
 /// metric. Must run inside the tokio runtime.
@@ -80,6 +86,10 @@ fn describe() {
     describe_gauge!(CLIENTS, "Connected clients.");
     describe_counter!(REJECTED, "Connections refused over maxclients.");
     describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
+    describe_counter!(
+        REPEATED,
+        "Retried copies of commands that had already run, answered with the first reply instead of running again."
+    );
 }
 
 /// Counts a command and the lock outcomes visible only in its reply.
@@ -150,6 +160,16 @@ pub fn set_clients(n: usize) {
 
 pub fn record_rejected_connection() {
     counter!(REJECTED).increment(1);
+}
+
+pub fn record_repeated_command() {
+    REPEATED_COMMANDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    counter!(REPEATED).increment(1);
+}
+
+/// See [`record_repeated_command`].
+pub fn repeated_commands() -> u64 {
+    REPEATED_COMMANDS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 pub fn record_snapshot(bytes: usize) {

@@ -13,6 +13,10 @@
 //! 6. membership: a fourth node joins by snapshot (the log behind the snapshots was
 //!    purged), becomes a voter, one original follower is removed, and writes keep
 //!    succeeding throughout.
+//! 7. partitions, through a proxy in front of each peer port (`cluster_support::net`):
+//!    a deposed leader's uncommitted stamps do not shorten a lease when it leads
+//!    again (issue 10, finding 1); a forward whose answer is lost commits twice
+//!    and runs once (finding 4).
 //!
 //! The tests run one at a time (`cluster_support::serial`), each under ~60 s.
 
@@ -862,5 +866,174 @@ fn a_command_whose_leader_stops_is_retried_to_the_next_leader_and_runs_once() {
             let mut con = c.node(id).try_client(Duration::from_secs(2)).ok()?;
             (q(&mut con, &["GET", "n"]).ok()? == Value::BulkString(b"2".to_vec())).then_some(())
         });
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Issue 10: partitions (through the peer proxies of `cluster_support::net`)
+// ---------------------------------------------------------------------------------
+
+/// RAFT.INFO field `k` of node `id`, or None while it does not answer.
+fn info_num(c: &Cluster, id: u64, k: &str) -> Option<u64> {
+    c.node(id).raft_info().ok().map(|i| i.num(k))
+}
+
+/// Issue 10, finding 1, driven with real processes. A leader cut off from the
+/// others keeps stamping the writes it receives with its own clock; those
+/// entries never commit and are truncated when the partition heals. If that
+/// node later leads again, its log time must continue from the last entry of
+/// its log, not from the stamps it made while deposed: an idle period before
+/// the partition makes those stamps run far ahead of the log, and a lease
+/// granted meanwhile by the new leader would expire early, as soon as the old
+/// leader took over.
+///
+/// Shown failing with `RAFTLOCK_TEST_PLANT_BUG=log-time-from-uncommitted` on a
+/// `--features planted-bugs` build (the lease is granted to c4 while c3 holds it).
+#[test]
+fn a_deposed_leaders_uncommitted_stamps_do_not_shorten_a_lease_when_it_leads_again() {
+    let _serial = serial();
+    let mut c = Cluster::start(3, Opts { partitionable: true, ..Default::default() });
+    let a = c.wait_leader(&ALL, Duration::from_secs(20));
+    // Idle: no entry carries the time that passes now, so a stamp made from the
+    // leader's running clock afterwards is ~IDLE ahead of what the log says.
+    const IDLE: Duration = Duration::from_secs(10);
+    const TTL: u64 = 12_000;
+    thread::sleep(IDLE);
+
+    c.net().isolate(a, &ALL);
+    let b = c.wait_leader(&others(&ALL, a), Duration::from_secs(20));
+    let cc = others(&others(&ALL, a), b)[0];
+
+    // A write reaches the deposed leader, which still believes it leads: it is
+    // stamped and appended there, and can never commit.
+    let appended_before = info_num(&c, a, "last_log_index").expect("RAFT.INFO of the cut-off node");
+    let deposed_addr = c.node(a).addr();
+    let stray = thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://{deposed_addr}/")).unwrap();
+        if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_secs(2)) {
+            let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = q(&mut con, &["SET", "stray", "x"]);
+        }
+    });
+    poll_until(Duration::from_secs(10), &format!("node {a} appends the write it cannot commit"), || {
+        (info_num(&c, a, "last_log_index")? > appended_before).then_some(())
+    });
+
+    // c3 takes the lock through the new leader, for TTL from (at latest) `sent`.
+    let mut con = c.node(b).client();
+    let sent = Instant::now();
+    let token = acquire(&mut con, "k", "c3", TTL);
+    let granted_at = info_num(&c, b, "applied_index").expect("RAFT.INFO of the new leader");
+
+    // The partition heals: the old leader learns of the new term and truncates.
+    c.net().heal();
+    poll_until(Duration::from_secs(20), &format!("node {a} follows node {b} and has the grant"), || {
+        let info = c.node(a).raft_info().ok()?;
+        (info.role() == "follower" && info.leader_id() == Some(b) && info.num("applied_index") >= granted_at)
+            .then_some(())
+    });
+    stray.join().unwrap();
+
+    // Make the old leader the only node that can win the next election: node cc
+    // misses one entry that a and b commit, so its log is behind a's.
+    c.net().isolate(cc, &[b]);
+    assert_eq!(q(&mut con, &["SET", "bump", "1"]).unwrap(), Value::Okay);
+    let bumped = info_num(&c, b, "applied_index").unwrap();
+    poll_until(Duration::from_secs(20), &format!("node {a} applies the entry node {cc} lacks"), || {
+        (info_num(&c, a, "applied_index")? >= bumped).then_some(())
+    });
+    // The b-cc cut stays: b's held entries must not reach cc after b is dead.
+    c.kill9(b);
+    let leader = c.wait_leader(&[a, cc], Duration::from_secs(20));
+    assert_eq!(leader, a, "node {cc}, whose log is behind, was elected");
+    let a_leads = sent.elapsed();
+    assert!(
+        a_leads < Duration::from_millis(TTL - 2_000),
+        "node {a} led again only {a_leads:?} after the grant; the lease ({TTL} ms) cannot be judged:\n{}",
+        c.describe()
+    );
+
+    // Until sent + TTL the lease is c3's, through either node; judged until 5 ms
+    // before (log time is whole milliseconds).
+    let judged_until = sent + Duration::from_millis(TTL) - Duration::from_millis(5);
+    let mut verified = 0;
+    let mut i = 0;
+    while Instant::now() < judged_until {
+        let id = [a, cc][i % 2];
+        i += 1;
+        let Ok(mut con) = c.node(id).try_client(Duration::from_secs(1)) else { continue };
+        let r = q(&mut con, &["LOCK.ACQUIRE", "k", "c4", &TTL.to_string()]);
+        let replied = Instant::now();
+        match r {
+            Ok(Value::Int(t)) if replied < judged_until => panic!(
+                "lease cut short: c4 was granted token {t} via node {id} {:?} after c3's {TTL} ms lease (token \
+                 {token}) was requested; node {a} led again at {a_leads:?}",
+                replied - sent
+            ),
+            Ok(Value::Nil) => match lock_info(&mut con, "k") {
+                Ok(Some(info)) => {
+                    assert_eq!((info.owner.as_str(), info.token), ("c3", token), "lock k via node {id}");
+                    verified += 1;
+                }
+                Ok(None) if Instant::now() < judged_until => {
+                    panic!("lock k reported free via node {id} at {:?}, before c3's TTL", replied - sent)
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(verified > 0, "the lease was never seen held after node {a} led again:\n{}", c.describe());
+}
+
+/// Issue 10, finding 4, with real processes: the leader's answers to a
+/// follower are held (a one-way partition) while the follower forwards an
+/// INCR. The first copy commits; the follower, without an answer, sends the
+/// same command again; that copy commits too, and is answered with the first
+/// one's reply instead of running. The client gets 1, and n is 1 everywhere.
+#[test]
+fn a_forward_whose_answer_is_lost_commits_twice_and_runs_once() {
+    let _serial = serial();
+    let opts = Opts { partitionable: true, request_timeout_ms: Some(30_000), ..Default::default() };
+    let c = Cluster::start(3, opts);
+    let leader = c.wait_leader(&ALL, Duration::from_secs(20));
+    let follower = others(&ALL, leader)[0];
+    let mut con = c.node(follower).try_client_slow(Duration::from_secs(40)).expect("connect to the follower");
+    assert_eq!(q(&mut con, &["SET", "n", "0"]).unwrap(), Value::Okay);
+    let repeated_before: Vec<u64> = ALL.iter().map(|id| info_num(&c, *id, "repeated_commands").unwrap()).collect();
+
+    c.net().cut_one_way(leader, follower);
+    let incr = thread::spawn(move || {
+        let r = q(&mut con, &["INCR", "n"]);
+        (r, con)
+    });
+    // The first copy commits on the leader and the other follower...
+    let mut check = c.node(leader).client();
+    poll_until(Duration::from_secs(20), "the first INCR commits", || {
+        (q(&mut check, &["GET", "n"]).ok()? == Value::BulkString(b"1".to_vec())).then_some(())
+    });
+    // ...while its answer is held for longer than one forward attempt (2 s).
+    thread::sleep(Duration::from_secs(4));
+    c.net().heal();
+    let (reply, mut con) = incr.join().unwrap();
+    assert_eq!(reply.as_ref().ok(), Some(&Value::Int(1)), "INCR whose answer was lost: {reply:?}\n{}", c.describe());
+
+    // The copy that was sent again committed and was answered, not run.
+    let leader = c.wait_leader(&ALL, Duration::from_secs(20));
+    assert_eq!(q(&mut con, &["INCR", "n"]).unwrap(), Value::Int(2), "the first INCR ran twice");
+    let last = info_num(&c, leader, "applied_index").unwrap();
+    for (i, id) in ALL.iter().enumerate() {
+        poll_until(Duration::from_secs(20), &format!("node {id} applies everything"), || {
+            (info_num(&c, *id, "applied_index")? >= last).then_some(())
+        });
+        let repeated = info_num(&c, *id, "repeated_commands").unwrap();
+        assert!(
+            repeated > repeated_before[i],
+            "node {id} applied no second copy of the INCR (repeated_commands {repeated}): the test did not \
+             exercise a retry"
+        );
+        let mut con = c.node(*id).client();
+        assert_eq!(q(&mut con, &["GET", "n"]).unwrap(), Value::BulkString(b"2".to_vec()), "n on node {id}");
     }
 }

@@ -158,7 +158,10 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                 match ks.sessions().check(&cmd.origin.client, cmd.origin.seq) {
                     Seen::New => {}
                     // A retry of a command that ran: its reply, nothing else.
-                    Seen::Again(reply) => return Applied { reply, events: Vec::new(), is_publish: false },
+                    Seen::Again(reply) => {
+                        crate::metrics::record_repeated_command();
+                        return Applied { reply, events: Vec::new(), is_publish: false };
+                    }
                     Seen::Stale => {
                         let reply = Reply::error("ERR a newer command of this client already ran; this one did not");
                         return Applied { reply, events: Vec::new(), is_publish: false };

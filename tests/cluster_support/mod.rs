@@ -8,6 +8,8 @@
 //! the tail of every node's log first and keeps the node directories on disk.
 #![allow(dead_code)]
 
+pub mod net;
+
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -40,6 +42,9 @@ pub struct Opts {
     pub heartbeat_ms: Option<u64>,
     pub request_timeout_ms: Option<u64>,
     pub snapshot_logs: Option<u64>,
+    /// Put a proxy ([`net::Net`]) in front of every node's peer port, so the
+    /// test can partition nodes (`Cluster::net`).
+    pub partitionable: bool,
 }
 
 /// Find `n` distinct free TCP ports on 127.0.0.1 (all listeners are held until the
@@ -151,6 +156,11 @@ impl Node {
         }
         if let Some(v) = opts.snapshot_logs {
             cmd.args(["--snapshot-logs", &v.to_string()]);
+        }
+        // To show that a test catches a bug: RAFTLOCK_TEST_PLANT_BUG=<bug> with a
+        // build that has the `planted-bugs` feature (see src/planted.rs).
+        if let Ok(bug) = std::env::var("RAFTLOCK_TEST_PLANT_BUG") {
+            cmd.args(["--plant-bug", &bug]);
         }
         // The server's default filter ("info,openraft=warn") unless the developer
         // asks for more with RAFTLOCK_TEST_LOG (e.g. "debug,openraft=info").
@@ -321,6 +331,8 @@ pub struct Cluster {
     pub opts: Opts,
     /// `--initial-cluster` of the original members.
     pub initial_cluster: String,
+    /// The links between the nodes, when started with `Opts::partitionable`.
+    pub net: Option<net::Net>,
 }
 
 impl Cluster {
@@ -332,9 +344,24 @@ impl Cluster {
             let ports = free_ports(2 * n as usize);
             let specs: Vec<(u64, u16, u16)> =
                 (1..=n).map(|id| (id, ports[2 * (id as usize - 1)], ports[2 * (id as usize - 1) + 1])).collect();
+            // With a proxy, the peer address every node is told is the proxy's.
+            let mut net = opts.partitionable.then(net::Net::new);
+            let mut advertised = BTreeMap::new();
+            for (id, _, pp) in &specs {
+                let peer = match net.as_mut() {
+                    Some(net) => {
+                        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a proxy port");
+                        let port = listener.local_addr().unwrap().port();
+                        net.add_proxy(*id, listener, *pp);
+                        port
+                    }
+                    None => *pp,
+                };
+                advertised.insert(*id, peer);
+            }
             let initial_cluster = specs
                 .iter()
-                .map(|(id, p, pp)| format!("{id}=127.0.0.1:{pp}/127.0.0.1:{p}"))
+                .map(|(id, p, _)| format!("{id}=127.0.0.1:{}/127.0.0.1:{p}", advertised[id]))
                 .collect::<Vec<_>>()
                 .join(",");
             let mut c = Cluster {
@@ -342,6 +369,7 @@ impl Cluster {
                 secret: format!("test-secret-{}", std::process::id()),
                 opts: opts.clone(),
                 initial_cluster: initial_cluster.clone(),
+                net,
             };
             for (id, p, pp) in specs {
                 c.nodes.insert(id, Node::new(id, p, pp, initial_cluster.clone()));
@@ -392,6 +420,12 @@ impl Cluster {
 
     pub fn kill9(&mut self, id: u64) {
         self.node_mut(id).kill9();
+    }
+
+    /// The proxies' switch (the cluster must be started with `Opts::partitionable`).
+    #[track_caller]
+    pub fn net(&self) -> &net::Net {
+        self.net.as_ref().expect("cluster started without Opts::partitionable")
     }
 
     pub fn pause(&mut self, id: u64) {
