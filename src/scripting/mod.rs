@@ -4,7 +4,8 @@
 //! Owns the Lua side only: the sandbox, the `redis` library, the conversions
 //! between Lua values and [`Reply`], and the instruction budget. How a
 //! `redis.call` runs is the caller's closure, so this module never touches the
-//! keyspace. Every run gets a fresh Lua state: nothing leaks between scripts.
+//! keyspace. A VM is reused from run to run only while it is exactly as it was
+//! built (see [`Vm`]): nothing leaks between scripts.
 //!
 //! Determinism: no clock, no I/O, no real randomness (`math.random` is a fixed
 //! generator seeded identically for every run), no `collectgarbage`/`gcinfo`,
@@ -38,130 +39,336 @@ pub type CallFn<'a> = dyn FnMut(&[Bytes]) -> Reply + 'a;
 /// through `call`, stopping after `budget` Lua instructions (the server always
 /// passes [`INSTRUCTION_BUDGET`]). Returns the script's reply (errors as
 /// `Reply::Error`).
+///
+/// Runs in this thread's idle VM (see [`Vm`]), or in a new one.
 pub fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Reply {
-    match run_inner(body, keys, argv, budget, call) {
-        Ok(reply) => reply,
-        Err(reply) => reply,
+    // Taken out for the run: a script run from inside a script's command
+    // (never today) would get a VM of its own.
+    let vm = IDLE_VM.with(|idle| idle.borrow_mut().take());
+    let vm = match vm {
+        Some(vm) => vm,
+        None => match Vm::new() {
+            Ok(vm) => vm,
+            Err(e) => return Reply::Error(format!("ERR script engine: {e}")),
+        },
+    };
+    let (reply, pristine) = vm.run(body, keys, argv, budget, call);
+    if pristine {
+        IDLE_VM.with(|idle| *idle.borrow_mut() = Some(vm));
+    }
+    reply
+}
+
+thread_local! {
+    static IDLE_VM: std::cell::RefCell<Option<Vm>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Lua VMs built since the process started (each run that could not reuse
+/// one builds one).
+static VMS_BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// See [`VMS_BUILT`].
+pub fn vms_built() -> u64 {
+    VMS_BUILT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+thread_local! {
+    static VMS_BUILT_HERE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// VMs built on this thread.
+pub fn vms_built_on_this_thread() -> u64 {
+    VMS_BUILT_HERE.with(Cell::get)
+}
+
+/// What a run sees of the VM it runs in: the same on every node, whatever the
+/// VM ran before. Scripts must stop at the same instruction on every node,
+/// and the budget weighs memory (see [`Meter`]), so the heap a run starts from
+/// must be identical, not only its globals: same objects of the same sizes,
+/// and the collector in the same state.
+///
+/// A VM is built, warmed up and fully collected; what is then live is its
+/// [`Heap`] fingerprint. After each run the VM drops everything the run made
+/// (KEYS, ARGV, the `tostring` numbering, the random seed), collects fully,
+/// and is kept only if its heap is back to that fingerprint; otherwise it is
+/// dropped and the next run builds a new one. A full collection leaves Lua
+/// 5.1's collector in one state whatever came before (paused, its debt
+/// zeroed, its threshold twice its estimate), and the estimate is the heap's
+/// size unless a userdata was finalized, which leaves that userdata in the
+/// heap until the next collection, so a heap equal to the fingerprint
+/// implies the collector's state too. Scripts cannot leave anything behind that the fingerprint does
+/// not see: globals, the libraries, `coroutine` and the string metatable are
+/// read-only, and no script can reach anything else that outlives its run.
+struct Vm {
+    call_slot: Rc<Cell<Option<*mut CallFn<'static>>>>,
+    runner: mlua::Function,
+    set_global: mlua::Function,
+    reset: mlua::Function,
+    meter: Rc<Meter>,
+    baseline: Heap,
+    /// Declared after every Lua value, which must be dropped before it.
+    state: State,
+}
+
+/// A Lua state and the allocator meter in front of its allocator: dropped in
+/// this order, since the closing state still calls the meter.
+struct State {
+    lua: Lua,
+    allocator: Box<AllocatorState>,
+}
+
+impl std::ops::Deref for Vm {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
     }
 }
 
-fn run_inner(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Result<Reply, Reply> {
-    let internal = |e: mlua::Error| Reply::Error(format!("ERR script engine: {e}"));
-    // The debug library is loaded only for the error handler (which reads the
-    // line an error came from); `WRAPPERS` removes it from the globals.
-    // SAFETY: no script can reach `debug`: `WRAPPERS` takes it away before any
-    // user code runs, keeping only `debug.getinfo` in the handler's upvalue.
-    let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
-    let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::new()) };
-    lua.set_memory_limit(MEMORY_LIMIT).map_err(internal)?;
-    let meter = Rc::new(Meter::new(budget));
-    sandbox(&lua, keys, argv, &meter).map_err(internal)?;
-    meter.baseline_memory.set(lua.used_memory());
-    let allocations = AllocationMeter::install(&lua).map_err(internal)?;
+/// The live heap, as the allocator saw it: bytes, blocks, and a sum of a hash
+/// of every block's size, so that two heaps that differ in shape but not in
+/// total (a table grown, a buffer shrunk) do not look alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Heap {
+    bytes: u64,
+    blocks: u64,
+    shape: u64,
+}
 
-    let sha = sha1hex(body);
-    let function = lua
-        .load(body)
-        .set_name("@user_script")
-        .set_mode(ChunkMode::Text)
-        .into_function()
-        .map_err(|e| Reply::Error(format!("ERR Error compiling script (new function): {}", lua_message(&e))))?;
+fn size_hash(size: usize) -> u64 {
+    let mut x = (size as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
 
-    // The budget: count instructions, each weighted by the memory the script
-    // holds (see `Meter`). Once over, raise at every instruction, so the
-    // error escapes every `pcall` the script may hide it in.
-    {
-        let meter = meter.clone();
-        let allocated = allocations.counter();
-        let allocated_before = Cell::new(0u64);
-        lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
-            if !meter.exceeded.get() {
-                let held = lua.used_memory().saturating_sub(meter.baseline_memory.get()) as u64;
-                let fresh = allocated.get() - allocated_before.get();
-                allocated_before.set(allocated.get());
-                let cost = HOOK_EVERY as u64 * (1 + held / MEMORY_WEIGHT_BYTES) + fresh / ALLOCATED_BYTES_PER_INSTRUCTION;
-                let _ = meter.charge(cost);
-            }
-            if meter.exceeded.get() {
-                lua.set_global_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
-                    Err(mlua::Error::RuntimeError("instruction budget exceeded".into()))
-                })?;
-                return Err(mlua::Error::RuntimeError("instruction budget exceeded".into()));
-            }
-            Ok(VmState::Continue)
-        })
-        .map_err(internal)?;
-    }
+impl Vm {
+    fn new() -> mlua::Result<Vm> {
+        VMS_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        VMS_BUILT_HERE.with(|n| n.set(n.get() + 1));
+        // The debug library is loaded only for the error handler (which reads
+        // the line an error came from); `WRAPPERS` removes it from the globals.
+        // SAFETY: no script can reach `debug`: `WRAPPERS` takes it away before
+        // any user code runs, keeping only `debug.getinfo` in the handler's
+        // upvalue.
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
+        let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::new()) };
+        lua.set_memory_limit(MEMORY_LIMIT)?;
+        let allocator = AllocatorState::install(&lua)?;
+        let state = State { lua, allocator };
+        let lua = &state.lua;
+        let meter = Rc::new(Meter::new(0));
+        let reset = sandbox(lua, &meter)?;
 
-    let result = lua.scope(|scope| {
-        let call_meter = meter.clone();
-        let raw = scope.create_function_mut(move |lua, args: MultiValue| {
-            let mut argv = Vec::with_capacity(args.len());
-            for arg in args {
-                match arg {
-                    Value::String(s) => {
-                        // What a script hands to commands is paid for by
-                        // size, so one script cannot write without bound.
-                        let bytes = s.as_bytes();
-                        call_meter.charge(bytes.len() as u64 / CALL_BYTES_PER_INSTRUCTION)?;
-                        argv.push(Bytes::copy_from_slice(&bytes));
-                    }
-                    Value::Integer(i) => argv.push(Bytes::from(i.to_string())),
-                    Value::Number(n) => argv.push(Bytes::from(format_lua_number(n))),
-                    _ => {
-                        let err = "ERR Lua redis lib command arguments must be strings or integers";
-                        return Ok((true, Value::Table(error_table(lua, err)?)));
-                    }
-                }
-            }
-            if argv.is_empty() {
-                let err = "ERR Please specify at least one argument for this redis lib call";
-                return Ok((true, Value::Table(error_table(lua, err)?)));
-            }
-            match call(&argv) {
-                Reply::Error(e) => Ok((true, Value::Table(error_table(lua, &e)?))),
-                reply => Ok((false, reply_to_lua(lua, &reply)?)),
-            }
-        })?;
+        let call_slot: Rc<Cell<Option<*mut CallFn<'static>>>> = Rc::default();
+        let raw = {
+            let slot = call_slot.clone();
+            let meter = meter.clone();
+            lua.create_function(move |lua, args: MultiValue| {
+                let Some(call) = slot.get() else {
+                    return Err(mlua::Error::RuntimeError("redis.call outside a script run".into()));
+                };
+                // SAFETY: the slot holds the run's `call` only while `Vm::run`
+                // holds that `&mut` and does nothing else with it; it is
+                // cleared before `run` returns. Calls do not nest: a command
+                // never runs a script in this VM (it is taken out while it runs).
+                let call = unsafe { &mut *call };
+                redis_command(lua, &meter, call, args)
+            })?
+        };
         lua.set_named_registry_value(CALL_REGISTRY_KEY, &raw)?;
         let redis: Table = lua.globals().raw_get("redis")?;
         redis.raw_set("__raw", raw)?;
         // SAFETY: `redis_call` only moves values on the Lua stack and calls
-        // the scoped `raw` function through Lua.
+        // the function registered under CALL_REGISTRY_KEY through Lua.
         redis.raw_set("call", unsafe { lua.create_c_function(redis_call) }?)?;
         let runner: mlua::Function = lua.load(WRAPPERS).set_name("=raftlock").eval()?;
-        protect_globals(&lua)?;
-        runner.call::<(bool, Value)>(function.clone())
-    });
-    lua.remove_global_hook();
-
-    if meter.exceeded.get() {
-        return Err(Reply::Error(format!(
-            "ERR Script exceeded the budget of {budget} Lua instructions and was stopped \
-             (at the same point on every node); nothing after that point was applied"
-        )));
+        let set_global = protect_globals(lua)?;
+        let mut vm = Vm { call_slot, runner, set_global, reset, meter, baseline: Heap::default(), state };
+        // One run through every path a script takes, so that whatever mlua
+        // and Lua set up on first use is part of the baseline.
+        let mut nothing = |_: &[Bytes]| Reply::Nil;
+        vm.run_script(b"return redis.pcall('x')", &[Bytes::new()], &[Bytes::new()], 1_000_000, &mut nothing);
+        vm.clear()?;
+        vm.baseline = vm.collect()?;
+        Ok(vm)
     }
-    match result {
-        Ok((true, value)) => Ok(lua_to_reply(&value)),
-        // Redis 7's error reply: the message, then where the script failed.
-        Ok((false, Value::Table(err))) => {
-            let msg: String = err
-                .raw_get::<Option<String>>("err")
-                .ok()
-                .flatten()
-                .filter(|m| !m.trim().is_empty())
-                .unwrap_or_else(|| "ERR unknown error".into());
-            let line: Option<i64> = err.raw_get("line").ok();
-            match line {
-                Some(line) if line > 0 => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script:{line}."))),
-                _ => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script."))),
+
+    fn heap(&self) -> Heap {
+        Heap { bytes: self.allocator.live.get(), blocks: self.allocator.blocks.get(), shape: self.allocator.shape.get() }
+    }
+
+    /// Full collections, until the heap stops shrinking (Lua 5.1 halves its
+    /// string table and buffer at most once per collection).
+    fn collect(&self) -> mlua::Result<Heap> {
+        let mut heap = self.heap();
+        for _ in 0..64 {
+            self.lua.gc_collect()?;
+            let now = self.heap();
+            if now == heap {
+                break;
+            }
+            heap = now;
+        }
+        Ok(heap)
+    }
+
+    /// Whether full collections bring the heap back to `target` (usually the
+    /// first does).
+    fn collect_to(&self, target: Heap) -> mlua::Result<bool> {
+        self.lua.gc_collect()?;
+        if self.heap() == target {
+            return Ok(true);
+        }
+        Ok(self.collect()? == target)
+    }
+
+    /// Drops what the run made: KEYS, ARGV, the `tostring` numbering, the seed.
+    fn clear(&self) -> mlua::Result<()> {
+        let empty = self.lua.create_table()?;
+        self.set_global.call::<()>(("KEYS", &empty))?;
+        self.set_global.call::<()>(("ARGV", &empty))?;
+        self.reset.call::<()>(())
+    }
+
+    /// Runs one script; also says whether the VM is as it was built (and so
+    /// may run the next one).
+    fn run(&self, body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> (Reply, bool) {
+        let reply = self.run_script(body, keys, argv, budget, call);
+        let pristine = self.clear().is_ok() && self.collect_to(self.baseline).unwrap_or(false);
+        (reply, pristine)
+    }
+
+    fn run_script(&self, body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Reply {
+        // SAFETY (of the lifetime change): the slot is cleared by `_slot`
+        // before this function returns, so the pointer is never used after
+        // `call`'s borrow ends.
+        let call: *mut CallFn<'_> = call;
+        self.call_slot.set(Some(unsafe { std::mem::transmute::<*mut CallFn<'_>, *mut CallFn<'static>>(call) }));
+        struct ClearSlot<'a>(&'a Cell<Option<*mut CallFn<'static>>>);
+        impl Drop for ClearSlot<'_> {
+            fn drop(&mut self) {
+                self.0.set(None);
             }
         }
-        Ok((false, other)) => Err(Reply::Error(format!("ERR Error running script: {other:?}"))),
-        Err(e) if matches!(root(&e), mlua::Error::MemoryError(_)) => {
-            Err(Reply::Error("ERR Script exceeded its memory limit".into()))
+        let _slot = ClearSlot(&self.call_slot);
+        match self.run_inner(body, keys, argv, budget) {
+            Ok(reply) | Err(reply) => reply,
         }
-        Err(e) => Err(Reply::Error(format!("ERR Error running script: {}", lua_message(&e)))),
+    }
+
+    fn run_inner(&self, body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64) -> Result<Reply, Reply> {
+        let internal = |e: mlua::Error| Reply::Error(format!("ERR script engine: {e}"));
+        let lua = &self.lua;
+        let list = |items: &[Bytes]| -> mlua::Result<Table> {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, lua.create_string(&item[..])?)?;
+            }
+            Ok(t)
+        };
+        self.set_global.call::<()>(("KEYS", list(keys).map_err(internal)?)).map_err(internal)?;
+        self.set_global.call::<()>(("ARGV", list(argv).map_err(internal)?)).map_err(internal)?;
+        self.reset.call::<()>(()).map_err(internal)?;
+        let meter = &self.meter;
+        meter.start(budget, lua.used_memory());
+        self.allocator.allocated.set(0);
+
+        let sha = sha1hex(body);
+        let function = lua
+            .load(body)
+            .set_name("@user_script")
+            .set_mode(ChunkMode::Text)
+            .into_function()
+            .map_err(|e| Reply::Error(format!("ERR Error compiling script (new function): {}", lua_message(&e))))?;
+
+        // The budget: count instructions, each weighted by the memory the
+        // script holds (see `Meter`). Once over, raise at every instruction,
+        // so the error escapes every `pcall` the script may hide it in.
+        {
+            let meter = meter.clone();
+            let allocated = self.allocator.allocated.clone();
+            let allocated_before = Cell::new(0u64);
+            lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
+                if !meter.exceeded.get() {
+                    let held = lua.used_memory().saturating_sub(meter.baseline_memory.get()) as u64;
+                    let fresh = allocated.get() - allocated_before.get();
+                    allocated_before.set(allocated.get());
+                    let cost =
+                        HOOK_EVERY as u64 * (1 + held / MEMORY_WEIGHT_BYTES) + fresh / ALLOCATED_BYTES_PER_INSTRUCTION;
+                    let _ = meter.charge(cost);
+                }
+                if meter.exceeded.get() {
+                    lua.set_global_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
+                        Err(mlua::Error::RuntimeError("instruction budget exceeded".into()))
+                    })?;
+                    return Err(mlua::Error::RuntimeError("instruction budget exceeded".into()));
+                }
+                Ok(VmState::Continue)
+            })
+            .map_err(internal)?;
+        }
+        let result = self.runner.call::<(bool, Value)>(function);
+        lua.remove_global_hook();
+
+        if meter.exceeded.get() {
+            return Err(Reply::Error(format!(
+                "ERR Script exceeded the budget of {budget} Lua instructions and was stopped \
+                 (at the same point on every node); nothing after that point was applied"
+            )));
+        }
+        match result {
+            Ok((true, value)) => Ok(lua_to_reply(&value)),
+            // Redis 7's error reply: the message, then where the script failed.
+            Ok((false, Value::Table(err))) => {
+                let msg: String = err
+                    .raw_get::<Option<String>>("err")
+                    .ok()
+                    .flatten()
+                    .filter(|m| !m.trim().is_empty())
+                    .unwrap_or_else(|| "ERR unknown error".into());
+                let line: Option<i64> = err.raw_get("line").ok();
+                match line {
+                    Some(line) if line > 0 => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script:{line}."))),
+                    _ => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script."))),
+                }
+            }
+            Ok((false, other)) => Err(Reply::Error(format!("ERR Error running script: {other:?}"))),
+            Err(e) if matches!(root(&e), mlua::Error::MemoryError(_)) => {
+                Err(Reply::Error("ERR Script exceeded its memory limit".into()))
+            }
+            Err(e) => Err(Reply::Error(format!("ERR Error running script: {}", lua_message(&e)))),
+        }
+    }
+}
+
+/// `redis.call`'s work (`redis.pcall`'s too): converts the arguments, runs the
+/// command, and returns `(failed, reply or error table)`.
+fn redis_command(lua: &Lua, meter: &Meter, call: &mut CallFn, args: MultiValue) -> mlua::Result<(bool, Value)> {
+    let mut argv = Vec::with_capacity(args.len());
+    for arg in args {
+        match arg {
+            Value::String(s) => {
+                // What a script hands to commands is paid for by size, so one
+                // script cannot write without bound.
+                let bytes = s.as_bytes();
+                meter.charge(bytes.len() as u64 / CALL_BYTES_PER_INSTRUCTION)?;
+                argv.push(Bytes::copy_from_slice(&bytes));
+            }
+            Value::Integer(i) => argv.push(Bytes::from(i.to_string())),
+            Value::Number(n) => argv.push(Bytes::from(format_lua_number(n))),
+            _ => {
+                let err = "ERR Lua redis lib command arguments must be strings or integers";
+                return Ok((true, Value::Table(error_table(lua, err)?)));
+            }
+        }
+    }
+    if argv.is_empty() {
+        let err = "ERR Please specify at least one argument for this redis lib call";
+        return Ok((true, Value::Table(error_table(lua, err)?)));
+    }
+    match call(&argv) {
+        Reply::Error(e) => Ok((true, Value::Table(error_table(lua, &e)?))),
+        reply => Ok((false, reply_to_lua(lua, &reply)?)),
     }
 }
 
@@ -183,7 +390,7 @@ const CALL_BYTES_PER_INSTRUCTION: u64 = 16;
 /// depends only on what the script does.
 struct Meter {
     used: Cell<u64>,
-    budget: u64,
+    budget: Cell<u64>,
     exceeded: Cell<bool>,
     /// Memory of the state before the script runs (its libraries).
     baseline_memory: Cell<usize>,
@@ -191,12 +398,20 @@ struct Meter {
 
 impl Meter {
     fn new(budget: u64) -> Meter {
-        Meter { used: Cell::new(0), budget, exceeded: Cell::new(false), baseline_memory: Cell::new(0) }
+        Meter { used: Cell::new(0), budget: Cell::new(budget), exceeded: Cell::new(false), baseline_memory: Cell::new(0) }
+    }
+
+    /// A new run, holding `memory` before its script is loaded.
+    fn start(&self, budget: u64, memory: usize) {
+        self.used.set(0);
+        self.budget.set(budget);
+        self.exceeded.set(false);
+        self.baseline_memory.set(memory);
     }
 
     fn charge(&self, cost: u64) -> mlua::Result<()> {
         self.used.set(self.used.get().saturating_add(cost));
-        if self.used.get() > self.budget {
+        if self.used.get() > self.budget.get() {
             self.exceeded.set(true);
         }
         if self.exceeded.get() {
@@ -206,20 +421,21 @@ impl Meter {
     }
 }
 
-/// Counts every byte a Lua state allocates, by wrapping its allocator (mlua's,
-/// which still enforces the memory limit). Every C operation whose time grows
+/// Wraps a Lua state's allocator (mlua's, which still enforces the memory
+/// limit) to count what the state allocates and holds.
+///
+/// `allocated` counts every byte requested: every C operation whose time grows
 /// with its data produces a result of that size, so the count is a measure of
 /// work the instruction count does not see. Deterministic: the same script on
-/// the same data makes the same allocations on every node.
-struct AllocationMeter<'lua> {
-    lua: &'lua Lua,
-    state: Box<AllocatorState>,
-}
-
+/// the same data from the same heap makes the same allocations on every node.
+/// `live`, `blocks` and `shape` describe the heap (see [`Heap`]).
 struct AllocatorState {
     inner: mlua::ffi::lua_Alloc,
     inner_ud: *mut std::os::raw::c_void,
     allocated: Rc<Cell<u64>>,
+    live: Cell<u64>,
+    blocks: Cell<u64>,
+    shape: Cell<u64>,
 }
 
 unsafe extern "C" fn metered_alloc(
@@ -228,24 +444,45 @@ unsafe extern "C" fn metered_alloc(
     osize: usize,
     nsize: usize,
 ) -> *mut std::os::raw::c_void {
-    // SAFETY: `ud` is the `AllocatorState` that `install` registered, alive
-    // until `drop` puts the inner allocator back.
+    // SAFETY: `ud` is the `AllocatorState` that `install` registered, which
+    // the `Vm` owning the state drops only after the state is closed.
     let state = &*(ud as *const AllocatorState);
     let out = (state.inner)(state.inner_ud, ptr, osize, nsize);
     // Lua 5.1 passes osize 0 with a null ptr.
+    let old = if ptr.is_null() { 0 } else { osize };
+    if nsize == 0 || !out.is_null() {
+        if old > 0 {
+            state.live.set(state.live.get().wrapping_sub(old as u64));
+            state.blocks.set(state.blocks.get().wrapping_sub(1));
+            state.shape.set(state.shape.get().wrapping_sub(size_hash(old)));
+        }
+        if nsize > 0 {
+            state.live.set(state.live.get().wrapping_add(nsize as u64));
+            state.blocks.set(state.blocks.get().wrapping_add(1));
+            state.shape.set(state.shape.get().wrapping_add(size_hash(nsize)));
+        }
+    }
     if !out.is_null() && nsize > osize {
         state.allocated.set(state.allocated.get() + (nsize - osize) as u64);
     }
     out
 }
 
-impl<'lua> AllocationMeter<'lua> {
-    fn install(lua: &'lua Lua) -> mlua::Result<AllocationMeter<'lua>> {
-        let mut state =
-            Box::new(AllocatorState { inner: metered_alloc, inner_ud: std::ptr::null_mut(), allocated: Rc::default() });
+impl AllocatorState {
+    /// Puts the meter in front of `lua`'s allocator, for the state's life.
+    fn install(lua: &Lua) -> mlua::Result<Box<AllocatorState>> {
+        let mut state = Box::new(AllocatorState {
+            inner: metered_alloc,
+            inner_ud: std::ptr::null_mut(),
+            allocated: Rc::default(),
+            live: Cell::new(lua.used_memory() as u64),
+            blocks: Cell::new(0),
+            shape: Cell::new(0),
+        });
         let state_ptr: *mut AllocatorState = &mut *state;
         // SAFETY: swaps the allocator of a state no other thread uses; the
-        // old one is kept and called for every request, and restored on drop.
+        // old one is kept and called for every request. The box outlives the
+        // state (see `Vm`).
         unsafe {
             lua.exec_raw::<()>((), |l| {
                 let mut inner_ud = std::ptr::null_mut();
@@ -255,23 +492,7 @@ impl<'lua> AllocationMeter<'lua> {
                 mlua::ffi::lua_setallocf(l, metered_alloc, state_ptr.cast());
             })?;
         }
-        Ok(AllocationMeter { lua, state })
-    }
-
-    fn counter(&self) -> Rc<Cell<u64>> {
-        self.state.allocated.clone()
-    }
-}
-
-impl Drop for AllocationMeter<'_> {
-    fn drop(&mut self) {
-        let (inner, inner_ud) = (self.state.inner, self.state.inner_ud);
-        // SAFETY: puts back the allocator `install` found.
-        let restored = unsafe { self.lua.exec_raw::<()>((), |l| mlua::ffi::lua_setallocf(l, inner, inner_ud)) };
-        if restored.is_err() {
-            // The state would keep calling into freed memory: stop here.
-            std::process::abort();
-        }
+        Ok(state)
     }
 }
 
@@ -332,21 +553,16 @@ end
 "#;
 
 /// Removes everything that reads the environment, does I/O, loads bytecode or
-/// is not deterministic; installs the `redis` library, `KEYS` and `ARGV`.
-fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes], meter: &Rc<Meter>) -> mlua::Result<()> {
+/// is not deterministic; installs the `redis` library and (empty) `KEYS` and
+/// `ARGV`. Returns the function that resets what a run may change in the
+/// sandbox: the random seed and the numbering of `tostring`.
+fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
     let g = lua.globals();
     for name in ["dofile", "loadfile", "load", "print", "collectgarbage", "gcinfo", "newproxy", "getfenv", "setfenv", "module", "require"] {
         g.raw_set(name, Value::Nil)?;
     }
-    let list = |items: &[Bytes]| -> mlua::Result<Table> {
-        let t = lua.create_table_with_capacity(items.len(), 0)?;
-        for (i, item) in items.iter().enumerate() {
-            t.raw_set(i + 1, lua.create_string(&item[..])?)?;
-        }
-        Ok(t)
-    };
-    g.raw_set("KEYS", list(keys)?)?;
-    g.raw_set("ARGV", list(argv)?)?;
+    g.raw_set("KEYS", lua.create_table()?)?;
+    g.raw_set("ARGV", lua.create_table()?)?;
 
     let redis = lua.create_table()?;
     redis.raw_set("sha1hex", lua.create_function(|_, s: mlua::String| Ok(sha1hex(&s.as_bytes())))?)?;
@@ -514,7 +730,8 @@ fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes], meter: &Rc<Meter>) -> mlua
         -- from node to node; a script that stored it would make the replicas
         -- differ. Number such values in the order the script first shows them.
         local raw_tostring, metatable_of, setmetatable, rawget, format = tostring, debug.getmetatable, setmetatable, rawget, string.format
-        local ids, last_id = setmetatable({}, { __mode = "k" }), 0
+        local weak = { __mode = "k" }
+        local ids, last_id = setmetatable({}, weak), 0
         _G.tostring = function(...)
             local v = ...
             local kind = type(v)
@@ -542,15 +759,23 @@ fn sandbox(lua: &Lua, keys: &[Bytes], argv: &[Bytes], meter: &Rc<Meter>) -> mlua
             if n == nil then m, n = 1, m end
             return m + math.floor(r * (n - m + 1))
         end
+        -- Every run starts from the same seed and numbering.
+        return function()
+            seed = 0
+            ids, last_id = setmetatable({}, weak), 0
+        end
         "##,
     )
     .set_name("=raftlock")
-    .call::<()>((MEMORY_LIMIT, charge))
+    .call::<mlua::Function>((MEMORY_LIMIT, charge))
 }
 
 /// Makes the globals and the libraries read-only, with Redis's messages:
-/// `_G` keeps nothing itself and reads through to a hidden table.
-fn protect_globals(lua: &Lua) -> mlua::Result<()> {
+/// `_G` keeps nothing itself and reads through to a hidden table. Every
+/// library table, and the metatable strings share, is read-only too: a VM
+/// runs many scripts, and none may leave anything for the next. Returns the
+/// function that sets a global (`KEYS`, `ARGV`) for a run.
+fn protect_globals(lua: &Lua) -> mlua::Result<mlua::Function> {
     lua.load(
         r#"
         local G, pairs, ipairs, rawset, setmetatable, error, tostring = _G, pairs, ipairs, rawset, setmetatable, error, tostring
@@ -559,10 +784,14 @@ fn protect_globals(lua: &Lua) -> mlua::Result<()> {
         for k in pairs(backing) do rawset(G, k, nil) end
         local function deny() error("Attempt to modify a readonly table", 2) end
         local readonly = { [G] = true }
-        for _, name in ipairs({"string", "table", "math", "redis"}) do
+        for _, name in ipairs({"string", "table", "math", "redis", "coroutine"}) do
             backing[name] = setmetatable({}, { __index = backing[name], __newindex = deny, __metatable = false })
             readonly[backing[name]] = true
         end
+        -- ("x"):upper() looks up the string library through this metatable.
+        local string_meta = backing.getmetatable("")
+        string_meta.__index = backing.string
+        string_meta.__metatable = false
         -- rawset would bypass __newindex.
         backing.rawset = function(t, k, v)
             if readonly[t] then error("Attempt to modify a readonly table", 2) end
@@ -582,10 +811,11 @@ fn protect_globals(lua: &Lua) -> mlua::Result<()> {
             end,
             __metatable = false,
         })
+        return function(name, value) backing[name] = value end
         "#,
     )
     .set_name("=raftlock")
-    .exec()
+    .call::<mlua::Function>(())
 }
 
 fn error_table(lua: &Lua, text: &str) -> mlua::Result<Table> {

@@ -241,3 +241,94 @@ fn addresses_never_reach_a_reply_or_a_write() {
     let err = eval("error(function() end)", &[], &[]);
     assert!(matches!(&err, Reply::Error(e) if e.contains("function: 0x00000001")), "{err:?}");
 }
+
+/// Runs `body` in a VM built for it alone (as every run did before VMs were
+/// reused).
+fn eval_fresh(store: &mut HashMap<Bytes, Bytes>, body: &str, budget: u64) -> Reply {
+    let vm = super::Vm::new().expect("build a VM");
+    let mut call = |args: &[Bytes]| -> Reply {
+        store.insert(args[1].clone(), args[2].clone());
+        Reply::ok()
+    };
+    vm.run(body.as_bytes(), &[], &[], budget, &mut call).0
+}
+
+/// A run in a reused VM behaves exactly as in a new one, whatever ran there
+/// before: a node that just restarted (new VMs) and one that has run
+/// thousands of scripts must stop a script at the same instruction and make
+/// the same writes. The probe churns memory (so the collector and the
+/// memory-weighted budget both matter), writes as it goes and runs out of
+/// budget; it also reads the seed, the `tostring` numbering and the string
+/// metatable.
+#[test]
+fn a_reused_vm_runs_a_script_exactly_as_a_new_one() {
+    let probe = "
+        local out = { tostring({}), tostring(math.random(1000)), ('ab'):upper() }
+        redis.call('set', 'seen', table.concat(out, ' '))
+        local keep, n = {}, 0
+        while true do
+            n = n + 1
+            keep[n % 64 + 1] = string.rep('x', (n * 37) % 2000) .. n
+            redis.call('set', 'n', n)
+        end";
+    const BUDGET: u64 = 3_000_000;
+    let mut expected = HashMap::new();
+    let reply = eval_fresh(&mut expected, probe, BUDGET);
+    assert!(is_err(&reply, "budget"), "{reply:?}");
+    let n: u64 = String::from_utf8_lossy(&expected[&Bytes::from("n")]).parse().unwrap();
+    assert!(n > 1000, "the probe must run long enough to collect garbage: {n}");
+
+    // What earlier scripts may leave behind, or try to.
+    let history = [
+        "return 1",
+        "local t = {} for i = 1, 20000 do t[i] = 'k' .. i end return #t",
+        "local s = string.rep('y', 2^20) return #s",
+        "local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end return f(5000)",
+        "local co = coroutine.create(function() coroutine.yield(1) end) coroutine.resume(co) return 1",
+        "return tostring({}) .. tostring(function() end)",
+        "math.randomseed(42) return math.random(100)",
+        "while true do end",
+        "local t = {} while true do t[#t + 1] = tostring(#t) end",
+        "local s = 'x' while true do s = s .. s end",
+        "error('boom')",
+        "return redis.pcall()",
+        "getmetatable('').__index = nil",
+        "coroutine.create = nil",
+        "rawset(coroutine, 'x', 1)",
+        "string.x = 1",
+        "return loadstring('return 1 + 1')()",
+        "local big = {} for i = 1, 3000 do big['key' .. i] = {i} end return 1",
+        "return 'x' .. string.rep('z', 300)",
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+    ];
+    for before in history {
+        let _ = eval(before, &["k"], &["v"]);
+        let mut store = HashMap::new();
+        let reply = eval_budget(&mut store, probe, &[], &[], BUDGET);
+        assert_eq!(reply, eval_fresh(&mut HashMap::new(), probe, BUDGET), "after {before:?}");
+        assert_eq!(store, expected, "the probe after {before:?} differs from a run in a new VM");
+    }
+}
+
+/// The common case reuses one VM: the lock-release script builds no VM after
+/// the first.
+#[test]
+fn small_scripts_reuse_one_vm() {
+    let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+    let _ = eval(release, &["k"], &["v"]);
+    let built = super::vms_built_on_this_thread();
+    for _ in 0..200 {
+        assert_eq!(eval(release, &["k"], &["v"]), Reply::Int(0));
+    }
+    assert_eq!(super::vms_built_on_this_thread() - built, 0, "VMs built for 200 runs");
+}
+
+/// Nothing a script does to the libraries or the string metatable outlives it.
+#[test]
+fn shared_tables_are_read_only() {
+    assert!(is_err(&eval("coroutine.create = nil return 1", &[], &[]), "readonly"));
+    assert!(is_err(&eval("rawset(coroutine, 'create', nil) return 1", &[], &[]), "readonly"));
+    assert_eq!(eval("return getmetatable('')", &[], &[]), Reply::Nil);
+    assert_eq!(eval("return ('ab'):upper()", &[], &[]), Reply::Bulk(Bytes::from("AB")));
+    assert_eq!(eval("return type(coroutine.create)", &[], &[]), Reply::Bulk(Bytes::from("function")));
+}
