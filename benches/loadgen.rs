@@ -11,6 +11,8 @@
 //!   then `LOCK.RELEASE key owner token` -> (integer) 1.
 //! * `redis`: `SET key owner NX PX ttl` -> OK, then the compare-and-delete
 //!   script redis-py's `Lock` uses (`EVAL ... 1 key owner`) -> (integer) 1.
+//! * `redis-evalsha`: the same, releasing with `EVALSHA` as redis-py does
+//!   (after one `SCRIPT LOAD`).
 //!
 //! A denied acquire (nil: another client holds the key) counts as an attempt
 //! and the client retries at once; it is expected only with `--keys shared`.
@@ -59,8 +61,11 @@ const MAX_PRINTED_ERRORS: u64 = 10;
 enum Mode {
     /// LOCK.ACQUIRE / LOCK.RELEASE with fencing tokens.
     Raftlock,
-    /// SET NX PX / compare-and-delete EVAL, as redis-py's Lock does.
+    /// SET NX PX / compare-and-delete EVAL.
     Redis,
+    /// SET NX PX / compare-and-delete EVALSHA, as redis-py's Lock does (the
+    /// script is loaded once with SCRIPT LOAD before the run).
+    RedisEvalsha,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -76,6 +81,7 @@ impl Mode {
         match self {
             Mode::Raftlock => "raftlock",
             Mode::Redis => "redis",
+            Mode::RedisEvalsha => "redis-evalsha",
         }
     }
 }
@@ -150,6 +156,9 @@ struct Args {
     /// other cores to the server).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Added to the RESULT line as `label=...` (for scripts that run several targets).
+    #[arg(long, default_value = "-")]
+    label: String,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -357,6 +366,11 @@ impl Protocol {
                     &[b"EVAL", REDIS_RELEASE_SCRIPT.as_bytes(), b"1", k, o],
                 );
             }
+            Mode::RedisEvalsha => {
+                let sha = raftlock::scripting::sha1hex(REDIS_RELEASE_SCRIPT.as_bytes());
+                encode_command(&mut acquire, &[b"SET", k, o, b"NX", b"PX", ttl.as_bytes()]);
+                encode_command(&mut release, &[b"EVALSHA", sha.as_bytes(), b"1", k, o]);
+            }
         }
         Protocol {
             mode,
@@ -372,14 +386,14 @@ impl Protocol {
         match (self.mode, reply) {
             (_, Reply::Nil) => Ok(Acquire::Denied),
             (Mode::Raftlock, Reply::Int(token)) if token > 0 => Ok(Acquire::Granted(token)),
-            (Mode::Redis, Reply::Status(s)) if s == "OK" => Ok(Acquire::Granted(0)),
+            (Mode::Redis | Mode::RedisEvalsha, Reply::Status(s)) if s == "OK" => Ok(Acquire::Granted(0)),
             (_, other) => Err(format!("acquire: unexpected reply {other}")),
         }
     }
 
     async fn release(&self, conn: &mut Conn, token: i64) -> io::Result<Reply> {
         match self.mode {
-            Mode::Redis => conn.request(&self.release).await,
+            Mode::Redis | Mode::RedisEvalsha => conn.request(&self.release).await,
             Mode::Raftlock => {
                 let t = token.to_string();
                 conn.command(&[b"LOCK.RELEASE", &self.key, &self.owner, t.as_bytes()])
@@ -599,9 +613,10 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
     let secs = args.duration_secs;
     let pairs = pair_ns.len() as u64;
     println!(
-        "RESULT mode={} scenario={} clients={} keys={} duration_s={:.3} pairs={} pairs_per_s={:.1} \
+        "RESULT label={} mode={} scenario={} clients={} keys={} duration_s={:.3} pairs={} pairs_per_s={:.1} \
          attempts={} attempts_per_s={:.1} denied={} p50_ms={:.3} p99_ms={:.3} max_ms={:.3} \
          acquire_p50_ms={:.3} acquire_p99_ms={:.3} errors={}",
+        args.label,
         args.mode.name(),
         spec.name,
         spec.clients,
@@ -634,6 +649,14 @@ async fn preflight(args: &Args, run_id: &str) -> Result<(), String> {
         Ok(Reply::Status(s)) if s == "PONG" => {}
         Ok(other) => return Err(format!("PING: unexpected reply {other}")),
         Err(e) => return Err(format!("PING: {e}")),
+    }
+    if args.mode == Mode::RedisEvalsha {
+        let sha = raftlock::scripting::sha1hex(REDIS_RELEASE_SCRIPT.as_bytes());
+        match c.command(&[b"SCRIPT", b"LOAD", REDIS_RELEASE_SCRIPT.as_bytes()]).await {
+            Ok(Reply::Bulk(b)) if b == sha.as_bytes() => {}
+            Ok(other) => return Err(format!("SCRIPT LOAD: unexpected reply {other}")),
+            Err(e) => return Err(format!("SCRIPT LOAD: {e}")),
+        }
     }
     let proto = Protocol::new(
         args.mode,

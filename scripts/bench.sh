@@ -1,38 +1,54 @@
 #!/usr/bin/env bash
 # Benchmark raftlock against redis-server with the same durability, in one run
-# on this machine.
+# on this machine, and print the table of issue 11.
 #
-# Starts a one-node raftlock and a redis-server (appendonly yes, appendfsync
-# always: every acknowledged write is fsynced, as raftlock's Raft log is) on
-# free 127.0.0.1 ports, with their data in one temporary directory on disk,
-# runs benches/loadgen.rs against each (1 client; N clients on distinct keys;
-# N clients on one shared key), prints a side-by-side table, and stops both
-# servers on exit. Every step is bounded in time.
+# Starts, on free 127.0.0.1 ports with their data in one temporary directory
+# on disk: a redis-server (appendonly yes, appendfsync always: every
+# acknowledged write is fsynced, as raftlock's Raft log is), a one-node
+# raftlock, and a three-node raftlock cluster. benches/loadgen.rs runs
+# acquire+release pairs against each (1 client, and N clients on distinct
+# keys), in two protocols:
+#   * SET key token NX PX ms + the compare-and-delete script by EVALSHA (what
+#     redis-py's Lock sends), against Redis, raftlock, and the cluster's leader;
+#   * LOCK.ACQUIRE + LOCK.RELEASE, against raftlock, the leader and a follower.
+# Every figure is the median of --repeats runs. Then the cluster's leader is
+# killed (kill -9) --failovers times; each time the time from the kill to the
+# first LOCK.ACQUIRE granted through a survivor is measured, and the node is
+# restarted. Servers are stopped on exit. Every step is bounded in time.
 #
 # Usage: scripts/bench.sh [--duration-secs S] [--warmup-secs S] [--clients N]
+#                         [--repeats R] [--failovers F] [--binary PATH]
+# --binary benchmarks another raftlock build (e.g. an older commit's) instead
+# of building this checkout's.
 # Environment: CARGO_TARGET_DIR (default /var/tmp/raftlock-target), BENCH_DIR (parent of the
 # temporary data directory, default /var/tmp: keep it off tmpfs, or fsync is
 # free), BUILD_TIMEOUT (seconds, default 3600), KEEP_BENCH_DIR=1 keeps data/logs.
-# Exit status: 0 when both servers completed every scenario without an
-# unexpected reply, non-zero otherwise.
+# Exit status: 0 when every target completed every run without an unexpected
+# reply, non-zero otherwise.
 set -euo pipefail
 
 DURATION=10
 WARMUP=1
 CLIENTS=50
+REPEATS=3
+FAILOVERS=5
+BINARY=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --duration-secs) DURATION="$2"; shift 2 ;;
         --warmup-secs) WARMUP="$2"; shift 2 ;;
         --clients) CLIENTS="$2"; shift 2 ;;
+        --repeats) REPEATS="$2"; shift 2 ;;
+        --failovers) FAILOVERS="$2"; shift 2 ;;
+        --binary) BINARY="$2"; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-for v in "$DURATION" "$WARMUP" "$CLIENTS"; do
+for v in "$DURATION" "$WARMUP" "$CLIENTS" "$REPEATS" "$FAILOVERS"; do
     [[ "$v" =~ ^[0-9]+$ ]] || { echo "bench.sh: durations and --clients are whole numbers" >&2; exit 2; }
 done
-[[ "$DURATION" -ge 1 && "$CLIENTS" -ge 1 ]] || { echo "bench.sh: --duration-secs and --clients must be >= 1" >&2; exit 2; }
+[[ "$DURATION" -ge 1 && "$CLIENTS" -ge 1 && "$REPEATS" -ge 1 ]] || { echo "bench.sh: --duration-secs, --clients and --repeats must be >= 1" >&2; exit 2; }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -65,14 +81,13 @@ LOADGEN="$(timeout "$BUILD_TIMEOUT" cargo bench --bench loadgen --no-run --messa
     | grep '"reason":"compiler-artifact"' | grep '"kind":\["bench"\]' | grep '"name":"loadgen"' \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1 || true)"
 [[ -n "$LOADGEN" && -x "$LOADGEN" ]] || { log "could not build the loadgen bench"; exit 1; }
-RAFTLOCK="$TARGET_DIR/release/raftlock"
+RAFTLOCK="${BINARY:-$TARGET_DIR/release/raftlock}"
 [[ -x "$RAFTLOCK" ]] || { log "no binary at $RAFTLOCK"; exit 1; }
 
 # --- servers -------------------------------------------------------------------
 WORK="$(mktemp -d "${BENCH_DIR:-/var/tmp}/raftlock-bench.XXXXXX")"
-mkdir -p "$WORK/raftlock" "$WORK/redis"
-RAFTLOCK_PID=""
-REDIS_PID=""
+mkdir -p "$WORK/redis"
+declare -A PIDS=()
 
 stop_server() { # pid name
     local pid="$1" i
@@ -89,10 +104,11 @@ stop_server() { # pid name
     wait "$pid" 2>/dev/null || true
 }
 cleanup() {
-    local rc=$?
+    local rc=$? name
     trap - EXIT INT TERM
-    stop_server "$RAFTLOCK_PID" raftlock
-    stop_server "$REDIS_PID" redis-server
+    for name in "${!PIDS[@]}"; do
+        stop_server "${PIDS[$name]}" "$name"
+    done
     if [[ "${KEEP_BENCH_DIR:-0}" == 1 ]]; then
         log "kept $WORK"
     else
@@ -137,80 +153,187 @@ wait_ready() { # port pid name logfile
     tail -n 30 "$4" >&2 || true
     return 1
 }
+raft_field() { # port field
+    timeout 2 redis-cli -h 127.0.0.1 -p "$1" RAFT.INFO 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p" | head -n 1
+}
 
+REDIS_PORT="$(free_port)"
 RL_PORT="$(free_port)"
 RL_PEER_PORT="$(free_port)"
-REDIS_PORT="$(free_port)"
+declare -A C_PORT=() C_PEER=()
+MEMBERS=""
+for id in 1 2 3; do
+    C_PORT[$id]="$(free_port)"
+    C_PEER[$id]="$(free_port)"
+    MEMBERS+="${MEMBERS:+,}$id=127.0.0.1:${C_PEER[$id]}/127.0.0.1:${C_PORT[$id]}"
+done
+SECRET="bench-$$-$RANDOM"
 
-log "starting raftlock on 127.0.0.1:$RL_PORT (peer port $RL_PEER_PORT), data in $WORK/raftlock"
-"$RAFTLOCK" --bind 127.0.0.1 --port "$RL_PORT" --peer-port "$RL_PEER_PORT" \
-    --data-dir "$WORK/raftlock" --metrics-addr off >"$WORK/raftlock.log" 2>&1 &
-RAFTLOCK_PID=$!
-log "starting redis-server on 127.0.0.1:$REDIS_PORT (appendonly yes, appendfsync always), data in $WORK/redis"
+start_cluster_node() { # id
+    mkdir -p "$WORK/node$1"
+    "$RAFTLOCK" --node-id "$1" --bind 127.0.0.1 --port "${C_PORT[$1]}" --peer-port "${C_PEER[$1]}" \
+        --data-dir "$WORK/node$1" --metrics-addr off --cluster-secret "$SECRET" \
+        --initial-cluster "$MEMBERS" >>"$WORK/node$1.log" 2>&1 &
+    PIDS[node$1]=$!
+}
+# The id of the node every running node names as leader (empty until they agree).
+cluster_leader() {
+    local id l leader=""
+    for id in 1 2 3; do
+        kill -0 "${PIDS[node$id]:-0}" 2>/dev/null || continue
+        l="$(raft_field "${C_PORT[$id]}" leader_id)"
+        [[ -n "$l" ]] || return 0
+        [[ -z "$leader" || "$leader" == "$l" ]] || return 0
+        leader="$l"
+    done
+    [[ -n "$leader" && "$(raft_field "${C_PORT[$leader]}" role)" == leader ]] && echo "$leader"
+    return 0
+}
+wait_cluster() { # until all three agree on a leader and each serves a write
+    local i id leader
+    for i in $(seq 1 300); do # 60 s
+        leader="$(cluster_leader)"
+        if [[ -n "$leader" ]]; then
+            local ok=1
+            for id in 1 2 3; do
+                [[ "$(timeout 5 redis-cli -h 127.0.0.1 -p "${C_PORT[$id]}" SET "bench:ready:$id" 1 2>/dev/null)" == OK ]] || ok=0
+            done
+            [[ $ok -eq 1 ]] && { echo "$leader"; return 0; }
+        fi
+        sleep 0.2
+    done
+    log "the cluster did not settle within 60 s"
+    return 1
+}
+
+log "starting redis-server on 127.0.0.1:$REDIS_PORT (appendonly yes, appendfsync always)"
 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --appendonly yes --appendfsync always \
     --save '' --dir "$WORK/redis" --daemonize no --logfile "$WORK/redis.log" >/dev/null 2>&1 &
-REDIS_PID=$!
-wait_ready "$RL_PORT" "$RAFTLOCK_PID" raftlock "$WORK/raftlock.log"
-wait_ready "$REDIS_PORT" "$REDIS_PID" redis-server "$WORK/redis.log"
+PIDS[redis]=$!
+log "starting a one-node raftlock on 127.0.0.1:$RL_PORT ($RAFTLOCK)"
+mkdir -p "$WORK/raftlock"
+"$RAFTLOCK" --bind 127.0.0.1 --port "$RL_PORT" --peer-port "$RL_PEER_PORT" \
+    --data-dir "$WORK/raftlock" --metrics-addr off >"$WORK/raftlock.log" 2>&1 &
+PIDS[raftlock]=$!
+log "starting a three-node raftlock cluster ($MEMBERS)"
+for id in 1 2 3; do start_cluster_node "$id"; done
+wait_ready "$REDIS_PORT" "${PIDS[redis]}" redis-server "$WORK/redis.log"
+wait_ready "$RL_PORT" "${PIDS[raftlock]}" raftlock "$WORK/raftlock.log"
+for id in 1 2 3; do wait_ready "${C_PORT[$id]}" "${PIDS[node$id]}" "node $id" "$WORK/node$id.log"; done
+LEADER="$(wait_cluster)"
 
 # --- load ----------------------------------------------------------------------
-# Scenario by scenario, raftlock then redis, so that both see the same machine
-# (a shared machine's load drifts; back-to-back runs keep the comparison fair).
 LOAD_TIMEOUT=$((WARMUP + DURATION + 90))
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
-: >"$WORK/raftlock.out"
-: >"$WORK/redis.out"
-run_load() { # mode port scenario
+: >"$WORK/results"
+run_load() { # label port mode clients
     local rc=0
-    log "load: $1, scenario $3"
-    timeout "$LOAD_TIMEOUT" "$LOADGEN" --host 127.0.0.1 --port "$2" --mode "$1" --scenario "$3" \
-        --clients "$CLIENTS" --duration-secs "$DURATION" --warmup-secs "$WARMUP" \
-        >>"$WORK/$1.out" 2>"$WORK/$1.err" || rc=$?
+    log "load: $1, $3, $4 client(s)"
+    timeout "$LOAD_TIMEOUT" "$LOADGEN" --host 127.0.0.1 --port "$2" --mode "$3" --scenario custom \
+        --clients "$4" --keys distinct --duration-secs "$DURATION" --warmup-secs "$WARMUP" --label "$1" \
+        >>"$WORK/results" 2>"$WORK/loadgen.err" || rc=$?
     if [[ $rc -ne 0 ]]; then
-        log "loadgen against $1 ($3) failed (status $rc$([[ $rc -eq 124 ]] && echo ', timed out')); its messages:"
-        cat "$WORK/$1.err" >&2
+        log "loadgen against $1 ($3, $4 clients) failed (status $rc$([[ $rc -eq 124 ]] && echo ', timed out')); its messages:"
+        cat "$WORK/loadgen.err" >&2
         status=1
     fi
     sleep 1
 }
-for scenario in single distinct shared; do
-    run_load raftlock "$RL_PORT" "$scenario"
-    run_load redis "$REDIS_PORT" "$scenario"
+TERM_BEFORE="$(raft_field "${C_PORT[$LEADER]}" term)"
+# Round by round, every target in turn, so that all see the same machine (a
+# shared machine's load drifts).
+for round in $(seq 1 "$REPEATS"); do
+    for clients in "$CLIENTS" 1; do
+        LEADER="$(wait_cluster)" || { status=1; break 2; }
+        FOLLOWER=$(( LEADER % 3 + 1 ))
+        log "cluster leader: node $LEADER; follower used: node $FOLLOWER"
+        run_load redis "$REDIS_PORT" redis-evalsha "$clients"
+        run_load raftlock-1 "$RL_PORT" redis-evalsha "$clients"
+        run_load raftlock-3-leader "${C_PORT[$LEADER]}" redis-evalsha "$clients"
+        run_load raftlock-1 "$RL_PORT" raftlock "$clients"
+        run_load raftlock-3-leader "${C_PORT[$LEADER]}" raftlock "$clients"
+        run_load raftlock-3-follower "${C_PORT[$FOLLOWER]}" raftlock "$clients"
+    done
 done
-cat "$WORK/raftlock.out" "$WORK/redis.out"
+TERM_AFTER="$(raft_field "${C_PORT[$(wait_cluster)]}" term)"
+
+# --- failover ------------------------------------------------------------------
+# kill -9 of the leader; time to the first LOCK.ACQUIRE granted through either
+# survivor (a command sent to a survivor waits for the new leader).
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+: >"$WORK/failover"
+for f in $(seq 1 "$FAILOVERS"); do
+    leader="$(wait_cluster)" || { status=1; break; }
+    survivors=()
+    for id in 1 2 3; do [[ "$id" == "$leader" ]] || survivors+=("$id"); done
+    kill -KILL "${PIDS[node$leader]}"
+    killed="$(now_ms)"
+    wait "${PIDS[node$leader]}" 2>/dev/null || true
+    granted=""
+    for i in $(seq 1 200); do
+        id="${survivors[$((i % 2))]}"
+        reply="$(timeout 5 redis-cli -h 127.0.0.1 -p "${C_PORT[$id]}" LOCK.ACQUIRE "bench:failover:$f" "probe-$i" 10000 2>/dev/null || true)"
+        if [[ "$reply" =~ ^[0-9]+$ ]]; then granted="$(now_ms)"; break; fi
+    done
+    if [[ -z "$granted" ]]; then
+        log "failover $f: no grant through nodes ${survivors[*]}"
+        status=1
+    else
+        echo $((granted - killed)) >>"$WORK/failover"
+        log "failover $f: node $leader killed, first grant after $((granted - killed)) ms"
+    fi
+    start_cluster_node "$leader"
+    wait_ready "${C_PORT[$leader]}" "${PIDS[node$leader]}" "node $leader" "$WORK/node$leader.log"
+    sleep 2
+done
 
 # --- report --------------------------------------------------------------------
 echo
-echo "raftlock $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '(no commit)') vs $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /')," \
+echo "raftlock $( [[ -n "$BINARY" ]] && echo "$BINARY" || git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '(no commit)') vs $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /') (appendfsync always)," \
     "$(nproc) CPUs, $(uname -r), data on $(df -PT "$WORK" | awk 'NR==2 {print $2}')," \
     "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "each scenario: ${WARMUP} s warm-up + ${DURATION} s measured; a pair = acquire + release; latencies in ms"
-awk -v clients="$CLIENTS" '
+echo "cluster term before the load: $TERM_BEFORE, after: $TERM_AFTER (a higher term means an election during the load)"
+echo "pairs/s (acquire + release), median of $REPEATS runs of ${DURATION} s after ${WARMUP} s warm-up; p99 of the pair in ms; N = $CLIENTS clients on distinct keys"
+awk -v n="$CLIENTS" -v failover="$(sort -n "$WORK/failover" | tr '\n' ' ')" '
     /^RESULT / {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-        k = f["mode"] SUBSEP f["scenario"]
-        for (x in f) r[k, x] = f[x]
-        if (!(f["scenario"] in seen)) { seen[f["scenario"]] = 1; order[++n] = f["scenario"] }
+        k = f["label"] SUBSEP f["mode"] SUBSEP f["clients"]
+        cnt[k]++
+        rate[k, cnt[k]] = f["pairs_per_s"] + 0
+        p99[k, cnt[k]] = f["p99_ms"] + 0
+        errs[k] += f["errors"]
     }
-    function v(m, s, x) { return ((m, s, x) in r) ? r[m, s, x] : "-" }
+    function median(arr, k,    m, i, j, t, v) {
+        m = cnt[k]
+        for (i = 1; i <= m; i++) v[i] = arr[k, i]
+        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        return (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+    }
+    function cell(label, mode, c,    k) {
+        k = label SUBSEP mode SUBSEP c
+        if (!(k in cnt)) return "-"
+        return sprintf("%.0f (p99 %.1f)", median(rate, k), median(p99, k))
+    }
+    function ratio(label, mode, c,    a, b) {
+        a = label SUBSEP mode SUBSEP c; b = "redis" SUBSEP "redis-evalsha" SUBSEP c
+        if (!(a in cnt) || !(b in cnt) || median(rate, b) == 0) return ""
+        return sprintf(" %.2fx", median(rate, a) / median(rate, b))
+    }
+    function row(name, mode, c) {
+        printf "| %s | %s | %s%s | %s | %s |\n", name, cell("redis", "redis-evalsha", c), cell("raftlock-1", mode, c), ratio("raftlock-1", mode, c), cell("raftlock-3-leader", mode, c), cell("raftlock-3-follower", mode, c)
+    }
     END {
-        printf "%-20s | %12s %8s %8s | %12s %8s %8s | %6s\n", "scenario", "raftlock/s", "p50", "p99", "redis/s", "p50", "p99", "ratio"
-        for (i = 1; i <= n; i++) {
-            s = order[i]
-            a = v("raftlock", s, "pairs_per_s"); b = v("redis", s, "pairs_per_s")
-            ratio = (a != "-" && b != "-" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-"
-            printf "%-20s | %12s %8s %8s | %12s %8s %8s | %6s\n", s, a, v("raftlock", s, "p50_ms"), v("raftlock", s, "p99_ms"), b, v("redis", s, "p50_ms"), v("redis", s, "p99_ms"), ratio
-        }
-        for (i = 1; i <= n; i++) {
-            s = order[i]
-            if (s ~ /shared/)
-                printf "%s: attempts/s (granted or denied) raftlock %s, redis %s; time to acquire p50/p99 raftlock %s/%s ms, redis %s/%s ms\n", s, v("raftlock", s, "attempts_per_s"), v("redis", s, "attempts_per_s"), v("raftlock", s, "acquire_p50_ms"), v("raftlock", s, "acquire_p99_ms"), v("redis", s, "acquire_p50_ms"), v("redis", s, "acquire_p99_ms")
-        }
-        for (i = 1; i <= n; i++) {
-            s = order[i]; e1 = v("raftlock", s, "errors"); e2 = v("redis", s, "errors")
-            if (e1 != "0" || e2 != "0") printf "%s: errors raftlock %s, redis %s\n", s, e1, e2
-        }
-    }' "$WORK/raftlock.out" "$WORK/redis.out"
+        print "| workload | Redis AOF-always | raftlock 1 node (vs Redis) | raftlock 3 nodes, leader | 3 nodes, via a follower |"
+        print "|---|---|---|---|---|"
+        row("SET NX PX + EVALSHA release, " n " clients", "redis-evalsha", n)
+        row("SET NX PX + EVALSHA release, 1 client", "redis-evalsha", 1)
+        row("LOCK.ACQUIRE + LOCK.RELEASE, " n " clients", "raftlock", n)
+        row("LOCK.ACQUIRE + LOCK.RELEASE, 1 client", "raftlock", 1)
+        m = split(failover, fo, " ")
+        med = (m == 0) ? "-" : ((m % 2) ? fo[(m + 1) / 2] : (fo[m / 2] + fo[m / 2 + 1]) / 2) " ms"
+        printf "| first grant after kill -9 of the leader (median of %d: %s) | - | - | %s | |\n", m, failover, med
+        for (k in errs) if (errs[k] > 0) { split(k, p, SUBSEP); printf "errors: %s %s %s clients: %d\n", p[1], p[2], p[3], errs[k] }
+    }' "$WORK/results"
 exit "$status"
