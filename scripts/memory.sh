@@ -94,12 +94,7 @@ def pipeline(commands):
     sock.sendall(b"".join(commands))
     return [reply() for _ in commands]
 
-while True:
-    try:
-        pipeline([encode("PING")])
-        break
-    except SystemExit:
-        time.sleep(0.2)
+pipeline([encode("PING")])
 print(f"at start: {rss()}")
 BATCH = 2000
 start = time.time()

@@ -63,21 +63,14 @@ thread_local! {
     static IDLE_VM: std::cell::RefCell<Option<Vm>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Lua VMs built since the process started (each run that could not reuse
-/// one builds one).
-static VMS_BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// See [`VMS_BUILT`].
-pub fn vms_built() -> u64 {
-    VMS_BUILT.load(std::sync::atomic::Ordering::Relaxed)
-}
-
+#[cfg(test)]
 thread_local! {
     static VMS_BUILT_HERE: Cell<u64> = const { Cell::new(0) };
 }
 
 /// VMs built on this thread.
-pub fn vms_built_on_this_thread() -> u64 {
+#[cfg(test)]
+fn vms_built_on_this_thread() -> u64 {
     VMS_BUILT_HERE.with(Cell::get)
 }
 
@@ -96,9 +89,10 @@ pub fn vms_built_on_this_thread() -> u64 {
 /// zeroed, its threshold twice its estimate), and the estimate is the heap's
 /// size unless a userdata was finalized, which leaves that userdata in the
 /// heap until the next collection, so a heap equal to the fingerprint
-/// implies the collector's state too. Scripts cannot leave anything behind that the fingerprint does
-/// not see: globals, the libraries, `coroutine` and the string metatable are
-/// read-only, and no script can reach anything else that outlives its run.
+/// implies the collector's state too. Scripts cannot leave anything behind
+/// that the fingerprint does not see: globals, the libraries, `coroutine` and
+/// the string metatable are read-only, and no script can reach anything else
+/// that outlives its run.
 struct Vm {
     call_slot: Rc<Cell<Option<*mut CallFn<'static>>>>,
     runner: mlua::Function,
@@ -143,7 +137,7 @@ fn size_hash(size: usize) -> u64 {
 
 impl Vm {
     fn new() -> mlua::Result<Vm> {
-        VMS_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        #[cfg(test)]
         VMS_BUILT_HERE.with(|n| n.set(n.get() + 1));
         // The debug library is loaded only for the error handler (which reads
         // the line an error came from); `WRAPPERS` removes it from the globals.
@@ -268,7 +262,7 @@ impl Vm {
         };
         self.set_global.call::<()>(("KEYS", list(keys).map_err(internal)?)).map_err(internal)?;
         self.set_global.call::<()>(("ARGV", list(argv).map_err(internal)?)).map_err(internal)?;
-        self.reset.call::<()>(()).map_err(internal)?;
+        // The seed and the `tostring` numbering were reset by the last `clear`.
         let meter = &self.meter;
         meter.start(budget, lua.used_memory());
         self.allocator.allocated.set(0);

@@ -34,10 +34,6 @@ struct State {
 }
 
 impl State {
-    fn is_cut(&self, from: u64, to: u64) -> bool {
-        self.cut.lock().unwrap().contains(&(from, to))
-    }
-
     /// Blocks while `from → to` is cut; false once the network is stopped.
     fn wait_open(&self, from: u64, to: u64) -> bool {
         let mut cut = self.cut.lock().unwrap();
@@ -93,10 +89,6 @@ impl Net {
     pub fn heal(&self) {
         self.state.cut.lock().unwrap().clear();
         self.state.changed.notify_all();
-    }
-
-    pub fn is_cut(&self, from: u64, to: u64) -> bool {
-        self.state.is_cut(from, to)
     }
 }
 
