@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::keyspace::{glob_match_within, Event, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx};
+use crate::keyspace::{Event, Glob, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx};
 use crate::protocol::{ArgError, Args, Reply};
 
 use super::{relative_expiry, CmdError, CmdResult};
@@ -201,10 +201,10 @@ pub fn type_of(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// ```
 /// Every live key matching the glob pattern, sorted.
 pub fn keys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
-    let pattern = args.next_bytes()?;
+    let mut glob = Glob::new(args.next_bytes()?);
     let mut found: Vec<&Bytes> = Vec::new();
     for (key, _) in ks.iter(ctx.now) {
-        if matches_or_gives_up(pattern, key)? {
+        if matches_or_gives_up(&mut glob, key)? {
             found.push(key);
         }
     }
@@ -212,12 +212,12 @@ pub fn keys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     Ok(Reply::Array(found.into_iter().map(|k| Reply::Bulk(k.clone())).collect()))
 }
 
-/// Whether `key` matches `pattern`; an error if the pattern is too costly to
-/// decide for this key (see `keyspace::glob_match_within`).
-fn matches_or_gives_up(pattern: &[u8], key: &[u8]) -> Result<bool, CmdError> {
-    glob_match_within(pattern, key).ok_or_else(|| {
-        CmdError::Other(format!("ERR pattern too complex to match against a key of {} bytes", key.len()))
-    })
+/// Whether `key` matches; an error once matching the pattern against this
+/// command's keys has cost more than its budget (see `keyspace::Glob`). The
+/// error names no key: keys are visited in an order that differs from node to
+/// node, and a script may store the error.
+fn matches_or_gives_up(glob: &mut Glob, key: &[u8]) -> Result<bool, CmdError> {
+    glob.matches(key).ok_or_else(|| CmdError::Other("ERR pattern too complex to match against these keys".into()))
 }
 
 /// A key's position in SCAN order: a fixed hash (FNV-1a), so a cursor stays
@@ -251,6 +251,7 @@ pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
             _ => return Err(CmdError::Arg(ArgError::Syntax)),
         }
     }
+    let mut glob = pattern.map(|p| Glob::new(p));
     let mut candidates: Vec<(u64, &Bytes, &str)> = ks
         .iter(ctx.now)
         .map(|(k, e)| (scan_position(k), k, e.value.type_name()))
@@ -266,7 +267,7 @@ pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let mut keys = Vec::new();
     for (_, key, kind) in &candidates[..end] {
         let wanted_type = type_name.as_deref().is_none_or(|want| want == *kind);
-        if wanted_type && pattern.map_or(Ok(true), |p| matches_or_gives_up(p, key))? {
+        if wanted_type && glob.as_mut().map_or(Ok(true), |g| matches_or_gives_up(g, key))? {
             keys.push(Reply::Bulk((*key).clone()));
         }
     }

@@ -4,12 +4,16 @@
 //! Matching backtracks to the last `*`, so a long pattern against a long text
 //! can take |pattern| x |text| steps (Redis's own matcher can too). A client
 //! chooses both, and a match may run inside a log entry on every node, so
-//! each match gets a budget linear in the two lengths; a match that needs more
-//! gives up ([`glob_match_within`] returns `None`). Ordinary patterns never
-//! come near it.
+//! matching is budgeted: one match gets steps linear in the two lengths
+//! ([`glob_match_within`]); a command that matches one pattern against many
+//! keys ([`Glob`]) gets steps linear in the pattern plus all the keys, so a
+//! long pattern cannot cost its length once per key. A match that needs more
+//! gives up (`None`). Ordinary patterns never come near it.
 
-/// Steps one match may take per byte of pattern and text.
+/// Steps a match may take per byte of pattern and text.
 const STEPS_PER_BYTE: u64 = 64;
+/// Steps granted per match on top of the bytes.
+const STEPS_PER_MATCH: u64 = 1024;
 
 /// Whether `text` matches `pattern`, as Redis's `stringmatchlen` decides; a
 /// match that gives up counts as no match.
@@ -20,14 +24,40 @@ pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
 /// Whether `text` matches `pattern`, or `None` if deciding it takes more than
 /// the budget of a match (see the module doc).
 pub fn glob_match_within(pattern: &[u8], text: &[u8]) -> Option<bool> {
-    // Every element but `*` takes one byte of text: a text shorter than that
-    // cannot match. This also keeps the budget linear in the text alone.
-    if min_text_len(pattern) > text.len() {
-        return Some(false);
+    Glob::new(pattern).matches(text)
+}
+
+/// One pattern matched against many texts under one budget (see the module
+/// doc); what depends on the pattern alone is worked out once.
+pub struct Glob<'p> {
+    pattern: &'p [u8],
+    /// Every element but `*` takes one byte of text: a text shorter than
+    /// this cannot match.
+    min_len: usize,
+    steps_left: u64,
+}
+
+impl<'p> Glob<'p> {
+    pub fn new(pattern: &'p [u8]) -> Glob<'p> {
+        let steps_left = STEPS_PER_BYTE.saturating_mul(pattern.len() as u64);
+        Glob { pattern, min_len: min_text_len(pattern), steps_left }
     }
-    let mut budget = STEPS_PER_BYTE * (pattern.len() + text.len()) as u64 + 1024;
+
+    /// Whether `text` matches, or `None` once the budget is spent (and from
+    /// then on).
+    pub fn matches(&mut self, text: &[u8]) -> Option<bool> {
+        if self.min_len > text.len() {
+            return Some(false);
+        }
+        let grant = STEPS_PER_BYTE.saturating_mul(text.len() as u64).saturating_add(STEPS_PER_MATCH);
+        self.steps_left = self.steps_left.saturating_add(grant);
+        match_budgeted(self.pattern, text, &mut self.steps_left)
+    }
+}
+
+fn match_budgeted(pattern: &[u8], text: &[u8], budget: &mut u64) -> Option<bool> {
     let mut spend = |steps: u64| -> Option<()> {
-        budget = budget.checked_sub(steps)?;
+        *budget = budget.checked_sub(steps)?;
         Some(())
     };
     let (mut p, mut t) = (0usize, 0usize);
@@ -39,6 +69,7 @@ pub fn glob_match_within(pattern: &[u8], text: &[u8]) -> Option<bool> {
             match pattern[p] {
                 b'*' => {
                     while p < pattern.len() && pattern[p] == b'*' {
+                        spend(1)?;
                         p += 1;
                     }
                     if p == pattern.len() {
@@ -153,7 +184,7 @@ fn class_match(pattern: &[u8], start: usize, c: u8) -> Option<(bool, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{glob_match, glob_match_within};
+    use super::{glob_match, glob_match_within, Glob};
 
     #[test]
     fn hostile_patterns_give_up_instead_of_running_for_hours() {
@@ -199,5 +230,19 @@ mod tests {
         for (p, t, want) in cases {
             assert_eq!(glob_match(p.as_bytes(), t.as_bytes()), *want, "{p} vs {t}");
         }
+    }
+
+    /// One command's budget covers the pattern once, not once per key: a
+    /// pattern that costs its length at every key (a long run of `*`) gives
+    /// up after a few keys, while ordinary patterns match any number.
+    #[test]
+    fn a_long_pattern_does_not_cost_its_length_per_key() {
+        let mut pattern = vec![b'*'; 1 << 20];
+        pattern.push(b'z');
+        let mut glob = Glob::new(&pattern);
+        let gave_up_at = (0..1_000_000).position(|_| glob.matches(b"key:000000").is_none());
+        assert!(gave_up_at.is_some_and(|n| n < 1000), "gave up at {gave_up_at:?}");
+        let mut star = Glob::new(b"key:*");
+        assert!((0..100_000).all(|i| star.matches(format!("key:{i:06}").as_bytes()) == Some(true)));
     }
 }
