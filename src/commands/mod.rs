@@ -73,6 +73,7 @@ pub struct Origin {
 
 impl Origin {
     /// A distinct origin for tests: client `n` of node 1, command 1.
+    #[cfg(test)]
     pub fn test(n: u64) -> Origin {
         Origin { client: ClientId { node: 1, boot: 0, conn: n }, seq: 1 }
     }
@@ -138,6 +139,9 @@ pub struct Applied {
     /// The command was `PUBLISH`: its reply is the number of local receivers,
     /// which the node that delivers the events fills in.
     pub is_publish: bool,
+    /// A retried copy of a command that had already run: `reply` is the
+    /// first copy's, and nothing ran.
+    pub repeated: bool,
 }
 
 /// Applies one committed entry: one [`Applied`] per command (one for
@@ -150,7 +154,7 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
         Op::Expire => {
             let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
             ks.expire_due(&mut ctx);
-            vec![Applied { reply: Reply::ok(), events: ctx.events, is_publish: false }]
+            vec![Applied { reply: Reply::ok(), events: ctx.events, is_publish: false, repeated: false }]
         }
         Op::Commands(commands) => commands
             .iter()
@@ -158,30 +162,27 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                 match ks.sessions().check(&cmd.origin.client, cmd.origin.seq) {
                     Seen::New => {}
                     // A retry of a command that ran: its reply, nothing else.
-                    Seen::Again(reply) => {
-                        crate::metrics::record_repeated_command();
-                        return Applied { reply, events: Vec::new(), is_publish: false };
-                    }
+                    Seen::Again(reply) => return Applied { reply, events: Vec::new(), is_publish: false, repeated: true },
                     Seen::Stale => {
                         let reply = Reply::error("ERR a newer command of this client already ran; this one did not");
-                        return Applied { reply, events: Vec::new(), is_publish: false };
+                        return Applied { reply, events: Vec::new(), is_publish: false, repeated: false };
                     }
                 }
                 let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
                 let (reply, is_publish) = match &cmd.request {
                     Request::Command(argv) => (
-                        contain_panic(index, command_name(argv), || execute_write(ks, &mut ctx, argv)),
+                        contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv)),
                         argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")),
                     ),
                     Request::Transaction { watched, commands } => {
-                        let reply = contain_panic(index, "exec", || transactions::exec(ks, &mut ctx, watched, commands));
+                        let reply = contain_panic(index, || "exec", || transactions::exec(ks, &mut ctx, watched, commands));
                         // A panic may have left the undo record open.
                         ks.keep_changes();
                         (reply, false)
                     }
                 };
                 ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
-                Applied { reply, events: ctx.events, is_publish }
+                Applied { reply, events: ctx.events, is_publish, repeated: false }
             })
             .collect(),
     }
@@ -195,6 +196,7 @@ pub fn skip(index: u64, proposal: &Proposal) -> Vec<Applied> {
         reply: Reply::error(format!("ERR log entry {index} was skipped by the operator (--skip-entry)")),
         events: Vec::new(),
         is_publish: false,
+        repeated: false,
     };
     match &proposal.op {
         Op::Expire => vec![error()],
@@ -210,8 +212,12 @@ pub fn suspect_command(proposal: &Proposal) -> &'static str {
         Request::Command(argv) => command_name(argv),
         Request::Transaction { .. } => "exec",
     };
-    let risky = |n: &&str| n.starts_with("eval") || *n == "exec";
-    commands.iter().map(name).find(risky).or_else(|| commands.first().map(name)).unwrap_or("(none)")
+    // Runs for every entry: only the chosen command's name is looked up.
+    let risky = |cmd: &&ClientCommand| match &cmd.request {
+        Request::Command(argv) => argv.first().is_some_and(|n| n.len() >= 4 && n[..4].eq_ignore_ascii_case(b"eval")),
+        Request::Transaction { .. } => true,
+    };
+    commands.iter().find(risky).or_else(|| commands.first()).map_or("(none)", name)
 }
 
 /// The command's name, for logs (never its arguments: they may be secrets).
@@ -225,10 +231,11 @@ pub fn command_name(argv: &[Bytes]) -> &'static str {
 /// same code on the same input, so every node panics at the same point and
 /// gives the same reply; whatever the command changed before it panicked is
 /// kept, the same everywhere. The panic itself is logged by the panic hook.
-fn contain_panic(index: u64, name: &str, run: impl FnOnce() -> Reply) -> Reply {
+fn contain_panic(index: u64, name: impl FnOnce() -> &'static str, run: impl FnOnce() -> Reply) -> Reply {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(reply) => reply,
         Err(_) => {
+            let name = name();
             tracing::error!(index, command = name, "a command panicked while being applied; it replied an error");
             Reply::error(format!("ERR internal error while applying '{name}' (log entry {index}); the server logged it"))
         }

@@ -116,7 +116,10 @@ impl StateMachine {
     /// Hands a command's events to the node; `PUBLISH` replies the number of
     /// subscribers that received the message here.
     fn deliver(&self, outcome: commands::Applied) -> Reply {
-        let commands::Applied { mut reply, events, is_publish } = outcome;
+        let commands::Applied { mut reply, events, is_publish, repeated } = outcome;
+        if repeated {
+            crate::metrics::record_repeated_command();
+        }
         if !events.is_empty() {
             let receivers = (self.sink)(events);
             if is_publish && !reply.is_error() {
