@@ -371,8 +371,14 @@ impl Consensus {
         let command = ClientCommand { origin: Origin { client, seq: self.next_request.fetch_add(1, Ordering::Relaxed) }, request };
         // One deadline for finding the leader and hearing back from it.
         let deadline = Instant::now() + self.proposer.request_timeout;
+        // RAFT.NODE changes membership outside the log's client sessions: a
+        // second copy would run again. It is sent again only if the first
+        // surely never reached the leader.
+        let unrepeatable = matches!(&command.request, Request::Command(argv)
+            if argv.first().is_some_and(|name| name.eq_ignore_ascii_case(b"raft.node")));
         let mut pause = Duration::from_millis(10);
         loop {
+            let mut may_have_run = false;
             let outcome = match self.route(deadline).await {
                 Err(e) => Err(e),
                 Ok(Route::Here) => self.execute_here(command.clone()).await,
@@ -381,19 +387,25 @@ impl Consensus {
                     // stopped (paused, partitioned away) is replaced within an
                     // election, and the command goes to its successor.
                     let left = deadline.saturating_duration_since(Instant::now());
-                    let ttl = left.min(FORWARD_ATTEMPT).max(Duration::from_millis(50));
+                    let ttl = if unrepeatable { left } else { left.min(FORWARD_ATTEMPT) }.max(Duration::from_millis(50));
                     match self.pool.call(id, &addr, peer::PeerRequest::Forward(command.clone()), ttl).await {
                         Ok(peer::PeerResponse::Forward(result)) => result,
                         Ok(_) => Err(ClusterError::Fatal("unexpected answer to a forwarded command".into())),
-                        Err(peer::PeerError::Timeout(_)) => Err(ClusterError::Timeout),
-                        // Not sent, or sent and the answer lost: either way
-                        // the command runs at most once, so send it again.
-                        Err(e) => Err(ClusterError::Unreachable(e.to_string())),
+                        Err(e) => {
+                            may_have_run = !matches!(e, peer::PeerError::NotSent(..));
+                            match e {
+                                peer::PeerError::Timeout(_) => Err(ClusterError::Timeout),
+                                // Not sent, or sent and the answer lost: either
+                                // way the command runs at most once (its origin
+                                // is recognised), so send it again.
+                                e => Err(ClusterError::Unreachable(e.to_string())),
+                            }
+                        }
                     }
                 }
             };
             match outcome {
-                Err(e) if e.worth_retrying() && Instant::now() + pause < deadline => {
+                Err(e) if e.worth_retrying() && !(unrepeatable && may_have_run) && Instant::now() + pause < deadline => {
                     tracing::debug!(error = %e, "retrying a command");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
