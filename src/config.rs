@@ -246,5 +246,13 @@ mod tests {
         assert!(c.validate().is_err());
         let c = Config::parse_from(["raftlock", "--metrics-addr", "off"]);
         assert_eq!(c.metrics_socket().unwrap(), None);
+        // A retry is recognised only while the session keeps the reply: the
+        // request timeout (how long a node retries) is bounded below that.
+        for bad in ["0", "300001"] {
+            let c = Config::parse_from(["raftlock", "--request-timeout-ms", bad]);
+            assert!(c.validate().unwrap_err().contains("--request-timeout-ms"), "{bad}");
+        }
+        assert!(Config::parse_from(["raftlock", "--request-timeout-ms", "300000"]).validate().is_ok());
+        const _: () = assert!(crate::keyspace::MAX_RETRY_WINDOW_MS < crate::keyspace::SESSION_TTL_MS);
     }
 }

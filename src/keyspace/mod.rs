@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-pub use glob::{glob_match, glob_match_within};
+pub use glob::{glob_match, glob_match_within, Glob};
 pub use sessions::{ClientId, Seen, Sessions, MAX_RETRY_WINDOW_MS, SESSION_TTL_MS};
 
 /// Milliseconds of log time (DESIGN.md §4): stamped by the leader, never read

@@ -425,6 +425,20 @@ class CleanRuns(Base):
             self.assertEqual(v.violations, 0)
         self.assertTrue(checkers.format_verdict(vs[0]).startswith("fencing: FAIL ()\n  - missing evidence: "))
 
+    def test_a_crashing_checker_fails_without_a_violation(self):
+        # A crash is a harness error: chaos-planted.sh must not count it as a catch.
+        def crash(run):
+            raise ValueError("malformed line")
+        saved = checkers.CHECKERS
+        checkers.CHECKERS = [("fencing", crash)]
+        try:
+            v = checkers.run_all(self.dir)[0]
+        finally:
+            checkers.CHECKERS = saved
+        self.assertFalse(v.ok)
+        self.assertEqual(v.violations, 0, checkers.format_verdict(v))
+        self.assertTrue(any("checker crashed: ValueError: malformed line" in m for m in v.missing), checkers.format_verdict(v))
+
     def test_each_missing_file_fails_the_checkers_that_read_it(self):
         names = {"history": ["fencing", "no-lost-grants", "linearizable", "log-time", "locklost", "rewrites", "client-overlap"],
                  "audit": ["fencing", "no-overlap", "no-lost-grants", "linearizable", "log-time", "locklost",

@@ -425,8 +425,6 @@ impl TestServer {
         })
     }
 
-    /// With the node stopped: the first and last index of the Raft log on disk
-    /// (None if the log is empty), read straight from its RocksDB.
     /// The snapshot test in one step: writes until a snapshot covers entry
     /// `written_at` and the log behind it is purged, kills the node and
     /// checks on disk that no entry up to `written_at` is left (`what` names
@@ -454,6 +452,8 @@ impl TestServer {
         );
     }
 
+    /// With the node stopped: the first and last index of the Raft log on disk
+    /// (None if the log is empty), read straight from its RocksDB.
     pub fn log_on_disk(&self) -> Option<(u64, u64)> {
         assert!(self.child.is_none(), "log_on_disk needs the node stopped (RocksDB is single-process)");
         use raftlock::storage::{Cf, Storage};
