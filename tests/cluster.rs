@@ -603,9 +603,7 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     // in src/raft/mod.rs), so the first purge needs a snapshot at index >= 2023.
     // Commands sent one at a time take one entry each; with a snapshot every 200
     // entries, 2600 of them put the snapshot past that point.
-    const KEEP_BEHIND_SNAPSHOT: u64 = 1_000;
-    const PURGE_BATCH: u64 = 1_024;
-    const FIRST_PURGE_SNAPSHOT: u64 = KEEP_BEHIND_SNAPSHOT + PURGE_BATCH - 1;
+    const FIRST_PURGE_SNAPSHOT: u64 = common::SNAPSHOT_PURGE_LAG;
     const N_KEYS: usize = 2_600;
     let t0 = Instant::now();
     let mut con = c.node(leader).client();

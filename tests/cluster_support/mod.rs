@@ -275,54 +275,7 @@ impl Drop for Node {
     }
 }
 
-/// Parsed `RAFT.INFO`.
-#[derive(Clone, Debug, Default)]
-pub struct RaftInfo {
-    pub fields: BTreeMap<String, String>,
-    pub raw: String,
-}
-
-impl RaftInfo {
-    pub fn parse(text: &str) -> RaftInfo {
-        let mut fields = BTreeMap::new();
-        for line in text.lines() {
-            let line = line.trim_end_matches('\r');
-            if let Some((k, v)) = line.split_once(':') {
-                fields.insert(k.trim().to_string(), v.trim().to_string());
-            }
-        }
-        RaftInfo { fields, raw: text.to_string() }
-    }
-
-    #[track_caller]
-    pub fn get(&self, k: &str) -> &str {
-        self.fields.get(k).map(|s| s.as_str()).unwrap_or_else(|| panic!("RAFT.INFO lacks {k}:\n{}", self.raw))
-    }
-
-    pub fn role(&self) -> &str {
-        self.get("role")
-    }
-
-    #[track_caller]
-    pub fn num(&self, k: &str) -> u64 {
-        let v = self.get(k);
-        v.parse().unwrap_or_else(|_| panic!("RAFT.INFO {k}:{v} is not a number:\n{}", self.raw))
-    }
-
-    pub fn leader_id(&self) -> Option<u64> {
-        self.fields.get("leader_id").and_then(|s| s.parse().ok())
-    }
-
-    /// `members:` as id -> "peer/client".
-    pub fn members(&self) -> BTreeMap<u64, String> {
-        let mut m = BTreeMap::new();
-        for item in self.get("members").split(',').filter(|s| !s.is_empty()) {
-            let (id, addrs) = item.split_once('@').unwrap_or_else(|| panic!("bad member {item:?}:\n{}", self.raw));
-            m.insert(id.parse().unwrap_or_else(|_| panic!("bad member id {item:?}")), addrs.to_string());
-        }
-        m
-    }
-}
+pub use crate::common::RaftInfo;
 
 /// A set of raftlock nodes forming one cluster.
 pub struct Cluster {

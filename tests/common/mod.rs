@@ -353,41 +353,69 @@ pub const PURGE_BATCH: u64 = 1_024;
 /// entry d is gone from the log.
 pub const SNAPSHOT_PURGE_LAG: u64 = LOG_KEPT_BEHIND_SNAPSHOT + PURGE_BATCH - 1;
 
-/// Parsed `RAFT.INFO` (`field:value` lines).
+/// Parsed `RAFT.INFO`.
 #[derive(Clone, Debug, Default)]
-pub struct RaftInfoFields {
+pub struct RaftInfo {
     pub fields: std::collections::BTreeMap<String, String>,
     pub raw: String,
 }
 
-impl RaftInfoFields {
-    pub fn parse(text: &str) -> RaftInfoFields {
-        let fields = text
-            .lines()
-            .filter_map(|l| l.trim_end_matches('\r').split_once(':'))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-            .collect();
-        RaftInfoFields { fields, raw: text.to_string() }
+impl RaftInfo {
+    pub fn parse(text: &str) -> RaftInfo {
+        let mut fields = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let line = line.trim_end_matches('\r');
+            if let Some((k, v)) = line.split_once(':') {
+                fields.insert(k.trim().to_string(), v.trim().to_string());
+            }
+        }
+        RaftInfo { fields, raw: text.to_string() }
     }
 
     #[track_caller]
-    pub fn num(&self, field: &str) -> u64 {
-        self.fields
-            .get(field)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("RAFT.INFO has no numeric {field}:\n{}", self.raw))
+    pub fn get(&self, k: &str) -> &str {
+        self.fields.get(k).map(|s| s.as_str()).unwrap_or_else(|| panic!("RAFT.INFO lacks {k}:\n{}", self.raw))
+    }
+
+    pub fn role(&self) -> &str {
+        self.get("role")
+    }
+
+    #[track_caller]
+    pub fn num(&self, k: &str) -> u64 {
+        let v = self.get(k);
+        v.parse().unwrap_or_else(|_| panic!("RAFT.INFO {k}:{v} is not a number:\n{}", self.raw))
+    }
+
+    pub fn leader_id(&self) -> Option<u64> {
+        self.fields.get("leader_id").and_then(|s| s.parse().ok())
+    }
+
+    /// `members:` as id -> "peer/client".
+    pub fn members(&self) -> std::collections::BTreeMap<u64, String> {
+        let mut m = std::collections::BTreeMap::new();
+        for item in self.get("members").split(',').filter(|s| !s.is_empty()) {
+            let (id, addrs) = item.split_once('@').unwrap_or_else(|| panic!("bad member {item:?}:\n{}", self.raw));
+            m.insert(id.parse().unwrap_or_else(|_| panic!("bad member id {item:?}")), addrs.to_string());
+        }
+        m
+    }
+}
+
+/// `RAFT.INFO` over `c`.
+#[track_caller]
+fn raft_info_on(c: &mut RawConn) -> RaftInfo {
+    match c.cmd(&["RAFT.INFO"]) {
+        r @ (Resp::Bulk(Some(_)) | Resp::Verbatim(..) | Resp::Simple(_)) => RaftInfo::parse(&r.text().unwrap()),
+        other => panic!("RAFT.INFO replied {other:?}"),
     }
 }
 
 impl TestServer {
     /// `RAFT.INFO` of the running node, over a fresh connection.
     #[track_caller]
-    pub fn raft_info(&self) -> RaftInfoFields {
-        let mut c = self.raw();
-        match c.cmd(&["RAFT.INFO"]) {
-            r @ (Resp::Bulk(Some(_)) | Resp::Verbatim(..) | Resp::Simple(_)) => RaftInfoFields::parse(&r.text().unwrap()),
-            other => panic!("RAFT.INFO replied {other:?}"),
-        }
+    pub fn raft_info(&self) -> RaftInfo {
+        raft_info_on(&mut self.raw())
     }
 
     /// Writes filler entries, one command at a time (so one log entry each), until
@@ -398,12 +426,9 @@ impl TestServer {
     /// is one key, `filler_key`, overwritten each time. At most
     /// `index + 4 * every + 10_000` writes. Returns RAFT.INFO at the end.
     #[track_caller]
-    pub fn write_until_snapshot(&self, index: u64, every: u64, filler_key: &str) -> RaftInfoFields {
+    pub fn write_until_snapshot(&self, index: u64, every: u64, filler_key: &str) -> RaftInfo {
         let mut c = self.raw();
-        let info = |c: &mut RawConn| match c.cmd(&["RAFT.INFO"]) {
-            r @ (Resp::Bulk(Some(_)) | Resp::Verbatim(..) | Resp::Simple(_)) => RaftInfoFields::parse(&r.text().unwrap()),
-            other => panic!("RAFT.INFO replied {other:?}"),
-        };
+        let info = raft_info_on;
         let budget = index + 4 * every + 10_000;
         let mut now = info(&mut c);
         let mut writes = 0u64;
