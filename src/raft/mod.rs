@@ -120,8 +120,16 @@ pub const MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
 /// The longest one forward to the leader may wait before the command is sent
 /// again (to whoever leads by then; it runs once, see `Consensus::execute`).
 const FORWARD_ATTEMPT: Duration = Duration::from_secs(2);
-/// Most entries of client commands proposed and not yet applied.
-const MAX_IN_FLIGHT: usize = 2;
+/// Most entries of client commands proposed and not yet applied. One: every
+/// entry costs openraft a fixed amount of work on each node, so fewer, fuller
+/// entries win. Measured here (one node, 50 clients, LOCK.ACQUIRE + RELEASE):
+/// 1 in flight about 26k pairs/s, 2 about 20k, 8 about 8k.
+const MAX_IN_FLIGHT: usize = 1;
+/// How often the batcher yields to the runtime, after waiting for the entry
+/// in flight, before it closes the next batch (`write_batcher`). Measured as
+/// above: none about 25k pairs/s, 8 about 31k, 16 about 32k; a lone client
+/// never waits, so never yields.
+const GATHER_YIELDS: usize = 16;
 
 /// Stamps and proposes entries; shared by the handle and the write batcher.
 struct Proposer {
@@ -201,13 +209,23 @@ impl Proposer {
 }
 
 /// Group commit: proposes every command waiting at that moment as one log
-/// entry. A few entries may be in flight at once (the leader appends the next
-/// while followers are still writing the last); while they are, the next batch
-/// gathers, so many clients share each append and fsync.
+/// entry. While an entry is in flight the next batch gathers, so many clients
+/// share each append, fsync and replication round.
 async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<PendingWrite>) {
     let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+    let mut last_batch = 0;
     while let Some(first) = rx.recv().await {
+        let waited = in_flight.available_permits() == 0;
         let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
+        if waited || last_batch > 1 {
+            // The entry that just finished has woken the clients it answered;
+            // let them write their replies and read their next commands
+            // before this batch closes, or they all miss it and wait a whole
+            // round for the one after. A lone client never waits here.
+            for _ in 0..GATHER_YIELDS {
+                tokio::task::yield_now().await;
+            }
+        }
         let mut bytes = first.command.request.size();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
@@ -224,6 +242,7 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
         if batch.is_empty() {
             continue;
         }
+        last_batch = batch.len();
         crate::metrics::record_write_batch(batch.len());
         let proposer = proposer.clone();
         tokio::spawn(async move {

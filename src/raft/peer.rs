@@ -32,6 +32,8 @@ use crate::protocol::Reply;
 /// Largest peer frame: a batch of entries or a snapshot chunk.
 pub const MAX_FRAME: usize = 256 * 1024 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Most requests one connection buffers before it flushes them.
+const MAX_COALESCED: usize = 256;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerRequest {
@@ -129,8 +131,17 @@ async fn serve_conn(socket: TcpStream, raft: Raft, secret: String, handler: Arc<
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
     let writer = tokio::spawn(async move {
-        while let Some(frame) = rx.recv().await {
-            if sink.send(frame).await.is_err() {
+        // Every answer ready at this moment goes out in one write.
+        'frames: while let Some(frame) = rx.recv().await {
+            if sink.feed(frame).await.is_err() {
+                break;
+            }
+            while let Ok(frame) = rx.try_recv() {
+                if sink.feed(frame).await.is_err() {
+                    break 'frames;
+                }
+            }
+            if sink.flush().await.is_err() {
                 break;
             }
         }
@@ -226,14 +237,31 @@ async fn run_conn(target: NodeId, addr: String, node_id: NodeId, secret: String,
         let mut inflight: HashMap<u64, Waiter> = HashMap::new();
         let mut pending = Some(first);
         loop {
-            if let Some((request, waiter)) = pending.take() {
-                let id = next_id;
-                next_id += 1;
-                if sink.send(encode(id, &request)).await.is_err() {
-                    let _ = waiter.send(Err(PeerError::NotSent(target, "send failed".into())));
+            if let Some(first) = pending.take() {
+                // Every request queued at this moment goes out in one write.
+                // A request counts as sent (it may run) once its frame is
+                // buffered: a failure after that is `Unreachable`, never
+                // `NotSent`.
+                let mut next = Some(first);
+                let mut fed = 0;
+                let mut failed = false;
+                while let Some((request, waiter)) = next.take() {
+                    let id = next_id;
+                    next_id += 1;
+                    if sink.feed(encode(id, &request)).await.is_err() {
+                        let _ = waiter.send(Err(PeerError::NotSent(target, "send failed".into())));
+                        failed = true;
+                        break;
+                    }
+                    inflight.insert(id, waiter);
+                    fed += 1;
+                    if fed < MAX_COALESCED {
+                        next = requests.try_recv().ok();
+                    }
+                }
+                if failed || sink.flush().await.is_err() {
                     break;
                 }
-                inflight.insert(id, waiter);
             }
             tokio::select! {
                 next = requests.recv() => match next {
