@@ -16,8 +16,15 @@
 # first LOCK.ACQUIRE granted through a survivor is measured, and the node is
 # restarted. Servers are stopped on exit. Every step is bounded in time.
 #
+# --soak-minutes M runs the stability check instead: the three-node cluster
+# (default timing) under N clients of LOCK.* through the leader and 10 of
+# SET NX PX + EVALSHA through a follower for M minutes; it fails unless every
+# node's raftlock_raft_leader_changes_total and the term are what they were
+# before the load (no election, spurious or not).
+#
 # Usage: scripts/bench.sh [--duration-secs S] [--warmup-secs S] [--clients N]
 #                         [--repeats R] [--failovers F] [--binary PATH]
+#                         [--soak-minutes M]
 # --binary benchmarks another raftlock build (e.g. an older commit's) instead
 # of building this checkout's.
 # Environment: CARGO_TARGET_DIR (default /var/tmp/raftlock-target), BENCH_DIR (parent of the
@@ -33,6 +40,7 @@ CLIENTS=50
 REPEATS=3
 FAILOVERS=5
 BINARY=""
+SOAK=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --duration-secs) DURATION="$2"; shift 2 ;;
@@ -41,11 +49,12 @@ while [[ $# -gt 0 ]]; do
         --repeats) REPEATS="$2"; shift 2 ;;
         --failovers) FAILOVERS="$2"; shift 2 ;;
         --binary) BINARY="$2"; shift 2 ;;
+        --soak-minutes) SOAK="$2"; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-for v in "$DURATION" "$WARMUP" "$CLIENTS" "$REPEATS" "$FAILOVERS"; do
+for v in "$DURATION" "$WARMUP" "$CLIENTS" "$REPEATS" "$FAILOVERS" "$SOAK"; do
     [[ "$v" =~ ^[0-9]+$ ]] || { echo "bench.sh: durations and --clients are whole numbers" >&2; exit 2; }
 done
 [[ "$DURATION" -ge 1 && "$CLIENTS" -ge 1 && "$REPEATS" -ge 1 ]] || { echo "bench.sh: --duration-secs, --clients and --repeats must be >= 1" >&2; exit 2; }
@@ -160,11 +169,12 @@ raft_field() { # port field
 REDIS_PORT="$(free_port)"
 RL_PORT="$(free_port)"
 RL_PEER_PORT="$(free_port)"
-declare -A C_PORT=() C_PEER=()
+declare -A C_PORT=() C_PEER=() C_METRICS=()
 MEMBERS=""
 for id in 1 2 3; do
     C_PORT[$id]="$(free_port)"
     C_PEER[$id]="$(free_port)"
+    C_METRICS[$id]="$(free_port)"
     MEMBERS+="${MEMBERS:+,}$id=127.0.0.1:${C_PEER[$id]}/127.0.0.1:${C_PORT[$id]}"
 done
 SECRET="bench-$$-$RANDOM"
@@ -172,7 +182,7 @@ SECRET="bench-$$-$RANDOM"
 start_cluster_node() { # id
     mkdir -p "$WORK/node$1"
     "$RAFTLOCK" --node-id "$1" --bind 127.0.0.1 --port "${C_PORT[$1]}" --peer-port "${C_PEER[$1]}" \
-        --data-dir "$WORK/node$1" --metrics-addr off --cluster-secret "$SECRET" \
+        --data-dir "$WORK/node$1" --metrics-addr "127.0.0.1:${C_METRICS[$1]}" --cluster-secret "$SECRET" \
         --initial-cluster "$MEMBERS" >>"$WORK/node$1.log" 2>&1 &
     PIDS[node$1]=$!
 }
@@ -221,6 +231,43 @@ wait_ready "$REDIS_PORT" "${PIDS[redis]}" redis-server "$WORK/redis.log"
 wait_ready "$RL_PORT" "${PIDS[raftlock]}" raftlock "$WORK/raftlock.log"
 for id in 1 2 3; do wait_ready "${C_PORT[$id]}" "${PIDS[node$id]}" "node $id" "$WORK/node$id.log"; done
 LEADER="$(wait_cluster)"
+
+# --- soak (--soak-minutes) ----------------------------------------------------
+metric() { # node-id metric-name: its value on that node ("" if unreadable)
+    local body
+    body="$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3 && cat <&3' _ "${C_METRICS[$1]}" 2>/dev/null || true)"
+    awk -v m="$2" '$1 == m { print $2; exit }' <<<"$body" | tr -d '\r'
+}
+if [[ "$SOAK" -gt 0 ]]; then
+    FOLLOWER=$(( LEADER % 3 + 1 ))
+    declare -A CHANGES_BEFORE=()
+    for id in 1 2 3; do CHANGES_BEFORE[$id]="$(metric "$id" raftlock_raft_leader_changes_total)"; done
+    TERM_BEFORE="$(raft_field "${C_PORT[$LEADER]}" term)"
+    log "soak: $((SOAK * 60)) s, $CLIENTS clients of LOCK.* through node $LEADER (leader), 10 of EVALSHA through node $FOLLOWER"
+    LOAD_TIMEOUT=$((SOAK * 60 + 120))
+    timeout "$LOAD_TIMEOUT" "$LOADGEN" --host 127.0.0.1 --port "${C_PORT[$LEADER]}" --mode raftlock --scenario custom \
+        --clients "$CLIENTS" --keys distinct --duration-secs $((SOAK * 60)) --warmup-secs 1 --label soak-leader \
+        >"$WORK/soak-leader" 2>&1 &
+    soak_leader=$!
+    timeout "$LOAD_TIMEOUT" "$LOADGEN" --host 127.0.0.1 --port "${C_PORT[$FOLLOWER]}" --mode redis-evalsha --scenario custom \
+        --clients 10 --keys distinct --duration-secs $((SOAK * 60)) --warmup-secs 1 --label soak-follower \
+        >"$WORK/soak-follower" 2>&1 &
+    soak_follower=$!
+    status=0
+    wait "$soak_leader" || { log "the leader's load failed:"; cat "$WORK/soak-leader" >&2; status=1; }
+    wait "$soak_follower" || { log "the follower's load failed:"; cat "$WORK/soak-follower" >&2; status=1; }
+    grep -h '^RESULT' "$WORK/soak-leader" "$WORK/soak-follower" || true
+    TERM_AFTER="$(raft_field "${C_PORT[$LEADER]}" term)"
+    echo "term before the load: $TERM_BEFORE, after: $TERM_AFTER"
+    for id in 1 2 3; do
+        after="$(metric "$id" raftlock_raft_leader_changes_total)"
+        echo "node $id raftlock_raft_leader_changes_total before: ${CHANGES_BEFORE[$id]:-?}, after: ${after:-?}"
+        [[ -n "$after" && "$after" == "${CHANGES_BEFORE[$id]}" ]] || status=1
+    done
+    [[ -n "$TERM_AFTER" && "$TERM_AFTER" == "$TERM_BEFORE" ]] || status=1
+    if [[ $status -eq 0 ]]; then echo "SOAK PASS: no leader change in $SOAK min"; else echo "SOAK FAIL"; fi
+    exit "$status"
+fi
 
 # --- load ----------------------------------------------------------------------
 LOAD_TIMEOUT=$((WARMUP + DURATION + 90))

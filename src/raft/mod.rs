@@ -208,6 +208,11 @@ impl Proposer {
     }
 }
 
+/// Who leads, as far as `m` knows: the leader and its term.
+fn leader_of(m: &openraft::RaftMetrics<NodeId, NodeInfo>) -> (Option<NodeId>, u64) {
+    (m.current_leader, m.current_term)
+}
+
 /// Group commit: proposes every command waiting at that moment as one log
 /// entry. While an entry is in flight the next batch gathers, so many clients
 /// share each append, fsync and replication round.
@@ -280,7 +285,7 @@ impl Consensus {
             cluster_name: "raftlock".into(),
             heartbeat_interval: settings.heartbeat_ms,
             election_timeout_min: settings.election_timeout_ms,
-            election_timeout_max: settings.election_timeout_ms * 2,
+            election_timeout_max: settings.election_timeout_ms + settings.election_timeout_ms / 3,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_logs),
             max_in_snapshot_log_to_keep: 1000,
             purge_batch_size: 1024,
@@ -396,7 +401,9 @@ impl Consensus {
         let unrepeatable = matches!(&command.request, Request::Command(argv)
             if argv.first().is_some_and(|name| name.eq_ignore_ascii_case(b"raft.node")));
         let mut pause = Duration::from_millis(10);
+        let mut leadership = self.proposer.metrics.clone();
         loop {
+            let seen = leader_of(&leadership.borrow_and_update());
             let mut may_have_run = false;
             let outcome = match self.route(deadline).await {
                 Err(e) => Err(e),
@@ -426,7 +433,20 @@ impl Consensus {
             match outcome {
                 Err(e) if e.worth_retrying() && !(unrepeatable && may_have_run) && Instant::now() + pause < deadline => {
                     tracing::debug!(error = %e, "retrying a command");
-                    tokio::time::sleep(pause).await;
+                    // Sooner if this node learns of another leader meanwhile
+                    // (a failover ends the moment it does).
+                    let changed = async {
+                        while leadership.changed().await.is_ok() {
+                            if leader_of(&leadership.borrow_and_update()) != seen {
+                                return;
+                            }
+                        }
+                        std::future::pending::<()>().await
+                    };
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = changed => {}
+                    }
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
                 other => return other,
