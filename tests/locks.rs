@@ -919,3 +919,60 @@ fn sigterm_shuts_down_cleanly_and_keeps_locks() {
     let i = info(&mut c, "graceful").expect("lock lost across a clean shutdown");
     assert_eq!((i.owner.as_str(), i.token), ("g", t));
 }
+
+/// A snapshot of a big keyspace is built while renewals go on (issue 12).
+/// The keyspace is cloned in O(1) under the state lock and encoded and
+/// written on a blocking thread, to a file of its own, so neither applying
+/// nor the runtime waits for it. Before, the whole keyspace was encoded under
+/// the lock: with this many keys every write stopped for the whole encoding.
+/// Reports the slowest renewals it saw; the bound is generous (a lease of a
+/// few seconds must survive a snapshot), not a race.
+#[test]
+fn renewals_keep_flowing_while_a_big_keyspace_is_snapshotted() {
+    const KEYS: usize = 1_200_000;
+    const PER_MSET: usize = 1_000;
+    const EVERY: u64 = 400;
+    const BOUND: Duration = Duration::from_millis(500);
+    let s = TestServer::start_with_env(&[("RAFTLOCK_SNAPSHOT_LOGS", &EVERY.to_string())]);
+    let mut c = s.client();
+    let value = "v".repeat(40);
+    for chunk in 0..KEYS / PER_MSET {
+        let mut cmd = redis::cmd("MSET");
+        for i in 0..PER_MSET {
+            cmd.arg(format!("big:{chunk}:{i}")).arg(&value);
+        }
+        cmd.query::<()>(&mut c).expect("MSET");
+    }
+    let filled_at = s.raft_info().num("applied_index");
+    let token = acquire(&mut c, "renewed", "r", 60_000).to_string();
+    // Renew until a snapshot taken after the fill has been built and reported
+    // (so one covering every key was built while renewals ran), and then
+    // until the one after it.
+    let mut slowest: Vec<Duration> = Vec::new();
+    let mut renewals = 0u64;
+    let mut snapshots_seen = 0;
+    let mut last_snapshot = s.raft_info().num("snapshot_index");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while snapshots_seen < 2 {
+        assert!(std::time::Instant::now() < deadline, "no two snapshots after the fill within 120 s ({renewals} renewals)");
+        let started = std::time::Instant::now();
+        assert_eq!(q(&mut c, &["LOCK.RENEW", "renewed", "r", &token, "60000"]).unwrap(), Value::Int(60_000));
+        slowest.push(started.elapsed());
+        renewals += 1;
+        if renewals % 50 == 0 {
+            let now = s.raft_info().num("snapshot_index");
+            if now > last_snapshot && now > filled_at {
+                snapshots_seen += 1;
+            }
+            last_snapshot = now;
+        }
+    }
+    slowest.sort_unstable_by(|a, b| b.cmp(a));
+    slowest.truncate(5);
+    eprintln!("{KEYS} keys; {renewals} renewals across two snapshots; slowest: {slowest:?}");
+    assert!(
+        slowest[0] < BOUND,
+        "a renewal took {:?} while a snapshot of {KEYS} keys was built (slowest five: {slowest:?})",
+        slowest[0]
+    );
+}

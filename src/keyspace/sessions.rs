@@ -13,7 +13,6 @@
 //! [`SESSION_TTL_MS`] of log time without a command: far longer than any
 //! retry, which ends with the request timeout.
 
-use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -60,9 +59,10 @@ pub enum Seen {
 
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Sessions {
-    by_client: HashMap<ClientId, Session>,
+    /// Persistent maps, as the keyspace's (a snapshot clones them in O(1)).
+    by_client: imbl::HashMap<ClientId, Session>,
     /// (time of last command, client): the order in which sessions go stale.
-    by_time: BTreeSet<(LogTime, ClientId)>,
+    by_time: imbl::OrdSet<(LogTime, ClientId)>,
 }
 
 impl Sessions {
@@ -90,11 +90,11 @@ impl Sessions {
 
     /// Forgets sessions idle for longer than [`SESSION_TTL_MS`] at `now`.
     pub fn expire(&mut self, now: LogTime) {
-        while let Some(&(at, client)) = self.by_time.first() {
+        while let Some(&(at, client)) = self.by_time.get_min() {
             if at.saturating_add(SESSION_TTL_MS) >= now {
                 break;
             }
-            self.by_time.pop_first();
+            self.by_time.remove_min();
             self.by_client.remove(&client);
         }
     }

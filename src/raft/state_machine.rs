@@ -22,7 +22,7 @@ use crate::keyspace::{Event, Keyspace};
 use crate::planted::{self, Bug};
 
 use crate::protocol::Reply;
-use crate::storage::{Batch, Cf, Storage};
+use crate::storage::Storage;
 
 const CURRENT: &[u8] = b"current";
 
@@ -134,30 +134,53 @@ impl StateMachine {
     }
 
     fn read_snapshot(db: &Storage) -> Result<Option<StoredSnapshot>, StorageIoError> {
-        let raw = db.get(Cf::Snapshot, CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        let raw = db.read_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
         raw.map(|r| bincode::deserialize(&r).map_err(|e| io_err(ErrorVerb::Read, e))).transpose()
     }
 
-    fn write_snapshot(&self, snap: &StoredSnapshot) -> Result<(), StorageIoError> {
-        let mut b = Batch::default();
-        b.put(Cf::Snapshot, CURRENT, bincode::serialize(snap).map_err(|e| io_err(ErrorVerb::Write, e))?);
-        self.db.write(b, true).map_err(|e| io_err(ErrorVerb::Write, e))
+}
+
+/// Stores `snap` as the current snapshot (durably). Blocking: call it from a
+/// blocking thread.
+fn write_snapshot(db: &Storage, snap: &StoredSnapshot) -> Result<(), StorageIoError> {
+    let data = bincode::serialize(snap).map_err(|e| io_err(ErrorVerb::Write, e))?;
+    db.write_snapshot_file(&data, CURRENT).map_err(|e| io_err(ErrorVerb::Write, e))
+}
+
+/// Runs `work` on the runtime's blocking pool (outside a runtime, here).
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, StorageIoError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => rt.spawn_blocking(work).await.map_err(|e| io_err(ErrorVerb::Write, e)),
+        Err(_) => Ok(work()),
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageIoError> {
-        let (data, last_log_id, last_membership) = {
+        // The clone costs O(1) (persistent maps): applying goes on at once,
+        // and the encoding, as long as the keyspace is big, happens on a
+        // blocking thread.
+        let (keyspace, last_log_id, last_membership) = {
             let applied = self.shared.lock();
-            (applied.keyspace.encode(), applied.last_applied, applied.membership.clone())
+            (applied.keyspace.clone(), applied.last_applied, applied.membership.clone())
         };
         let snapshot_id = match last_log_id {
             Some(id) => format!("{}-{}-{}", id.leader_id.term, id.leader_id.node_id, id.index),
             None => "empty".to_string(),
         };
         let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
-        let stored = StoredSnapshot { meta: meta.clone(), data };
-        self.write_snapshot(&stored)?;
+        let db = self.db.clone();
+        let started = std::time::Instant::now();
+        let stored = off_runtime({
+            let meta = meta.clone();
+            move || {
+                let stored = StoredSnapshot { meta, data: keyspace.encode() };
+                drop(keyspace);
+                write_snapshot(&db, &stored).map(|()| stored)
+            }
+        })
+        .await??;
+        tracing::debug!(bytes = stored.data.len(), elapsed = ?started.elapsed(), "snapshot built");
         crate::metrics::record_snapshot(stored.data.len());
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
     }
@@ -239,24 +262,34 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageIoError> {
         let data = snapshot.into_inner();
-        let mut keyspace = Keyspace::decode(&data).map_err(|e| io_err(ErrorVerb::Read, e))?;
-        if planted::active(Bug::TokenReuse) {
-            keyspace.planted_forget_last_version();
-        }
-        self.write_snapshot(&StoredSnapshot { meta: meta.clone(), data })?;
+        let db = self.db.clone();
+        let stored = StoredSnapshot { meta: meta.clone(), data };
+        let keyspace = off_runtime(move || {
+            let mut keyspace = Keyspace::decode(&stored.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+            if planted::active(Bug::TokenReuse) {
+                keyspace.planted_forget_last_version();
+            }
+            write_snapshot(&db, &stored)?;
+            Ok::<_, StorageIoError>(keyspace)
+        })
+        .await??;
         self.clock.applied(keyspace.log_time());
-        {
+        let replaced = {
             let mut applied = self.shared.lock();
-            applied.keyspace = keyspace;
             applied.last_applied = meta.last_log_id;
             applied.membership = meta.last_membership.clone();
-        }
+            std::mem::replace(&mut applied.keyspace, keyspace)
+        };
+        // Freed outside the lock, and off the runtime.
+        let _ = off_runtime(move || drop(replaced)).await;
         self.shared.changed.notify_one();
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageIoError> {
-        Ok(Self::read_snapshot(&self.db)?
+        let db = self.db.clone();
+        Ok(off_runtime(move || Self::read_snapshot(&db))
+            .await??
             .map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
     }
 }

@@ -1,12 +1,18 @@
 //! Durable storage on RocksDB: the only module that imports `rocksdb`.
 //!
 //! Three column families: the Raft log (`log`, big-endian index keys), small
-//! Raft metadata (`meta`: vote, committed, purged), and the latest state-machine
-//! snapshot (`snapshot`). Writes are batches; durability is either a synced
-//! write or an explicit [`Storage::sync_wal`], which lets many appends share one
-//! fsync (group commit).
+//! Raft metadata (`meta`: vote, committed, purged), and the state-machine
+//! snapshot of older versions (`snapshot`). Writes are batches; durability is
+//! either a synced write or an explicit [`Storage::sync_wal`], which lets many
+//! appends share one fsync (group commit).
+//!
+//! The latest snapshot is a file beside the database (`snapshot/current`),
+//! not a RocksDB value: written through RocksDB, a snapshot of a big keyspace
+//! would pass through the write-ahead log the Raft log shares, and every
+//! append would wait behind it.
 
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use rocksdb::{ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 
@@ -76,6 +82,7 @@ impl Batch {
 /// An open RocksDB database.
 pub struct Storage {
     db: DB,
+    snapshot_dir: PathBuf,
 }
 
 impl Storage {
@@ -91,7 +98,41 @@ impl Storage {
         opts.set_keep_log_file_num(4);
         let cfs = Cf::ALL.iter().map(|cf| ColumnFamilyDescriptor::new(cf.name(), Options::default()));
         let db = DB::open_cf_descriptors(&opts, dir, cfs)?;
-        Ok(Storage { db })
+        let snapshot_dir = dir.join("snapshot");
+        std::fs::create_dir_all(&snapshot_dir)
+            .map_err(|e| StorageError(format!("cannot create {}: {e}", snapshot_dir.display())))?;
+        Ok(Storage { db, snapshot_dir })
+    }
+
+    /// Replaces the snapshot file with `data`, durably: written and fsynced
+    /// beside it, then renamed over it, then the directory fsynced. A crash
+    /// at any point leaves the old file or the new one, whole. The value
+    /// `legacy_key` of the snapshot column family (where an older version kept
+    /// the snapshot) is deleted: it is superseded. Blocking.
+    pub fn write_snapshot_file(&self, data: &[u8], legacy_key: &[u8]) -> Result<(), StorageError> {
+        let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
+        let tmp = self.snapshot_dir.join("next");
+        let mut f = std::fs::File::create(&tmp).map_err(|e| err("create", e))?;
+        f.write_all(data).map_err(|e| err("write", e))?;
+        f.sync_all().map_err(|e| err("fsync", e))?;
+        drop(f);
+        std::fs::rename(&tmp, self.snapshot_dir.join("current")).map_err(|e| err("rename", e))?;
+        std::fs::File::open(&self.snapshot_dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| err("fsync directory", e))?;
+        let mut b = Batch::default();
+        b.delete(Cf::Snapshot, legacy_key.to_vec());
+        self.write(b, false)
+    }
+
+    /// The snapshot file's contents (or, from an older version, the value
+    /// `key` of the snapshot column family), if there is one. Blocking.
+    pub fn read_snapshot_file(&self, legacy_key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        match std::fs::read(self.snapshot_dir.join("current")) {
+            Ok(data) => Ok(Some(data)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.get(Cf::Snapshot, legacy_key),
+            Err(e) => Err(StorageError(format!("snapshot file: read: {e}"))),
+        }
     }
 
     fn handle(&self, cf: Cf) -> &rocksdb::ColumnFamily {
@@ -202,5 +243,28 @@ mod tests {
         .unwrap();
         assert_eq!(last, Some(9));
         assert_eq!(s.get(Cf::Meta, b"vote").unwrap(), Some(b"x".to_vec()));
+    }
+
+    /// A snapshot an older version kept in RocksDB is read until the first
+    /// snapshot file replaces it; the file survives a reopen, and the
+    /// superseded value is gone.
+    #[test]
+    fn snapshot_file_replaces_the_legacy_value() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = Storage::open(dir.path()).unwrap();
+            assert_eq!(s.read_snapshot_file(b"current").unwrap(), None);
+            let mut b = Batch::default();
+            b.put(Cf::Snapshot, b"current".to_vec(), b"old".to_vec());
+            s.write(b, true).unwrap();
+            assert_eq!(s.read_snapshot_file(b"current").unwrap(), Some(b"old".to_vec()));
+            s.write_snapshot_file(b"new", b"current").unwrap();
+            s.write_snapshot_file(b"newer", b"current").unwrap();
+            s.sync_wal().unwrap();
+        }
+        let s = Storage::open(dir.path()).unwrap();
+        assert_eq!(s.read_snapshot_file(b"current").unwrap(), Some(b"newer".to_vec()));
+        assert_eq!(s.get(Cf::Snapshot, b"current").unwrap(), None);
+        assert!(!dir.path().join("snapshot/next").exists(), "the temporary file is renamed into place");
     }
 }
