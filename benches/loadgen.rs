@@ -24,7 +24,7 @@
 //! ```text
 //! RESULT mode=redis scenario=clients50-distinct clients=50 keys=distinct duration_s=10.000
 //!        pairs=... pairs_per_s=... attempts=... attempts_per_s=... denied=...
-//!        p50_ms=... p99_ms=... max_ms=... acquire_p50_ms=... acquire_p99_ms=... errors=0
+//!        p50_ms=... p99_ms=... p999_ms=... max_ms=... acquire_p50_ms=... acquire_p99_ms=... errors=0
 //! ```
 //! (on one line). `p*_ms`/`max_ms` are the latency of a granted pair: from sending
 //! the acquire that was granted to receiving the release reply. `acquire_*` is the
@@ -614,7 +614,7 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
     let pairs = pair_ns.len() as u64;
     println!(
         "RESULT label={} mode={} scenario={} clients={} keys={} duration_s={:.3} pairs={} pairs_per_s={:.1} \
-         attempts={} attempts_per_s={:.1} denied={} p50_ms={:.3} p99_ms={:.3} max_ms={:.3} \
+         attempts={} attempts_per_s={:.1} denied={} p50_ms={:.3} p99_ms={:.3} p999_ms={:.3} max_ms={:.3} \
          acquire_p50_ms={:.3} acquire_p99_ms={:.3} errors={}",
         args.label,
         args.mode.name(),
@@ -629,6 +629,7 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
         denied,
         pct_ms(&pair_ns, 50.0),
         pct_ms(&pair_ns, 99.0),
+        pct_ms(&pair_ns, 99.9),
         pair_ns.last().copied().unwrap_or(0) as f64 / 1e6,
         pct_ms(&acquire_ns, 50.0),
         pct_ms(&acquire_ns, 99.0),

@@ -34,6 +34,7 @@ const WRITE_BATCH: &str = "raftlock_log_entry_commands";
 const CLIENTS: &str = "raftlock_connected_clients";
 const REJECTED: &str = "raftlock_rejected_connections_total";
 const SNAPSHOT_BYTES: &str = "raftlock_snapshot_bytes";
+const SNAPSHOT_BUILD: &str = "raftlock_snapshot_build_seconds";
 const REPEATED: &str = "raftlock_repeated_commands_total";
 
 /// Commands this node's state machine answered from the client session
@@ -86,6 +87,7 @@ fn describe() {
     describe_gauge!(CLIENTS, "Connected clients.");
     describe_counter!(REJECTED, "Connections refused over maxclients.");
     describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
+    describe_gauge!(SNAPSHOT_BUILD, "Time the last snapshot took to encode and write (off the apply path).");
     describe_counter!(
         REPEATED,
         "Retried copies of commands that had already run, answered with the first reply instead of running again."
@@ -172,6 +174,7 @@ pub fn repeated_commands() -> u64 {
     REPEATED_COMMANDS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-pub fn record_snapshot(bytes: usize) {
+pub fn record_snapshot(bytes: usize, build: Duration) {
     gauge!(SNAPSHOT_BYTES).set(bytes as f64);
+    gauge!(SNAPSHOT_BUILD).set(build.as_secs_f64());
 }

@@ -181,7 +181,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         })
         .await??;
         tracing::debug!(bytes = stored.data.len(), elapsed = ?started.elapsed(), "snapshot built");
-        crate::metrics::record_snapshot(stored.data.len());
+        crate::metrics::record_snapshot(stored.data.len(), started.elapsed());
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
     }
 }

@@ -1,0 +1,72 @@
+# Shared by scripts/bench.sh and scripts/scale.sh (sourced): start, probe and
+# stop local servers on free ports. Callers set WORK (a temporary directory),
+# declare PIDS (name -> pid) and define log().
+
+stop_server() { # pid name
+    local pid="$1" i
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "$2 did not stop within 10 s of SIGTERM; killing it"
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local rc=$? name
+    trap - EXIT INT TERM
+    for name in "${!PIDS[@]}"; do
+        stop_server "${PIDS[$name]}" "$name"
+    done
+    if [[ "${KEEP_BENCH_DIR:-0}" == 1 ]]; then
+        log "kept $WORK"
+    else
+        rm -rf "$WORK"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+used_ports=" "
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() { # below Linux's ephemeral range, not handed out yet in this run
+    local p i
+    for i in $(seq 1 500); do
+        p=$((20000 + RANDOM % 12000))
+        [[ "$used_ports" == *" $p "* ]] && continue
+        if ! port_busy "$p"; then
+            used_ports+="$p "
+            echo "$p"
+            return 0
+        fi
+    done
+    log "no free port found"
+    return 1
+}
+wait_ready() { # port pid name logfile
+    local i
+    for i in $(seq 1 600); do # 60 s
+        if ! kill -0 "$2" 2>/dev/null; then
+            log "$3 exited during start-up; last lines of its log:"
+            tail -n 30 "$4" >&2 || true
+            return 1
+        fi
+        if [[ "$(timeout 2 redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null || true)" == PONG ]]; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    log "$3 did not answer PING on port $1 within 60 s; last lines of its log:"
+    tail -n 30 "$4" >&2 || true
+    return 1
+}
+raft_field() { # port field
+    timeout 2 redis-cli -h 127.0.0.1 -p "$1" RAFT.INFO 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p" | head -n 1
+}
+
