@@ -192,7 +192,7 @@ pub struct Keyspace {
     /// Persistent (shared-structure) maps: a clone costs O(1) and later
     /// changes copy only what they touch, so a snapshot is taken under the
     /// lock in constant time and encoded elsewhere while applying goes on.
-    entries: imbl::HashMap<Bytes, Entry>,
+    entries: imbl::OrdMap<Bytes, Entry>,
     expiries: imbl::OrdSet<(LogTime, Bytes)>,
     /// Highest log time applied so far.
     log_time: LogTime,
@@ -214,7 +214,7 @@ pub struct Keyspace {
 struct Undo {
     keys: HashMap<Bytes, Option<Entry>>,
     /// The whole keyspace, saved once if the transaction flushed it.
-    flushed: Option<(imbl::HashMap<Bytes, Entry>, imbl::OrdSet<(LogTime, Bytes)>)>,
+    flushed: Option<(imbl::OrdMap<Bytes, Entry>, imbl::OrdSet<(LogTime, Bytes)>)>,
     scripts: Option<imbl::OrdMap<String, Bytes>>,
     last_version: Version,
 }

@@ -143,8 +143,20 @@ impl StateMachine {
 /// Stores `snap` as the current snapshot (durably). Blocking: call it from a
 /// blocking thread.
 fn write_snapshot(db: &Storage, snap: &StoredSnapshot) -> Result<(), StorageIoError> {
-    let data = bincode::serialize(snap).map_err(|e| io_err(ErrorVerb::Write, e))?;
-    db.write_snapshot_file(&data, CURRENT).map_err(|e| io_err(ErrorVerb::Write, e))
+    // Streamed into the file: no second copy of the snapshot in memory.
+    db.write_snapshot_file(|w| bincode::serialize_into(w, snap).map_err(std::io::Error::other), CURRENT)
+        .map_err(|e| io_err(ErrorVerb::Write, e))
+}
+
+/// Gives the allocator's free memory back to the system: encoding a snapshot
+/// allocates and frees as much as the snapshot's size, which glibc would
+/// otherwise keep (resident) for good.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Runs `work` on the runtime's blocking pool (outside a runtime, here).
@@ -176,7 +188,9 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             move || {
                 let stored = StoredSnapshot { meta, data: keyspace.encode() };
                 drop(keyspace);
-                write_snapshot(&db, &stored).map(|()| stored)
+                let written = write_snapshot(&db, &stored);
+                release_free_memory();
+                written.map(|()| stored)
             }
         })
         .await??;

@@ -36,6 +36,33 @@ impl Cf {
     }
 }
 
+/// Bytes of a snapshot file written between two fsyncs.
+const SNAPSHOT_SYNC_EVERY: u64 = 8 << 20;
+
+/// A file that is fsynced after every [`SNAPSHOT_SYNC_EVERY`] bytes: the
+/// disk takes a big snapshot in slices, so the Raft log's fsyncs never queue
+/// behind all of it at once.
+struct SyncedEvery {
+    file: std::fs::File,
+    unsynced: u64,
+}
+
+impl Write for SyncedEvery {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.unsynced += n as u64;
+        if self.unsynced >= SNAPSHOT_SYNC_EVERY {
+            self.file.sync_data()?;
+            self.unsynced = 0;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// A storage failure. Every one is fatal to the node's Raft instance: a node
 /// whose disk fails must stop, not continue.
 #[derive(Debug, thiserror::Error)]
@@ -104,16 +131,22 @@ impl Storage {
         Ok(Storage { db, snapshot_dir })
     }
 
-    /// Replaces the snapshot file with `data`, durably: written and fsynced
+    /// Replaces the snapshot file with what `write` writes, durably: written and fsynced
     /// beside it, then renamed over it, then the directory fsynced. A crash
     /// at any point leaves the old file or the new one, whole. The value
     /// `legacy_key` of the snapshot column family (where an older version kept
     /// the snapshot) is deleted: it is superseded. Blocking.
-    pub fn write_snapshot_file(&self, data: &[u8], legacy_key: &[u8]) -> Result<(), StorageError> {
+    pub fn write_snapshot_file(
+        &self,
+        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+        legacy_key: &[u8],
+    ) -> Result<(), StorageError> {
         let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
         let tmp = self.snapshot_dir.join("next");
-        let mut f = std::fs::File::create(&tmp).map_err(|e| err("create", e))?;
-        f.write_all(data).map_err(|e| err("write", e))?;
+        let f = std::fs::File::create(&tmp).map_err(|e| err("create", e))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, SyncedEvery { file: f, unsynced: 0 });
+        write(&mut w).map_err(|e| err("write", e))?;
+        let f = w.into_inner().map_err(|e| err("write", e.into_error()))?.file;
         f.sync_all().map_err(|e| err("fsync", e))?;
         drop(f);
         std::fs::rename(&tmp, self.snapshot_dir.join("current")).map_err(|e| err("rename", e))?;
@@ -258,8 +291,8 @@ mod tests {
             b.put(Cf::Snapshot, b"current".to_vec(), b"old".to_vec());
             s.write(b, true).unwrap();
             assert_eq!(s.read_snapshot_file(b"current").unwrap(), Some(b"old".to_vec()));
-            s.write_snapshot_file(b"new", b"current").unwrap();
-            s.write_snapshot_file(b"newer", b"current").unwrap();
+            s.write_snapshot_file(|w| w.write_all(b"new"), b"current").unwrap();
+            s.write_snapshot_file(|w| w.write_all(b"newer"), b"current").unwrap();
             s.sync_wal().unwrap();
         }
         let s = Storage::open(dir.path()).unwrap();
