@@ -148,17 +148,6 @@ fn write_snapshot(db: &Storage, snap: &StoredSnapshot) -> Result<(), StorageIoEr
         .map_err(|e| io_err(ErrorVerb::Write, e))
 }
 
-/// Gives the allocator's free memory back to the system: encoding a snapshot
-/// allocates and frees as much as the snapshot's size, which glibc would
-/// otherwise keep (resident) for good.
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free pages to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Runs `work` on the runtime's blocking pool (outside a runtime, here).
 async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, StorageIoError> {
     match tokio::runtime::Handle::try_current() {
@@ -188,9 +177,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             move || {
                 let stored = StoredSnapshot { meta, data: keyspace.encode() };
                 drop(keyspace);
-                let written = write_snapshot(&db, &stored);
-                release_free_memory();
-                written.map(|()| stored)
+                write_snapshot(&db, &stored).map(|()| stored)
             }
         })
         .await??;
