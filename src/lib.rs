@@ -20,6 +20,19 @@
 //!   to the leader, membership changes).
 //! - [`server`]: listener, connections, pub/sub hub, expiry timer, node wiring.
 //! - [`metrics`]: metric names, descriptions, the Prometheus exporter.
+//!
+//! # Snapshots without stopping the world
+//!
+//! Two designs avoid encoding the keyspace under the state lock: keep the
+//! state machine in RocksDB (each entry's changes in its write batch, a
+//! snapshot is a RocksDB snapshot streamed out), or keep it in memory in
+//! persistent maps whose clone is O(1). raftlock does the second. The
+//! keyspace stays pure (no storage in [`keyspace`]), reads stay in-memory
+//! lookups, apply stays one lock and no I/O, and the log's group commit is the
+//! only write on the hot path; the cost is a copy of each map node the first
+//! time it changes after a snapshot, and a B-tree (`imbl::OrdMap`) rather than
+//! a hash table. The clone is encoded on a blocking thread and streamed into
+//! a file beside the database (`storage`), not through the WAL the log uses.
 
 pub mod clock;
 pub mod commands;
