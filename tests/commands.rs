@@ -1331,3 +1331,48 @@ fn metrics_endpoint_serves_prometheus_text() {
         assert_eq!(last.types.get(name).map(String::as_str), Some(kind), "# TYPE of {name}");
     }
 }
+
+/// Writes a client pipelines on one connection go to the leader together
+/// (one request, one log entry) and are applied and answered in order, each
+/// on its own: an error in the middle stops nothing, a read in the middle
+/// sees the writes before it, and the fencing tokens of locks taken in one
+/// pipeline still increase. Before, each waited for its own commit: one log
+/// entry per command.
+#[test]
+fn pipelined_writes_share_an_entry_and_keep_their_order() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    q(&mut c, &["SET", "text", "not a number"]).unwrap();
+    let before = s.raft_info().num("commit_index");
+    let mut p = redis::pipe();
+    for _ in 0..100 {
+        p.cmd("INCR").arg("n");
+    }
+    p.cmd("INCR").arg("text"); // fails, alone
+    p.cmd("GET").arg("n"); // a read: sees the 100 increments
+    for i in 0..50 {
+        p.cmd("INCR").arg("n");
+        p.cmd("LOCK.ACQUIRE").arg(format!("pl:{i}")).arg("o").arg(60_000);
+    }
+    let replies: Vec<Value> = p.ignore_errors().query(&mut c).expect("pipeline");
+    assert_eq!(replies.len(), 202);
+    for (i, r) in replies[..100].iter().enumerate() {
+        assert_eq!(r, &Value::Int(i as i64 + 1), "reply {i} of the pipeline");
+    }
+    assert!(
+        matches!(&replies[100], Value::ServerError(e) if e.details().unwrap_or("").contains("not an integer")),
+        "INCR of a string: {:?}",
+        replies[100]
+    );
+    assert_eq!(replies[101], bulk("100"));
+    let mut last_token = 0;
+    for i in 0..50 {
+        assert_eq!(replies[102 + 2 * i], Value::Int(101 + i as i64));
+        let token = int(&replies[103 + 2 * i]);
+        assert!(token > last_token, "tokens must increase along the pipeline: {token} after {last_token}");
+        last_token = token;
+    }
+    let entries = s.raft_info().num("commit_index") - before;
+    assert!(entries < 20, "202 pipelined commands took {entries} log entries");
+    assert_eq!(q(&mut c, &["GET", "n"]).unwrap(), bulk("150"));
+}

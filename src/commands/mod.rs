@@ -87,6 +87,20 @@ pub enum Request {
     /// `MULTI` ... `EXEC`: the queued commands, applied together, or not at
     /// all if a `WATCH`ed key changed or a `LOCK.FENCE` among them is stale.
     Transaction { watched: Vec<(Bytes, Version)>, commands: Vec<Vec<Bytes>> },
+    /// Write commands a client pipelined on one connection, applied in order
+    /// in one log entry, each on its own (not a transaction: one failing does
+    /// not stop the others). The reply is an array of their replies, which
+    /// the connection sends back one by one. Only commands that
+    /// [`pipelinable`] accepts.
+    Pipeline(Vec<Vec<Bytes>>),
+}
+
+/// Whether a connection may send `spec` in a [`Request::Pipeline`] with the
+/// write commands around it: a plain write whose reply is its own (not
+/// `PUBLISH`, whose reply the node rewrites after apply) and that does not
+/// block (`BLPOP` waits on the connection).
+pub fn pipelinable(spec: &CommandSpec) -> bool {
+    matches!(spec.handler, Handler::Write(_)) && spec.name != "publish" && !spec.flags.contains(&"blocking")
 }
 
 /// The largest client request (`--max-request-len`) or `MULTI` queue.
@@ -101,6 +115,7 @@ impl Request {
             Request::Transaction { watched, commands } => {
                 watched.iter().map(|(k, _)| k.len() + 16).sum::<usize>() + commands.iter().map(|c| argv_size(c)).sum::<usize>()
             }
+            Request::Pipeline(commands) => commands.iter().map(|c| argv_size(c)).sum::<usize>(),
         }
     }
 }
@@ -180,6 +195,26 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                         ks.keep_changes();
                         (reply, false)
                     }
+                    Request::Pipeline(commands) => {
+                        let mut replies = Vec::with_capacity(commands.len());
+                        for (i, argv) in commands.iter().enumerate() {
+                            if i > 0 {
+                                // Each command creates keys with its own version (token).
+                                ctx.version = ks.next_version(ctx.version);
+                            }
+                            let reply = match resolve(argv) {
+                                Ok(spec) if pipelinable(spec) => {
+                                    contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv))
+                                }
+                                // Connections never send these; a pipeline
+                                // from elsewhere gets an error for them.
+                                Ok(spec) => Reply::error(format!("ERR '{}' cannot be pipelined", spec.name)),
+                                Err(reply) => reply,
+                            };
+                            replies.push(reply);
+                        }
+                        (Reply::Array(replies), false)
+                    }
                 };
                 ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
                 Applied { reply, events: ctx.events, is_publish, repeated: false }
@@ -211,13 +246,19 @@ pub fn suspect_command(proposal: &Proposal) -> &'static str {
     let name = |cmd: &ClientCommand| match &cmd.request {
         Request::Command(argv) => command_name(argv),
         Request::Transaction { .. } => "exec",
+        Request::Pipeline(commands) => commands.iter().find(|a| is_script(a)).or(commands.first()).map_or("(none)", |a| command_name(a)),
     };
     // Runs for every entry: only the chosen command's name is looked up.
     let risky = |cmd: &&ClientCommand| match &cmd.request {
-        Request::Command(argv) => argv.first().is_some_and(|n| n.len() >= 4 && n[..4].eq_ignore_ascii_case(b"eval")),
+        Request::Command(argv) => is_script(argv),
         Request::Transaction { .. } => true,
+        Request::Pipeline(commands) => commands.iter().any(|a| is_script(a)),
     };
     commands.iter().find(risky).or_else(|| commands.first()).map_or("(none)", name)
+}
+
+fn is_script(argv: &[Bytes]) -> bool {
+    argv.first().is_some_and(|n| n.len() >= 4 && n[..4].eq_ignore_ascii_case(b"eval"))
 }
 
 /// The command's name, for logs (never its arguments: they may be secrets).

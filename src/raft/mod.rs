@@ -478,7 +478,7 @@ impl Consensus {
     /// Runs a command on this node, which must be the leader.
     async fn execute_here(&self, command: ClientCommand) -> Result<Reply, ClusterError> {
         let argv = match &command.request {
-            Request::Transaction { .. } => return self.write(command).await,
+            Request::Transaction { .. } | Request::Pipeline(_) => return self.write(command).await,
             Request::Command(argv) => argv,
         };
         match crate::commands::resolve(argv) {

@@ -27,6 +27,8 @@ use crate::protocol::{encode_reply, parse_i64, ProtocolError, Reply, RequestCode
 
 /// Write buffered replies once they pass this size, even mid-pipeline.
 const FLUSH_AT: usize = 256 * 1024;
+/// Most pipelined writes sent to the leader as one request.
+const MAX_PIPELINE: usize = 1024;
 
 type Frames = FramedRead<tokio::net::tcp::OwnedReadHalf, RequestCodec>;
 
@@ -109,15 +111,46 @@ impl Connection {
                 frame = frames.next() => Some(frame),
             };
             let mut close = false;
-            if let Some(frame) = first {
-                close = matches!(self.on_frame(frame, frames).await, Next::Close);
-                // Answer everything already received before writing once.
-                while !close {
-                    let Some(frame) = frames.next().now_or_never() else { break };
-                    close = matches!(self.on_frame(frame, frames).await, Next::Close);
-                    if self.out.len() >= FLUSH_AT && writer.write_all(&self.out.split()).await.is_err() {
-                        return;
+            // Answer everything already received before writing once.
+            let mut next = first;
+            while let Some(frame) = next.take() {
+                if self.pipelinable(&frame) {
+                    // Consecutive writes already received go to the leader
+                    // together, as one request (one log entry), and are
+                    // answered in order.
+                    // Together no larger than one request may be.
+                    let size = |f: &Option<Result<Vec<Bytes>, ProtocolError>>| match f {
+                        Some(Ok(argv)) => argv.iter().map(|a| a.len() + 16).sum::<usize>(),
+                        _ => 0,
+                    };
+                    let mut bytes = size(&frame);
+                    let mut group = vec![frame];
+                    while group.len() < MAX_PIPELINE {
+                        let Some(more) = frames.next().now_or_never() else { break };
+                        if !self.pipelinable(&more) || bytes + size(&more) > self.node.config.max_request_len {
+                            next = Some(more);
+                            break;
+                        }
+                        bytes += size(&more);
+                        group.push(more);
                     }
+                    if group.len() == 1 {
+                        close = matches!(self.on_frame(group.pop().flatten(), frames).await, Next::Close);
+                    } else {
+                        let commands = group.into_iter().filter_map(|f| f.and_then(Result::ok)).collect();
+                        self.execute_pipeline(commands).await;
+                    }
+                } else {
+                    close = matches!(self.on_frame(frame, frames).await, Next::Close);
+                }
+                if close {
+                    break;
+                }
+                if self.out.len() >= FLUSH_AT && writer.write_all(&self.out.split()).await.is_err() {
+                    return;
+                }
+                if next.is_none() {
+                    next = frames.next().now_or_never();
                 }
             }
             if !self.out.is_empty() && writer.write_all(&self.out.split()).await.is_err() {
@@ -127,6 +160,41 @@ impl Connection {
                 let _ = writer.shutdown().await;
                 return;
             }
+        }
+    }
+
+    /// Whether `frame` is a write command that may go to the leader in one
+    /// request with the writes around it ([`commands::pipelinable`]), outside
+    /// `MULTI` and subscriptions.
+    fn pipelinable(&self, frame: &Option<Result<Vec<Bytes>, ProtocolError>>) -> bool {
+        let Some(Ok(argv)) = frame else { return false };
+        self.multi.is_none()
+            && !self.subscribed()
+            && commands::lookup(&argv[0]).is_some_and(|spec| spec.arity_ok(argv.len()) && commands::pipelinable(spec))
+    }
+
+    /// Runs pipelined write commands (each already checked by
+    /// [`Connection::pipelinable`]) as one request, and replies to each.
+    async fn execute_pipeline(&mut self, commands: Vec<Vec<Bytes>>) {
+        let specs: Vec<&'static CommandSpec> =
+            commands.iter().filter_map(|argv| commands::lookup(&argv[0])).collect();
+        let n = commands.len();
+        self.node.total_commands.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(last) = specs.last() {
+            self.node.clients.update(self.id, |c| {
+                c.last_command = last.name;
+                c.last_active = Instant::now();
+            });
+        }
+        let replies = match self.on_leader(Request::Pipeline(commands)).await {
+            Reply::Array(replies) if replies.len() == n => replies,
+            // The request as a whole failed (no leader, timed out): every
+            // command gets that answer.
+            other => vec![other; n],
+        };
+        for (spec, reply) in specs.into_iter().zip(replies) {
+            crate::metrics::record_command(spec.name, &reply);
+            self.reply(&reply);
         }
     }
 
