@@ -86,10 +86,6 @@ fi
 # --- build -------------------------------------------------------------------
 log "building (release) into $TARGET_DIR"
 timeout "$BUILD_TIMEOUT" cargo build --release
-LOADGEN="$(timeout "$BUILD_TIMEOUT" cargo bench --bench loadgen --no-run --message-format=json-render-diagnostics \
-    | grep '"reason":"compiler-artifact"' | grep '"kind":\["bench"\]' | grep '"name":"loadgen"' \
-    | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1 || true)"
-[[ -n "$LOADGEN" && -x "$LOADGEN" ]] || { log "could not build the loadgen bench"; exit 1; }
 RAFTLOCK="${BINARY:-$TARGET_DIR/release/raftlock}"
 [[ -x "$RAFTLOCK" ]] || { log "no binary at $RAFTLOCK"; exit 1; }
 
@@ -100,6 +96,8 @@ declare -A PIDS=()
 
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
+LOADGEN="$(loadgen_binary "$BUILD_TIMEOUT")"
+[[ -n "$LOADGEN" && -x "$LOADGEN" ]] || { log "could not build the loadgen bench"; exit 1; }
 
 REDIS_PORT="$(free_port)"
 RL_PORT="$(free_port)"
@@ -168,11 +166,7 @@ for id in 1 2 3; do wait_ready "${C_PORT[$id]}" "${PIDS[node$id]}" "node $id" "$
 LEADER="$(wait_cluster)"
 
 # --- soak (--soak-minutes) ----------------------------------------------------
-metric() { # node-id metric-name: its value on that node ("" if unreadable)
-    local body
-    body="$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3 && cat <&3' _ "${C_METRICS[$1]}" 2>/dev/null || true)"
-    awk -v m="$2" '$1 == m { print $2; exit }' <<<"$body" | tr -d '\r'
-}
+metric() { metric_at "${C_METRICS[$1]}" "$2"; } # node-id metric-name
 if [[ "$SOAK" -gt 0 ]]; then
     FOLLOWER=$(( LEADER % 3 + 1 ))
     declare -A CHANGES_BEFORE=()

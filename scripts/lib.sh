@@ -70,3 +70,19 @@ raft_field() { # port field
     timeout 2 redis-cli -h 127.0.0.1 -p "$1" RAFT.INFO 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p" | head -n 1
 }
 
+
+# Builds benches/loadgen.rs (cargo's bench profile) within $1 seconds and
+# prints the path of its executable ("" if the build failed).
+loadgen_binary() { # timeout-seconds
+    timeout "$1" cargo bench --bench loadgen --no-run --message-format=json-render-diagnostics \
+        | grep '"reason":"compiler-artifact"' | grep '"kind":\["bench"\]' | grep '"name":"loadgen"' \
+        | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1 || true
+}
+
+# The value of metric $2 on the Prometheus endpoint at 127.0.0.1:$1 ("" if
+# unreadable).
+metric_at() { # port metric-name
+    local body
+    body="$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3 && cat <&3' _ "$1" 2>/dev/null || true)"
+    awk -v m="$2" '$1 == m { print $2; exit }' <<<"$body" | tr -d '\r'
+}

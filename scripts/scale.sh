@@ -45,16 +45,14 @@ scripts/deps.sh >&2
 command -v redis-benchmark >/dev/null 2>&1 || { log "redis-benchmark (redis-tools) is missing"; exit 1; }
 log "building (release) into $CARGO_TARGET_DIR"
 timeout 3600 cargo build --release >&2
-LOADGEN="$(timeout 3600 cargo bench --bench loadgen --no-run --message-format=json-render-diagnostics \
-    | grep '"reason":"compiler-artifact"' | grep '"kind":\["bench"\]' | grep '"name":"loadgen"' \
-    | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1 || true)"
-[[ -n "$LOADGEN" && -x "$LOADGEN" ]] || { log "could not build the loadgen bench"; exit 1; }
 RAFTLOCK="${BINARY:-$CARGO_TARGET_DIR/release/raftlock}"
 
 WORK="$(mktemp -d "${BENCH_DIR:-/var/tmp}/raftlock-scale.XXXXXX")"
 declare -A PIDS=()
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
+LOADGEN="$(loadgen_binary 3600)"
+[[ -n "$LOADGEN" && -x "$LOADGEN" ]] || { log "could not build the loadgen bench"; exit 1; }
 
 REDIS_PORT="$(free_port)"
 RL_PORT="$(free_port)"
@@ -74,10 +72,7 @@ wait_ready "$REDIS_PORT" "${PIDS[redis]}" redis-server "$WORK/redis.log"
 wait_ready "$RL_PORT" "${PIDS[raftlock]}" raftlock "$WORK/raftlock.log"
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
-metric() { # name: its value on the raftlock node
-    timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3 && cat <&3' _ "$RL_METRICS" 2>/dev/null \
-        | awk -v m="$1" '$1 == m { print $2; exit }' | tr -d '\r'
-}
+metric() { metric_at "$RL_METRICS" "$1"; } # metric-name: its value on the raftlock node
 
 declare -A ROW=()
 measure() { # name port pid mode datadir
