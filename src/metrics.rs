@@ -36,6 +36,10 @@ const REJECTED: &str = "raftlock_rejected_connections_total";
 const SNAPSHOT_BYTES: &str = "raftlock_snapshot_bytes";
 const SNAPSHOT_BUILD: &str = "raftlock_snapshot_build_seconds";
 const REPEATED: &str = "raftlock_repeated_commands_total";
+const LOCK_WAITERS: &str = "raftlock_lock_waiters";
+const LOCK_WAIT: &str = "raftlock_lock_wait_seconds";
+const LOCK_HANDOFFS: &str = "raftlock_lock_handoffs_total";
+const LOCK_WAIT_TIMEOUTS: &str = "raftlock_lock_wait_timeouts_total";
 
 /// Commands this node's state machine answered from the client session
 /// instead of running them (a retried copy of a command that had already
@@ -54,6 +58,7 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_LATENCY.into()), &latency))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LEASE_TTL.into()), &lease))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LOCK_HOLD.into()), &lease))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LOCK_WAIT.into()), &latency))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_BATCH.into()), &sizes))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(READ_BATCH.into()), &sizes))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(WRITE_BATCH.into()), &sizes))
@@ -88,6 +93,10 @@ fn describe() {
     describe_counter!(REJECTED, "Connections refused over maxclients.");
     describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
     describe_gauge!(SNAPSHOT_BUILD, "Time the last snapshot took to encode and write (off the apply path).");
+    describe_gauge!(LOCK_WAITERS, "Owners queued for locks (LOCK.ACQUIRE ... WAIT), on every key together.");
+    describe_histogram!(LOCK_WAIT, Unit::Seconds, "How long a waiter waited, until its grant or its timeout (log time).");
+    describe_counter!(LOCK_HANDOFFS, "Locks handed to a waiter by the entry that freed them.");
+    describe_counter!(LOCK_WAIT_TIMEOUTS, "Waiters whose WAIT ran out before the lock was theirs.");
     describe_counter!(
         REPEATED,
         "Retried copies of commands that had already run, answered with the first reply instead of running again."
@@ -126,6 +135,17 @@ pub fn record_lease(kind: LeaseEvent, ttl_ms: u64, held_ms: u64) {
             histogram!(LOCK_HOLD).record(secs(held_ms));
         }
     }
+}
+
+/// Records the end of a wait applied on this node: a handoff, or a timeout.
+pub fn record_wait(granted: bool, waited_ms: u64) {
+    counter!(if granted { LOCK_HANDOFFS } else { LOCK_WAIT_TIMEOUTS }).increment(1);
+    histogram!(LOCK_WAIT).record(waited_ms as f64 / 1000.0);
+}
+
+/// Owners queued for locks, as applied on this node.
+pub fn set_waiters(n: usize) {
+    gauge!(LOCK_WAITERS).set(n as f64);
 }
 
 pub fn record_raft_state(term: u64, leader: bool, applied: u64, last_log: u64) {

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use crate::keyspace::{Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Value};
+use crate::keyspace::{ClientId, Enqueued, Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Value, Waiter, MAX_WAITERS_PER_KEY};
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
 use super::{CmdError, CmdResult};
@@ -25,6 +25,14 @@ fn token_arg(args: &mut Args) -> Result<u64, CmdError> {
     }
 }
 
+/// `WAIT ms`: how long a caller waits in the queue, in ms (> 0).
+fn wait_arg(args: &mut Args) -> Result<u64, CmdError> {
+    match args.next_i64()? {
+        ms if ms > 0 => Ok(ms as u64),
+        _ => Err(CmdError::Other("ERR WAIT ms must be a positive integer".into())),
+    }
+}
+
 /// The owner of a live lock key; `WRONGTYPE` if the key is not a string.
 fn owner_of(entry: &Entry) -> Result<&Bytes, CmdError> {
     match &entry.value {
@@ -38,21 +46,45 @@ fn owner_of(entry: &Entry) -> Result<&Bytes, CmdError> {
 /// ```
 /// The fencing token if granted, or if `owner` already holds the lock (then the
 /// lease is refreshed to `ttl-ms` and the token is the same: safe to retry);
-/// nil if another owner holds it.
+/// nil if another owner holds it, or if others wait for it.
+///
+/// With `WAIT`, a caller that would get nil joins the lock's queue instead
+/// (first come, first served; an owner already queued keeps its place), and
+/// its connection blocks: the entry that frees the lock grants it to the
+/// first waiter, and that waiter's node answers it with the token, or with
+/// nil once `ms` of log time have passed. Only a command that stands alone
+/// waits: in a transaction, a script or a pipeline `WAIT` is ignored, as
+/// Redis's blocking commands do not block there.
 pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let owner = args.next_bytes()?.clone();
     let ttl_ms = lease_ttl(&mut args)?;
+    let mut wait_ms = None;
     if args.remaining() > 0 {
-        return match args.next_keyword()?.as_str() {
-            "WAIT" => Err(CmdError::Other("ERR LOCK.ACQUIRE WAIT is not supported yet; retry without WAIT".into())),
-            _ => Err(CmdError::Arg(ArgError::Syntax)),
-        };
+        match args.next_keyword()?.as_str() {
+            "WAIT" => wait_ms = Some(wait_arg(&mut args)?),
+            _ => return Err(CmdError::Arg(ArgError::Syntax)),
+        }
+        if args.remaining() > 0 {
+            return Err(CmdError::Arg(ArgError::Syntax));
+        }
     }
+    // A lock that expired while owners queued for it is theirs first.
+    ks.settle(&key, ctx);
     let expires_at = ctx.log_time.saturating_add(ttl_ms);
     if let Some(entry) = ks.get_mut(&key, ctx) {
         if *owner_of(entry)? != owner {
-            return Ok(Reply::Nil);
+            let (Some(wait_ms), Some((client, seq))) = (wait_ms, ctx.blocking_origin) else {
+                return Ok(Reply::Nil);
+            };
+            let deadline = ctx.log_time.saturating_add(wait_ms);
+            let waiter = Waiter { owner, ttl_ms, deadline, since: ctx.log_time, client, seq };
+            return match ks.enqueue_waiter(&key, waiter) {
+                Enqueued::Full => Err(CmdError::Other(format!(
+                    "ERR {MAX_WAITERS_PER_KEY} owners already wait for this lock; retry later"
+                ))),
+                Enqueued::Joined | Enqueued::Renewed => Ok(Reply::Queued { seq }),
+            };
         }
         entry.lease = true;
         let (token, since) = (entry.version, entry.since);
@@ -71,6 +103,20 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     let token = ctx.version;
     ctx.events.push(Event::Lease { kind: LeaseEvent::Acquired, key, owner, token, ttl_ms, held_ms: 0 });
     Ok(Reply::Int(ctx.version as i64))
+}
+
+/// The connection `client` stops waiting as `owner` in `key`'s queue
+/// ([`crate::commands::Request::Dequeue`]): nil if it was still waiting (now it is
+/// not); the token if `owner` holds the lock (granted before this entry);
+/// otherwise nil.
+pub fn dequeue(ks: &mut Keyspace, ctx: &mut ExecCtx, client: &ClientId, key: &Bytes, owner: &Bytes) -> Reply {
+    if ks.remove_waiter(key, owner, client).is_some() {
+        return Reply::Nil;
+    }
+    match ks.get(key, ctx.log_time) {
+        Some(entry) if matches!(&entry.value, Value::Str(v) if v == owner) => Reply::Int(entry.version as i64),
+        _ => Reply::Nil,
+    }
 }
 
 /// ```text
@@ -144,25 +190,30 @@ pub fn fence(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
 /// ```text
 /// LOCK.INFO key
 /// ```
-/// `owner`, `token`, `ttl-ms` (-1 without expiry) and `waiters` as a map (a flat
-/// array in RESP2), or nil if the key does not exist.
+/// `owner`, `token`, `ttl-ms` (-1 without expiry), `waiters` (how many
+/// owners queue for it) and `next-waiter` (the first of them, or nil) as a
+/// map (a flat array in RESP2), or nil if the key does not exist.
 pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let Some(entry) = ks.get(key, ctx.now) else { return Ok(Reply::Nil) };
     let owner = owner_of(entry)?.clone();
     let ttl = entry.ttl_ms(ctx.now).map(|ms| ms as i64).unwrap_or(-1);
+    let mut queue = ks.waiters().queue(key);
+    let next = queue.next().map(|w| Reply::Bulk(w.owner.clone())).unwrap_or(Reply::Nil);
+    let waiters = queue.count() + usize::from(next != Reply::Nil);
     Ok(Reply::Map(vec![
         (Reply::text("owner"), Reply::Bulk(owner)),
         (Reply::text("token"), Reply::Int(entry.version as i64)),
         (Reply::text("ttl-ms"), Reply::Int(ttl)),
-        (Reply::text("waiters"), Reply::Int(0)),
+        (Reply::text("waiters"), Reply::Int(waiters as i64)),
+        (Reply::text("next-waiter"), next),
     ]))
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::commands::{apply, execute_read, ClientCommand, Op, Origin, Proposal, Request};
-    use crate::keyspace::{Event, Keyspace, LeaseEvent, ReadCtx};
+    use crate::commands::{apply, execute_read, refused, ClientCommand, Op, Origin, Proposal, Request};
+    use crate::keyspace::{Event, Keyspace, LeaseEvent, ReadCtx, WaitOutcome};
     use crate::protocol::Reply;
     use bytes::Bytes;
 
@@ -291,6 +342,7 @@ mod tests {
                 (Reply::text("token"), Reply::Int(4)),
                 (Reply::text("ttl-ms"), Reply::Int(990)),
                 (Reply::text("waiters"), Reply::Int(0)),
+                (Reply::text("next-waiter"), Reply::Nil),
             ])
         );
         // PEXPIRE changes only the expiry: version kept. INCR and APPEND
@@ -324,12 +376,191 @@ mod tests {
         assert_eq!(run(&mut ks, 8, 0, "LOCK.ACQUIRE d o 1000").0, Reply::Int(10));
     }
 
+    fn wait_end(events: &[Event]) -> Vec<(u64, WaitOutcome)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Wait { client, outcome, .. } => Some((client.conn, *outcome)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn info_of(ks: &Keyspace, t: u64, key: &str) -> (Reply, Reply, i64, Reply) {
+        match read(ks, t, &format!("LOCK.INFO {key}")) {
+            Reply::Map(m) => {
+                let Reply::Int(waiters) = m[3].1 else { panic!("{m:?}") };
+                (m[0].1.clone(), m[1].1.clone(), waiters, m[4].1.clone())
+            }
+            other => panic!("LOCK.INFO replied {other:?}"),
+        }
+    }
+
     #[test]
-    fn wait_is_refused_clearly_for_now() {
+    fn waiters_are_granted_in_order_by_the_entry_that_releases() {
         let mut ks = Keyspace::new();
-        assert!(err_starts(&run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100 WAIT 10").0, "ERR LOCK.ACQUIRE WAIT"));
-        assert!(err_starts(&run(&mut ks, 2, 0, "LOCK.ACQUIRE l a 0").0, "ERR ttl-ms"));
-        assert_eq!(read(&ks, 0, "GET l"), Reply::Nil);
+        assert_eq!(run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 1000").0, Reply::Int(1));
+        // Origin::test(index) is connection `index`: b waits on 2, c on 3.
+        assert_eq!(run(&mut ks, 2, 10, "LOCK.ACQUIRE l b 500 WAIT 5000").0, Reply::Queued { seq: 1 });
+        assert_eq!(run(&mut ks, 3, 20, "LOCK.ACQUIRE l c 500 WAIT 5000").0, Reply::Queued { seq: 1 });
+        assert_eq!(info_of(&ks, 20, "l"), (Reply::bulk("a"), Reply::Int(1), 2, Reply::bulk("b")));
+        // Without WAIT, a third owner is refused and does not queue.
+        assert_eq!(run(&mut ks, 4, 30, "LOCK.ACQUIRE l d 500").0, Reply::Nil);
+        let (reply, events) = run(&mut ks, 5, 40, "LOCK.RELEASE l a 1");
+        assert_eq!(reply, Reply::Int(1));
+        assert_eq!(wait_end(&events), vec![(2, WaitOutcome::Granted { token: 6 })]);
+        assert!(events.contains(&Event::Lease {
+            kind: LeaseEvent::Acquired,
+            key: Bytes::from("l"),
+            owner: Bytes::from("b"),
+            token: 6,
+            ttl_ms: 500,
+            held_ms: 0
+        }));
+        // b holds it from the release's log time, with its own lease.
+        assert_eq!(info_of(&ks, 40, "l"), (Reply::bulk("b"), Reply::Int(6), 1, Reply::bulk("c")));
+        assert_eq!(read(&ks, 40, "PTTL l"), Reply::Int(500));
+        let (_, events) = run(&mut ks, 7, 50, "DEL l");
+        assert_eq!(wait_end(&events), vec![(3, WaitOutcome::Granted { token: 8 })]);
+        assert_eq!(info_of(&ks, 50, "l"), (Reply::bulk("c"), Reply::Int(8), 0, Reply::Nil));
+        assert_eq!(ks.waiters().total(), 0);
+    }
+
+    #[test]
+    fn an_expiry_hands_the_lock_over_and_the_old_holder_has_lost_it() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100");
+        assert_eq!(run(&mut ks, 2, 10, "LOCK.ACQUIRE l b 1000 WAIT 5000").0, Reply::Queued { seq: 1 });
+        let events = expire(&mut ks, 3, 101);
+        assert_eq!(wait_end(&events), vec![(2, WaitOutcome::Granted { token: 4 })]);
+        assert!(events.iter().any(|e| matches!(e, Event::Lease { kind: LeaseEvent::Expired, token: 1, .. })));
+        assert!(err_starts(&run(&mut ks, 4, 102, "LOCK.RENEW l a 1 100").0, "LOCKLOST"));
+        assert_eq!(run(&mut ks, 5, 103, "LOCK.RENEW l b 4 1000").0, Reply::Int(1000));
+    }
+
+    #[test]
+    fn an_expired_lock_goes_to_its_waiters_before_anyone_else() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100");
+        run(&mut ks, 2, 10, "LOCK.ACQUIRE l b 1000 WAIT 5000");
+        // Expired in log time, not yet deleted by an Expire entry: a SET NX
+        // or LOCK.ACQUIRE from outside the queue must not take it first.
+        let (reply, events) = run(&mut ks, 3, 150, "SET l x NX PX 100");
+        assert_eq!(reply, Reply::Nil);
+        assert_eq!(wait_end(&events), vec![(2, WaitOutcome::Granted { token: 4 })]);
+        assert_eq!(run(&mut ks, 4, 160, "LOCK.ACQUIRE l x 100").0, Reply::Nil);
+        assert_eq!(read(&ks, 160, "GET l"), Reply::bulk("b"));
+    }
+
+    #[test]
+    fn waits_end_at_their_deadline_in_log_time() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 10000");
+        run(&mut ks, 2, 0, "LOCK.ACQUIRE l b 100 WAIT 50");
+        run(&mut ks, 3, 0, "LOCK.ACQUIRE l c 100 WAIT 80");
+        run(&mut ks, 4, 0, "LOCK.ACQUIRE l d 100 WAIT 1000");
+        assert_eq!(ks.next_expiry(), Some(50));
+        assert!(wait_end(&expire(&mut ks, 5, 50)).is_empty());
+        assert_eq!(wait_end(&expire(&mut ks, 6, 51)), vec![(2, WaitOutcome::TimedOut)]);
+        // c's deadline passed but no Expire entry removed it yet: the release
+        // skips it (told it timed out) and grants d.
+        let (_, events) = run(&mut ks, 7, 90, "LOCK.RELEASE l a 1");
+        assert_eq!(wait_end(&events), vec![(3, WaitOutcome::TimedOut), (4, WaitOutcome::Granted { token: 8 })]);
+        assert_eq!(ks.waiters().total(), 0);
+        assert_eq!(ks.next_expiry(), Some(190));
+    }
+
+    #[test]
+    fn a_retried_wait_keeps_its_place_and_only_lone_commands_wait() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 1000");
+        run(&mut ks, 2, 0, "LOCK.ACQUIRE l b 100 WAIT 5000");
+        run(&mut ks, 3, 0, "LOCK.ACQUIRE l c 100 WAIT 5000");
+        // b again, from connection 4: one place, still first, answered on 4.
+        assert_eq!(run(&mut ks, 4, 0, "LOCK.ACQUIRE l b 100 WAIT 5000").0, Reply::Queued { seq: 1 });
+        assert_eq!(info_of(&ks, 0, "l").2, 2);
+        let (_, events) = run(&mut ks, 5, 10, "LOCK.RELEASE l a 1");
+        assert_eq!(wait_end(&events), vec![(4, WaitOutcome::Granted { token: 6 })]);
+        // In a transaction, WAIT does not wait.
+        let origin = Origin::test(9);
+        let request = Request::Transaction {
+            watched: vec![],
+            commands: vec![["LOCK.ACQUIRE", "l", "e", "100", "WAIT", "1000"].iter().map(|s| Bytes::from(*s)).collect()],
+        };
+        let p = Proposal { log_time: 20, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, request }]) };
+        assert_eq!(apply(&mut ks, 9, &p).pop().unwrap().reply, Reply::Array(vec![Reply::Nil]));
+        assert_eq!(info_of(&ks, 20, "l").2, 1);
+        assert!(err_starts(&run(&mut ks, 10, 20, "LOCK.ACQUIRE l e 100 WAIT 0").0, "ERR WAIT ms"));
+        assert!(err_starts(&run(&mut ks, 11, 20, "LOCK.ACQUIRE l e 100 WAIT 5 x").0, "ERR syntax"));
+        assert!(err_starts(&run(&mut ks, 12, 20, "LOCK.ACQUIRE l e 100 SOON 5").0, "ERR syntax"));
+    }
+
+    #[test]
+    fn a_dequeued_waiter_is_never_granted_and_a_late_dequeue_learns_the_token() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 1000");
+        run(&mut ks, 2, 0, "LOCK.ACQUIRE l b 100 WAIT 5000");
+        run(&mut ks, 3, 0, "LOCK.ACQUIRE l c 100 WAIT 5000");
+        let dequeue = |ks: &mut Keyspace, index: u64, conn: u64, owner: &str| {
+            let origin = Origin { seq: index, ..Origin::test(conn) };
+            let request = Request::Dequeue { key: Bytes::from("l"), owner: Bytes::copy_from_slice(owner.as_bytes()) };
+            let p = Proposal { log_time: 10, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, request }]) };
+            apply(ks, index, &p).pop().unwrap().reply
+        };
+        // Only the connection that queued b may take it out.
+        assert_eq!(dequeue(&mut ks, 4, 3, "b"), Reply::Nil);
+        assert_eq!(info_of(&ks, 10, "l").2, 2);
+        assert_eq!(dequeue(&mut ks, 5, 2, "b"), Reply::Nil);
+        assert_eq!(info_of(&ks, 10, "l"), (Reply::bulk("a"), Reply::Int(1), 1, Reply::bulk("c")));
+        let (_, events) = run(&mut ks, 6, 20, "LOCK.RELEASE l a 1");
+        assert_eq!(wait_end(&events), vec![(3, WaitOutcome::Granted { token: 7 })]);
+        assert_eq!(dequeue(&mut ks, 7, 3, "c"), Reply::Int(7));
+    }
+
+    #[test]
+    fn an_undone_transaction_puts_the_queue_back() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.FENCE r 10");
+        run(&mut ks, 2, 0, "LOCK.ACQUIRE l a 100");
+        run(&mut ks, 3, 0, "LOCK.ACQUIRE l b 100 WAIT 5000");
+        // The expired lock is handed to b inside the transaction, which the
+        // stale fence then undoes; then the entry hands it over again, once.
+        let origin = Origin::test(9);
+        let cmds = [vec!["SET", "l", "x", "NX"], vec!["LOCK.FENCE", "r", "1"]];
+        let request = Request::Transaction {
+            watched: vec![],
+            commands: cmds.iter().map(|c| c.iter().map(|s| Bytes::from(*s)).collect()).collect(),
+        };
+        let p = Proposal { log_time: 150, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, request }]) };
+        let applied = apply(&mut ks, 4, &p).pop().unwrap();
+        assert!(err_starts(&applied.reply, "STALE"));
+        assert_eq!(wait_end(&applied.events), vec![(3, WaitOutcome::Granted { token: 5 })]);
+        assert_eq!(info_of(&ks, 150, "l"), (Reply::bulk("b"), Reply::Int(5), 0, Reply::Nil));
+        assert!(wait_end(&expire(&mut ks, 5, 151)).is_empty());
+    }
+
+    #[test]
+    fn a_refused_attempt_is_recognised_without_changing_anything() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 1000");
+        let argv = |cmd: &str| cmd.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect::<Vec<_>>();
+        let ctx = ReadCtx { now: 10, unix_ms: 0 };
+        let before = ks.clone();
+        assert!(refused(&ks, &argv("LOCK.ACQUIRE l b 1000"), &ctx));
+        assert!(refused(&ks, &argv("SET l b NX PX 1000"), &ctx));
+        assert!(refused(&ks, &argv("set l b px 1000 nx"), &ctx));
+        // The owner's own retry renews; a free key is taken; GET, WAIT and
+        // bad syntax are not refusals; other commands are never judged.
+        assert!(!refused(&ks, &argv("LOCK.ACQUIRE l a 1000"), &ctx));
+        assert!(!refused(&ks, &argv("LOCK.ACQUIRE m b 1000"), &ctx));
+        assert!(!refused(&ks, &argv("SET l b NX GET"), &ctx));
+        assert!(!refused(&ks, &argv("LOCK.ACQUIRE l b 1000 WAIT 10"), &ctx));
+        assert!(!refused(&ks, &argv("SET l b NX PX x"), &ctx));
+        assert!(!refused(&ks, &argv("SET l b NX XX"), &ctx));
+        assert!(!refused(&ks, &argv("GETDEL l"), &ctx));
+        assert_eq!(ks, before);
+        // Expired at the time judged: not refused.
+        assert!(!refused(&ks, &argv("SET l b NX"), &ReadCtx { now: 1001, unix_ms: 0 }));
     }
 
     /// Issue 10, finding 4: the same proposal applied twice (a follower

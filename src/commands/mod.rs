@@ -93,6 +93,11 @@ pub enum Request {
     /// the connection sends back one by one. Only commands that
     /// [`pipelinable`] accepts.
     Pipeline(Vec<Vec<Bytes>>),
+    /// The connection that sent a `LOCK.ACQUIRE key owner ... WAIT` leaves
+    /// `key`'s queue (it closed, or stopped waiting). Never sent by a client:
+    /// the node proposes it for the connection. The reply is the token if
+    /// `owner` holds the lock by then (the wait was granted first), else nil.
+    Dequeue { key: Bytes, owner: Bytes },
 }
 
 /// Whether a connection may send `spec` in a [`Request::Pipeline`] with the
@@ -116,6 +121,7 @@ impl Request {
                 watched.iter().map(|(k, _)| k.len() + 16).sum::<usize>() + commands.iter().map(|c| argv_size(c)).sum::<usize>()
             }
             Request::Pipeline(commands) => commands.iter().map(|c| argv_size(c)).sum::<usize>(),
+            Request::Dequeue { key, owner } => key.len() + owner.len() + 32,
         }
     }
 }
@@ -169,6 +175,8 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
         Op::Expire => {
             let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
             ks.expire_due(&mut ctx);
+            ks.expire_waiters(&mut ctx);
+            ks.hand_off(&mut ctx);
             vec![Applied { reply: Reply::ok(), events: ctx.events, is_publish: false, repeated: false }]
         }
         Op::Commands(commands) => commands
@@ -185,16 +193,20 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                 }
                 let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
                 let (reply, is_publish) = match &cmd.request {
-                    Request::Command(argv) => (
-                        contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv)),
-                        argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")),
-                    ),
+                    Request::Command(argv) => {
+                        ctx.blocking_origin = Some((cmd.origin.client, cmd.origin.seq));
+                        let reply = contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv));
+                        ks.hand_off(&mut ctx);
+                        (reply, argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")))
+                    }
                     Request::Transaction { watched, commands } => {
                         let reply = contain_panic(index, || "exec", || transactions::exec(ks, &mut ctx, watched, commands));
                         // A panic may have left the undo record open.
                         ks.keep_changes();
+                        ks.hand_off(&mut ctx);
                         (reply, false)
                     }
+                    Request::Dequeue { key, owner } => (locks::dequeue(ks, &mut ctx, &cmd.origin.client, key, owner), false),
                     Request::Pipeline(commands) => {
                         let mut replies = Vec::with_capacity(commands.len());
                         for (i, argv) in commands.iter().enumerate() {
@@ -204,7 +216,9 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                             }
                             let reply = match resolve(argv) {
                                 Ok(spec) if pipelinable(spec) => {
-                                    contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv))
+                                    let reply = contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv));
+                                    ks.hand_off(&mut ctx);
+                                    reply
                                 }
                                 // Connections never send these; a pipeline
                                 // from elsewhere gets an error for them.
@@ -247,12 +261,14 @@ pub fn suspect_command(proposal: &Proposal) -> &'static str {
         Request::Command(argv) => command_name(argv),
         Request::Transaction { .. } => "exec",
         Request::Pipeline(commands) => commands.iter().find(|a| is_script(a)).or(commands.first()).map_or("(none)", |a| command_name(a)),
+        Request::Dequeue { .. } => "lock.acquire",
     };
     // Runs for every entry: only the chosen command's name is looked up.
     let risky = |cmd: &&ClientCommand| match &cmd.request {
         Request::Command(argv) => is_script(argv),
         Request::Transaction { .. } => true,
         Request::Pipeline(commands) => commands.iter().any(|a| is_script(a)),
+        Request::Dequeue { .. } => false,
     };
     commands.iter().find(risky).or_else(|| commands.first()).map_or("(none)", name)
 }
@@ -328,6 +344,38 @@ pub(super) fn run_write(
         ks.touch(key, ctx.version);
     }
     reply
+}
+
+/// Whether `argv` only tries to take a lock, so that refused it changes
+/// nothing and replies nil: `LOCK.ACQUIRE` without `WAIT`, and `SET` with `NX`
+/// and without `GET`.
+pub fn is_lock_attempt(argv: &[Bytes]) -> bool {
+    let Some(name) = argv.first() else { return false };
+    if name.eq_ignore_ascii_case(b"lock.acquire") {
+        return argv.len() == 4;
+    }
+    name.eq_ignore_ascii_case(b"set")
+        && argv.len() > 3
+        && argv[3..].iter().any(|a| a.eq_ignore_ascii_case(b"nx"))
+        && !argv[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get"))
+}
+
+/// Whether the lock attempt `argv` ([`is_lock_attempt`]) would be refused
+/// (reply nil) if applied to `ks` at `ctx.now`: it is run on a copy (O(1),
+/// the maps are persistent), which is then dropped.
+pub fn refused(ks: &Keyspace, argv: &[Bytes], ctx: &ReadCtx) -> bool {
+    if !is_lock_attempt(argv) {
+        return false;
+    }
+    let run = || {
+        let mut scratch = ks.clone();
+        let version = scratch.next_version(0);
+        let mut ctx = ExecCtx::new(version, ctx.now, ctx.unix_ms);
+        execute_write(&mut scratch, &mut ctx, argv) == Reply::Nil
+    };
+    // A panic here is a bug; the command then goes through the log, where
+    // it is contained (see `contain_panic`).
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or(false)
 }
 
 /// Runs a read-only command against the keyspace at log time `ctx.now`.

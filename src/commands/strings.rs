@@ -61,6 +61,10 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
             _ => return Err(CmdError::Arg(crate::protocol::ArgError::Syntax)),
         }
     }
+    if nx {
+        // A lock that expired while owners queued for it is theirs first.
+        ks.settle(&key, ctx);
+    }
     let existing = ks.get_mut(&key, ctx).map(|e| e.clone());
     let old = if get { string_of(existing.as_ref())?.cloned() } else { None };
     let old_reply = |old: Option<Bytes>| old.map(Reply::Bulk).unwrap_or(Reply::Nil);

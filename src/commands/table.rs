@@ -153,11 +153,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("zrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES].", Read(zsets::zrange)),
     cmd!("zcard", 2, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the number of members.", Read(zsets::zcard)),
     // locks
-    cmd!("lock.acquire", -4, ["write", "denyoom", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.ACQUIRE key owner ttl-ms: the fencing token, or nil if held by another owner.", Write(locks::acquire)),
+    cmd!("lock.acquire", -4, ["write", "denyoom", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.ACQUIRE key owner ttl-ms [WAIT ms]: the fencing token, or nil if held by another owner (with WAIT, queues and blocks until granted or timed out).", Write(locks::acquire)),
     cmd!("lock.renew", 5, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RENEW key owner token ttl-ms: extends the lease from now.", Write(locks::renew)),
     cmd!("lock.release", 4, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RELEASE key owner token: 1 if released, 0 if not held.", Write(locks::release)),
     cmd!("lock.fence", 3, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.FENCE resource token: records the token unless a higher one was honored.", Write(locks::fence)),
-    cmd!("lock.info", 2, ["readonly", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.INFO key: owner, token, ttl-ms and waiters, or nil if free.", Read(locks::info)),
+    cmd!("lock.info", 2, ["readonly", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.INFO key: owner, token, ttl-ms, waiters and next-waiter, or nil if free.", Read(locks::info)),
     // scripting
     cmd!("eval", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys"], (0, 0, 0), "scripting", "2.6.0", "EVAL script numkeys [key ...] [arg ...]: runs a Lua script atomically on every node.", Write(scripts::eval)),
     cmd!("evalsha", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys"], (0, 0, 0), "scripting", "2.6.0", "EVALSHA sha1 numkeys [key ...] [arg ...]: runs a cached script.", Write(scripts::evalsha)),

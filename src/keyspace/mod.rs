@@ -7,6 +7,7 @@
 
 mod glob;
 mod sessions;
+mod waiters;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use glob::{glob_match, glob_match_within, Glob};
 pub use sessions::{ClientId, Seen, Sessions, MAX_RETRY_WINDOW_MS, SESSION_TTL_MS};
+pub use waiters::{Enqueued, WaitOutcome, Waiter, Waiters, MAX_WAITERS_PER_KEY};
 
 /// Milliseconds of log time (DESIGN.md §4): stamped by the leader, never read
 /// from a clock by the state machine.
@@ -148,6 +150,9 @@ pub enum Event {
     Lease { kind: LeaseEvent, key: Bytes, owner: Bytes, token: Version, ttl_ms: u64, held_ms: u64 },
     /// `PUBLISH channel message`.
     Publish { channel: Bytes, message: Bytes },
+    /// A waiter's wait ended: granted (a handoff) or timed out. Its node
+    /// (`client.node`) answers the connection blocked in `WAIT`.
+    Wait { client: ClientId, seq: u64, key: Bytes, outcome: WaitOutcome, waited_ms: u64 },
 }
 
 /// Everything an applied command may read or produce besides the keyspace.
@@ -161,11 +166,15 @@ pub struct ExecCtx {
     /// absolute Unix times (`EXAT`, `PXAT`) into log time.
     pub unix_ms: u64,
     pub events: Vec<Event>,
+    /// The client command being applied, when it stands alone (not in a
+    /// transaction, a script or a pipeline): only then may it block, as
+    /// `LOCK.ACQUIRE ... WAIT` does by joining a queue.
+    pub blocking_origin: Option<(ClientId, u64)>,
 }
 
 impl ExecCtx {
     pub fn new(version: Version, log_time: LogTime, unix_ms: u64) -> Self {
-        ExecCtx { version, log_time, unix_ms, events: Vec::new() }
+        ExecCtx { version, log_time, unix_ms, events: Vec::new(), blocking_origin: None }
     }
 
     pub fn key_event(&mut self, class: char, name: &'static str, key: &Bytes) {
@@ -203,6 +212,11 @@ pub struct Keyspace {
     scripts: imbl::OrdMap<String, Bytes>,
     /// The last command and reply of each client (retries run once).
     sessions: Sessions,
+    /// Owners waiting for lock keys (`LOCK.ACQUIRE ... WAIT`).
+    waiters: Waiters,
+    /// Keys with waiters removed by the command being applied: at its end,
+    /// each that is still free goes to its first waiter ([`Keyspace::hand_off`]).
+    freed: Vec<Bytes>,
     /// While a transaction that may have to be undone runs: what it changed.
     undo: Option<Box<Undo>>,
 }
@@ -216,6 +230,7 @@ struct Undo {
     /// The whole keyspace, saved once if the transaction flushed it.
     flushed: Option<(imbl::OrdMap<Bytes, Entry>, imbl::OrdSet<(LogTime, Bytes)>)>,
     scripts: Option<imbl::OrdMap<String, Bytes>>,
+    waiters: Option<Waiters>,
     last_version: Version,
 }
 
@@ -234,6 +249,13 @@ struct SnapshotV2 {
     sessions: Vec<(ClientId, u64, crate::protocol::Reply, LogTime)>,
 }
 
+/// Format 3: format 2 and the lock waiters.
+#[derive(Serialize, Deserialize)]
+struct SnapshotV3 {
+    v2: SnapshotV2,
+    waiters: Vec<(Bytes, Vec<Waiter>)>,
+}
+
 /// [`SnapshotV1`] as written: borrowed, serialised to the same bytes.
 #[derive(Serialize)]
 struct SnapshotV1Out<'a> {
@@ -248,6 +270,13 @@ struct SnapshotV1Out<'a> {
 struct SnapshotV2Out<'a> {
     v1: SnapshotV1Out<'a>,
     sessions: Vec<(ClientId, u64, crate::protocol::Reply, LogTime)>,
+}
+
+/// [`SnapshotV3`] as written.
+#[derive(Serialize)]
+struct SnapshotV3Out<'a> {
+    v2: SnapshotV2Out<'a>,
+    waiters: Vec<(&'a Bytes, Vec<&'a Waiter>)>,
 }
 
 /// A snapshot that cannot be decoded.
@@ -309,7 +338,7 @@ impl Keyspace {
     /// Puts back everything changed since [`Keyspace::begin_undoable`].
     pub fn undo(&mut self) {
         let Some(undo) = self.undo.take() else { return };
-        let Undo { keys, flushed, scripts, last_version } = *undo;
+        let Undo { keys, flushed, scripts, waiters, last_version } = *undo;
         if let Some((entries, expiries)) = flushed {
             self.entries = entries;
             self.expiries = expiries;
@@ -322,6 +351,9 @@ impl Keyspace {
         }
         if let Some(scripts) = scripts {
             self.scripts = scripts;
+        }
+        if let Some(waiters) = waiters {
+            self.waiters = waiters;
         }
         self.last_version = last_version;
     }
@@ -359,7 +391,10 @@ impl Keyspace {
         self.remember(key);
         let (key, entry) = self.entries.remove_with_key(key)?;
         if let Some(at) = entry.expires_at {
-            self.expiries.remove(&(at, key));
+            self.expiries.remove(&(at, key.clone()));
+        }
+        if self.waiters.has(&key) {
+            self.freed.push(key);
         }
         Some(entry)
     }
@@ -378,9 +413,13 @@ impl Keyspace {
         true
     }
 
-    /// The earliest expiry of any key, due or not.
+    /// The earliest expiry of any key or waiter's deadline, due or not.
     pub fn next_expiry(&self) -> Option<LogTime> {
-        self.expiries.get_min().map(|(at, _)| *at)
+        let key = self.expiries.get_min().map(|(at, _)| *at);
+        match (key, self.waiters.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Deletes every key whose expiry has passed at the entry's log time.
@@ -497,6 +536,7 @@ impl Keyspace {
         }
         self.entries.clear();
         self.expiries.clear();
+        self.freed.extend(self.waiters.keys().cloned());
     }
 
     /// For the planted bug `TokenReuse` (src/planted.rs): forgets the last
@@ -524,8 +564,9 @@ impl Keyspace {
             scripts: self.scripts.iter().collect(),
             entries,
         };
-        let snap = SnapshotV2Out { v1, sessions: self.sessions.to_list() };
-        let mut out = vec![2u8];
+        let v2 = SnapshotV2Out { v1, sessions: self.sessions.to_list() };
+        let snap = SnapshotV3Out { v2, waiters: self.waiters.to_list() };
+        let mut out = vec![3u8];
         out.extend(bincode::serialize(&snap).expect("serialising plain data cannot fail"));
         out
     }
@@ -534,12 +575,16 @@ impl Keyspace {
     /// sessions).
     pub fn decode(data: &[u8]) -> Result<Keyspace, SnapshotError> {
         let corrupt = |e: bincode::Error| SnapshotError(e.to_string());
-        let (v1, sessions) = match data.split_first() {
+        let (v1, sessions, waiters) = match data.split_first() {
             None => return Ok(Keyspace::new()),
-            Some((1, rest)) => (bincode::deserialize::<SnapshotV1>(rest).map_err(corrupt)?, Vec::new()),
+            Some((1, rest)) => (bincode::deserialize::<SnapshotV1>(rest).map_err(corrupt)?, Vec::new(), Vec::new()),
             Some((2, rest)) => {
                 let snap = bincode::deserialize::<SnapshotV2>(rest).map_err(corrupt)?;
-                (snap.v1, snap.sessions)
+                (snap.v1, snap.sessions, Vec::new())
+            }
+            Some((3, rest)) => {
+                let snap = bincode::deserialize::<SnapshotV3>(rest).map_err(corrupt)?;
+                (snap.v2.v1, snap.v2.sessions, snap.waiters)
             }
             Some((v, _)) => return Err(SnapshotError(format!("unknown snapshot format {v}"))),
         };
@@ -548,12 +593,101 @@ impl Keyspace {
             last_version: v1.last_version,
             scripts: v1.scripts.into_iter().collect(),
             sessions: Sessions::from_list(sessions),
+            waiters: Waiters::from_list(waiters),
             ..Keyspace::default()
         };
         for (key, entry) in v1.entries {
             ks.insert(key, entry);
         }
         Ok(ks)
+    }
+
+    /// The lock waiters.
+    pub fn waiters(&self) -> &Waiters {
+        &self.waiters
+    }
+
+    /// Adds a waiter to `key`'s queue (see [`Waiters::enqueue`]).
+    pub fn enqueue_waiter(&mut self, key: &Bytes, waiter: Waiter) -> Enqueued {
+        self.remember_waiters();
+        self.waiters.enqueue(key, waiter)
+    }
+
+    /// Takes `owner`'s place in `key`'s queue if `client` is the connection
+    /// it answers.
+    pub fn remove_waiter(&mut self, key: &Bytes, owner: &[u8], client: &ClientId) -> Option<Waiter> {
+        self.remember_waiters();
+        self.waiters.remove(key, owner, client)
+    }
+
+    fn remember_waiters(&mut self) {
+        if let Some(undo) = self.undo.as_mut() {
+            if undo.waiters.is_none() {
+                undo.waiters = Some(self.waiters.clone());
+            }
+        }
+    }
+
+    /// If `key` is free and has waiters, grants it to the first whose
+    /// deadline has not passed (those whose has are told so and leave): a
+    /// new entry owned by the waiter, with a new version (its fencing token)
+    /// and its lease from this entry's log time. Called wherever a lock may
+    /// have been freed, so that nobody takes a lock that others queue for.
+    pub fn settle(&mut self, key: &Bytes, ctx: &mut ExecCtx) {
+        if !self.waiters.has(key) || self.get_mut(key, ctx).is_some() {
+            return;
+        }
+        self.remember_waiters();
+        while let Some(w) = self.waiters.pop_front(key) {
+            let waited_ms = ctx.log_time.saturating_sub(w.since);
+            let (client, seq) = (w.client, w.seq);
+            if ctx.log_time > w.deadline {
+                ctx.events.push(Event::Wait { client, seq, key: key.clone(), outcome: WaitOutcome::TimedOut, waited_ms });
+                continue;
+            }
+            let token = self.next_version(ctx.version);
+            let mut entry = Entry::string(w.owner.clone(), token, ctx.log_time);
+            entry.expires_at = Some(ctx.log_time.saturating_add(w.ttl_ms));
+            entry.lease = true;
+            self.insert(key.clone(), entry);
+            ctx.key_event('$', "set", key);
+            ctx.key_event('g', "expire", key);
+            ctx.events.push(Event::Lease {
+                kind: LeaseEvent::Acquired,
+                key: key.clone(),
+                owner: w.owner,
+                token,
+                ttl_ms: w.ttl_ms,
+                held_ms: 0,
+            });
+            let outcome = WaitOutcome::Granted { token };
+            ctx.events.push(Event::Wait { client, seq, key: key.clone(), outcome, waited_ms });
+            return;
+        }
+    }
+
+    /// At the end of a command: hands every lock it freed to its waiters.
+    pub fn hand_off(&mut self, ctx: &mut ExecCtx) {
+        while !self.freed.is_empty() {
+            let freed = std::mem::take(&mut self.freed);
+            for key in freed {
+                self.settle(&key, ctx);
+            }
+        }
+    }
+
+    /// Ends the wait of every waiter whose deadline has passed (the `Expire`
+    /// entry).
+    pub fn expire_waiters(&mut self, ctx: &mut ExecCtx) -> usize {
+        self.remember_waiters();
+        let gone = self.waiters.take_timed_out(ctx.log_time);
+        let n = gone.len();
+        for (key, w) in gone {
+            let waited_ms = ctx.log_time.saturating_sub(w.since);
+            let (client, seq) = (w.client, w.seq);
+            ctx.events.push(Event::Wait { client, seq, key, outcome: WaitOutcome::TimedOut, waited_ms });
+        }
+        n
     }
 
     /// The client sessions (retried commands run once).
@@ -617,8 +751,14 @@ mod tests {
         ks.add_script("sha".into(), b("return 1"));
         let client = ClientId { node: 1, boot: 2, conn: 3 };
         ks.sessions_mut().record(client, 9, &crate::protocol::Reply::Int(4), 70);
+        for (owner, deadline) in [("w1", 900), ("w2", 600)] {
+            let waiter = Waiter { owner: b(owner), ttl_ms: 10, deadline, since: 70, client, seq: 9 };
+            ks.enqueue_waiter(&b("a"), waiter);
+        }
         let back = Keyspace::decode(&ks.encode()).unwrap();
         assert_eq!(back, ks);
+        assert_eq!(back.waiters().queue(b"a").map(|w| w.owner.clone()).collect::<Vec<_>>(), vec![b("w1"), b("w2")]);
+        assert_eq!(back.waiters().next_deadline(), Some(600));
         assert_eq!(back.next_expiry(), Some(500));
         assert_eq!(back.log_time(), 77);
         assert_eq!(back.script("sha"), Some(&b("return 1")));

@@ -30,6 +30,10 @@ pub enum Reply {
     /// Members with scores (`ZRANGE ... WITHSCORES`): RESP3 an array of
     /// `[member, double]` pairs, RESP2 one flat array.
     ScorePairs(Vec<(Bytes, f64)>),
+    /// Not for the client: `LOCK.ACQUIRE ... WAIT` joined the lock's queue
+    /// as command `seq` of its connection, which now blocks until its wait
+    /// ends. Encoded as nil should it ever reach a client.
+    Queued { seq: u64 },
 }
 
 impl Reply {
@@ -77,8 +81,8 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
         Reply::Error(s) => line(out, b'-', s),
         Reply::Int(n) => header(out, b':', *n),
         Reply::Bulk(b) => bulk(out, b),
-        Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),
-        Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+        Reply::Nil | Reply::Queued { .. } if resp3 => out.extend_from_slice(b"_\r\n"),
+        Reply::Nil | Reply::Queued { .. } => out.extend_from_slice(b"$-1\r\n"),
         Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
         Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
         Reply::Array(items) => {

@@ -478,15 +478,48 @@ impl Consensus {
     /// Runs a command on this node, which must be the leader.
     async fn execute_here(&self, command: ClientCommand) -> Result<Reply, ClusterError> {
         let argv = match &command.request {
-            Request::Transaction { .. } | Request::Pipeline(_) => return self.write(command).await,
+            Request::Transaction { .. } | Request::Pipeline(_) | Request::Dequeue { .. } => {
+                return self.write(command).await
+            }
             Request::Command(argv) => argv,
         };
         match crate::commands::resolve(argv) {
             Err(reply) => Ok(reply),
             Ok(spec) if spec.name == "raft.node" => self.admin(argv).await,
-            Ok(spec) if spec.is_write() => self.write(command).await,
+            Ok(spec) if spec.is_write() => {
+                if crate::commands::is_lock_attempt(argv) && self.refused_without_writing(argv).await? {
+                    return Ok(Reply::Nil);
+                }
+                self.write(command).await
+            }
             Ok(_) => self.read(move |ks, ctx| crate::commands::execute_read(ks, argv, ctx)).await,
         }
+    }
+
+    /// Whether a lock attempt (see [`crate::commands::is_lock_attempt`]) is
+    /// refused as things stand: then it is answered nil as a read (after a
+    /// ReadIndex round), with no log write, so clients spinning on a held
+    /// lock do not grow the log. Refusing changes nothing, so the answer is
+    /// the one the command would have had at that point of the log. A lock
+    /// that looks free here is proposed at once, as any write: only what
+    /// looks refused pays for the extra round.
+    async fn refused_without_writing(&self, argv: &[Bytes]) -> Result<bool, ClusterError> {
+        let unix_ms = self.proposer.clock.unix_ms();
+        let looks_refused = {
+            let applied = self.shared.lock();
+            let ctx = ReadCtx { now: applied.keyspace.log_time(), unix_ms };
+            crate::commands::refused(&applied.keyspace, argv, &ctx)
+        };
+        if !looks_refused {
+            return Ok(false);
+        }
+        self.read(|ks, ctx| crate::commands::refused(ks, argv, ctx)).await
+    }
+
+    /// The cluster-wide id of this node's client connection `conn`, as the
+    /// origin of its commands names it.
+    pub fn client_id(&self, conn: u64) -> ClientId {
+        ClientId { node: self.proposer.node_id, boot: self.boot, conn }
     }
 
     /// `RAFT.NODE ADD id peer-addr client-addr` / `RAFT.NODE REMOVE id`, on the leader.

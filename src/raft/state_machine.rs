@@ -241,6 +241,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 };
                 replies.push(entry_replies);
             }
+            crate::metrics::set_waiters(applied.keyspace.waiters().total());
         });
         if let Some(audit) = &self.audit {
             audit.flush();

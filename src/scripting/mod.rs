@@ -833,7 +833,7 @@ fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
         Reply::Int(n) => Value::Number(*n as f64),
         Reply::Bulk(b) => Value::String(lua.create_string(&b[..])?),
         Reply::Verbatim(s) => Value::String(lua.create_string(s)?),
-        Reply::Nil | Reply::NilArray => Value::Boolean(false),
+        Reply::Nil | Reply::NilArray | Reply::Queued { .. } => Value::Boolean(false),
         Reply::Status(s) => {
             let t = lua.create_table()?;
             t.raw_set("ok", s.as_str())?;

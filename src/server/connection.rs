@@ -170,7 +170,11 @@ impl Connection {
         let Some(Ok(argv)) = frame else { return false };
         self.multi.is_none()
             && !self.subscribed()
-            && commands::lookup(&argv[0]).is_some_and(|spec| spec.arity_ok(argv.len()) && commands::pipelinable(spec))
+            && commands::lookup(&argv[0]).is_some_and(|spec| {
+                spec.arity_ok(argv.len())
+                    && commands::pipelinable(spec)
+                    && !(spec.name == "lock.acquire" && super::waiting::waits(argv))
+            })
     }
 
     /// Runs pipelined write commands (each already checked by
@@ -280,6 +284,13 @@ impl Connection {
                 Some(reply) => (Some(reply), Next::Continue),
                 None => (None, Next::Close),
             },
+            _ if spec.name == "lock.acquire" && super::waiting::waits(&argv) => {
+                let limit = self.node.config.max_request_len;
+                match super::waiting::acquire(&self.node, self.id, argv, closed(frames, limit)).await {
+                    Some(reply) => (Some(reply), Next::Continue),
+                    None => (None, Next::Close),
+                }
+            }
             // Replicated state: runs on the leader (here, or forwarded to it).
             Handler::Write(_) | Handler::Read(_) => {
                 let reply = self.on_leader(Request::Command(argv)).await;
@@ -418,7 +429,6 @@ impl Connection {
         let keys = argv[1..argv.len() - 1].to_vec();
         let node = self.node.clone();
         let waiter = node.hub.wait_for_lists(&keys);
-        let mut watch_socket = true;
         let id = self.id;
         let _blocked = Blocked::new(&node, id);
         loop {
@@ -426,24 +436,14 @@ impl Connection {
             if reply != Reply::NilArray {
                 return Some(reply);
             }
-            let mut chunk = [0u8; 4096];
             tokio::select! {
                 _ = waiter.notify.notified() => {}
                 _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
                     return Some(Reply::NilArray);
                 }
-                // A blocked client that disconnects is unblocked, as in Redis.
-                // Pipelined input is read into the request buffer, where it
-                // waits until this command is answered, so that a disconnect
-                // behind it is still seen (and nothing is popped for a client
-                // that has gone).
-                read = frames.get_mut().read(&mut chunk), if watch_socket => match read {
-                    Ok(0) | Err(_) => return None,
-                    Ok(n) => {
-                        frames.read_buffer_mut().extend_from_slice(&chunk[..n]);
-                        watch_socket = frames.read_buffer().len() <= self.node.config.max_request_len;
-                    }
-                },
+                // A blocked client that disconnects is unblocked, as in Redis
+                // (and nothing is popped for a client that has gone).
+                _ = closed(frames, self.node.config.max_request_len) => return None,
             }
         }
     }
@@ -738,15 +738,33 @@ impl Connection {
     }
 }
 
+/// Completes when the client closes the connection (or it fails), while a
+/// command of it is blocked. What the client pipelines meanwhile is read
+/// into the request buffer, where it waits until the blocked command is
+/// answered, so that a disconnect behind it is still seen; past `limit`
+/// buffered bytes reading stops (and this never completes). Cancel-safe.
+async fn closed(frames: &mut Frames, limit: usize) {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if frames.read_buffer().len() > limit {
+            return std::future::pending().await;
+        }
+        match frames.get_mut().read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => frames.read_buffer_mut().extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
 /// Marks a client as blocked (`CLIENT LIST` flag `b`, `INFO`'s
 /// `blocked_clients`) for as long as it lives.
-struct Blocked<'a> {
+pub(super) struct Blocked<'a> {
     node: &'a Node,
     id: u64,
 }
 
 impl<'a> Blocked<'a> {
-    fn new(node: &'a Node, id: u64) -> Self {
+    pub(super) fn new(node: &'a Node, id: u64) -> Self {
         node.clients.update(id, |c| c.blocked = true);
         Blocked { node, id }
     }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
 
-use crate::keyspace::{glob_match, Event};
+use crate::keyspace::{self, glob_match, Event, WaitOutcome};
 
 /// A message for a subscribed connection.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +113,23 @@ pub struct Hub {
     notify_flags: AtomicU32,
     /// Clients blocked in BLPOP/BRPOP, by list key: woken by pushes.
     list_waiters: Mutex<HashMap<Bytes, Vec<Arc<Notify>>>>,
+    /// Connections of this node blocked in `LOCK.ACQUIRE ... WAIT`: where
+    /// the end of their wait (command number, outcome) is sent.
+    lock_waits: Mutex<HashMap<keyspace::ClientId, mpsc::UnboundedSender<(u64, WaitOutcome)>>>,
+}
+
+/// A connection's registration for the end of its lock waits; unregisters
+/// when dropped.
+pub struct LockWait<'a> {
+    hub: &'a Hub,
+    client: keyspace::ClientId,
+    pub outcomes: mpsc::UnboundedReceiver<(u64, WaitOutcome)>,
+}
+
+impl Drop for LockWait<'_> {
+    fn drop(&mut self) {
+        self.hub.lock_waits.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.client);
+    }
 }
 
 /// A blocked client's registration; unregisters when dropped.
@@ -148,7 +165,17 @@ impl Hub {
             subs: Mutex::new(Subscriptions::default()),
             notify_flags: AtomicU32::new(parse_notify_flags(DEFAULT_NOTIFY).unwrap_or(0)),
             list_waiters: Mutex::new(HashMap::new()),
+            lock_waits: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Registers `client` (a connection of this node) for the end of its
+    /// lock waits. Register before proposing the `WAIT`, so that a grant
+    /// applied right after it is not missed.
+    pub fn await_lock(&self, client: keyspace::ClientId) -> LockWait<'_> {
+        let (tx, outcomes) = mpsc::unbounded_channel();
+        self.lock_waits.lock().unwrap_or_else(|p| p.into_inner()).insert(client, tx);
+        LockWait { hub: self, client, outcomes }
     }
 
     /// Registers interest in pushes to `keys`. Register before trying to pop,
@@ -245,6 +272,23 @@ impl Hub {
         }
     }
 
+    /// `lock.handoff`: on the key's keyspace channel the event name and the
+    /// new holder's fencing token (`lock.handoff 42`); on the keyevent
+    /// channel the key, as for every event.
+    fn notify_handoff(&self, flags: u32, key: &Bytes, token: u64) {
+        if flags & class_bit('L').unwrap_or(0) == 0 {
+            return;
+        }
+        if flags & KEYSPACE != 0 {
+            let mut channel = b"__keyspace@0__:".to_vec();
+            channel.extend_from_slice(key);
+            self.publish(&Bytes::from(channel), &Bytes::from(format!("lock.handoff {token}")));
+        }
+        if flags & KEYEVENT != 0 {
+            self.publish(&Bytes::from_static(b"__keyevent@0__:lock.handoff"), key);
+        }
+    }
+
     /// Delivers the events of applied entries. Returns the receivers of the
     /// `PUBLISH` messages among them.
     pub fn dispatch(&self, events: Vec<Event>) -> usize {
@@ -262,6 +306,16 @@ impl Hub {
                 Event::Lease { kind, key, ttl_ms, held_ms, .. } => {
                     crate::metrics::record_lease(kind, ttl_ms, held_ms);
                     self.notify_key(flags, 'L', kind.name(), &key);
+                }
+                Event::Wait { client, seq, key, outcome, waited_ms } => {
+                    crate::metrics::record_wait(matches!(outcome, WaitOutcome::Granted { .. }), waited_ms);
+                    if let WaitOutcome::Granted { token } = outcome {
+                        self.notify_handoff(flags, &key, token);
+                    }
+                    let waits = self.lock_waits.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(tx) = waits.get(&client) {
+                        let _ = tx.send((seq, outcome));
+                    }
                 }
             }
         }

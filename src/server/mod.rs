@@ -7,6 +7,7 @@ mod connection;
 mod expiry;
 mod hub;
 mod info;
+mod waiting;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
