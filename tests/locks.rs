@@ -52,7 +52,7 @@ fn info(c: &mut redis::Connection, key: &str) -> Option<Info> {
         let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
-            ["owner", "token", "ttl-ms", "waiters"],
+            ["owner", "token", "ttl-ms", "waiters", "next-waiter"],
             "LOCK.INFO {key}: {v:?}"
         );
     }
@@ -241,7 +241,7 @@ fn info_nil_when_free_flat_array_in_resp2() {
     let Value::Array(items) = &v else {
         panic!("RESP2 LOCK.INFO must be a flat array: {v:?}")
     };
-    assert_eq!(items.len(), 8, "{v:?}");
+    assert_eq!(items.len(), 10, "{v:?}");
     assert_eq!(items[0], bulk("owner"));
     assert_eq!(items[1], bulk("carol"));
     assert_eq!(items[2], bulk("token"));
@@ -251,6 +251,8 @@ fn info_nil_when_free_flat_array_in_resp2() {
     assert!((1..=20_000).contains(&ttl), "ttl-ms {ttl}");
     assert_eq!(items[6], bulk("waiters"));
     assert_eq!(items[7], Value::Int(0));
+    assert_eq!(items[8], bulk("next-waiter"));
+    assert_eq!(items[9], Value::Nil);
 }
 
 #[test]
@@ -267,7 +269,7 @@ fn info_is_a_map_in_resp3() {
         .iter()
         .map(|(k, v)| (as_text(k).unwrap(), v.clone()))
         .collect();
-    assert_eq!(m.len(), 4, "{v:?}");
+    assert_eq!(m.len(), 5, "{v:?}");
     assert_eq!(m["owner"], bulk("dave"));
     assert_eq!(m["token"], Value::Int(t));
     assert!((1..=20_000).contains(&int(&m["ttl-ms"])), "{v:?}");
@@ -308,23 +310,6 @@ fn plain_set_nx_px_lock_has_a_token() {
         Value::Int(1)
     );
     assert_eq!(q(&mut c, &["GET", "legacy"]).unwrap(), Value::Nil);
-}
-
-#[test]
-fn acquire_with_wait_is_rejected_clearly_for_now() {
-    let s = TestServer::start();
-    let mut c = s.client();
-    let e = expect_err(q(&mut c, &["LOCK.ACQUIRE", "k", "o", "1000", "WAIT", "10"]));
-    assert_eq!(e, "ERR LOCK.ACQUIRE WAIT is not supported yet; retry without WAIT");
-    assert_eq!(
-        info(&mut c, "k"),
-        None,
-        "a rejected LOCK.ACQUIRE ... WAIT must not take the lock"
-    );
-    assert_eq!(
-        q(&mut c, &["PING"]).unwrap(),
-        Value::SimpleString("PONG".into())
-    );
 }
 
 #[test]
