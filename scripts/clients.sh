@@ -133,10 +133,11 @@ expect_eq "LOCK.ACQUIRE other owner" "" "$(cli LOCK.ACQUIRE cli:lock bob 30000)"
 
 INFO="$(cli LOCK.INFO cli:lock)"
 mapfile -t F <<<"$INFO"
-[[ ${#F[@]} -eq 8 && "${F[0]}" == owner && "${F[1]}" == alice && "${F[2]}" == token \
+# The last field, next-waiter, is nil: an empty line, which $(...) drops.
+[[ ${#F[@]} -eq 9 && "${F[0]}" == owner && "${F[1]}" == alice && "${F[2]}" == token \
    && "${F[3]}" == "$TOKEN" && "${F[4]}" == ttl-ms && "${F[5]}" =~ ^[0-9]+$ \
-   && "${F[6]}" == waiters && "${F[7]}" == 0 ]] \
-    || fail "LOCK.INFO: expected owner/alice/token/$TOKEN/ttl-ms/N/waiters/0, got [$(echo $INFO)]"
+   && "${F[6]}" == waiters && "${F[7]}" == 0 && "${F[8]}" == next-waiter ]] \
+    || fail "LOCK.INFO: expected owner/alice/token/$TOKEN/ttl-ms/N/waiters/0/next-waiter/(nil), got [$(echo $INFO)]"
 say "ok: LOCK.INFO"
 expect_eq "GET on lock key shows owner" "alice" "$(cli GET cli:lock)"
 expect_eq "LOCK.FENCE" "$TOKEN" "$(cli LOCK.FENCE cli:resource "$TOKEN")"

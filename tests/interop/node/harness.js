@@ -139,13 +139,13 @@ class Plain {
     }
   }
 
-  // LOCK.INFO as {owner, token, 'ttl-ms', waiters}, or null if free.
+  // LOCK.INFO as {owner, token, 'ttl-ms', waiters, 'next-waiter'}, or null if free.
   async lockInfo(key) {
     const r = await this.cmd('LOCK.INFO', key);
     if (r === null) return null;
-    expect(Array.isArray(r) && r.length === 8 && r[0] === 'owner' && r[2] === 'token' && r[4] === 'ttl-ms' && r[6] === 'waiters',
+    expect(Array.isArray(r) && r.length === 10 && r[0] === 'owner' && r[2] === 'token' && r[4] === 'ttl-ms' && r[6] === 'waiters' && r[8] === 'next-waiter',
       `server: LOCK.INFO ${key} = ${JSON.stringify(r)}`);
-    return { owner: r[1], token: r[3], 'ttl-ms': r[5], waiters: r[7] };
+    return { owner: r[1], token: r[3], 'ttl-ms': r[5], waiters: r[7], 'next-waiter': r[9] };
   }
 
   // LOCK.INFO shows `owner`; returns its token.
@@ -189,7 +189,7 @@ function infoToken(reply) {
     for (let i = 0; i < reply.length; i += 2) d[String(reply[i])] = reply[i + 1];
   } else if (reply && typeof reply === 'object') d = reply;
   else throw new CaseFail(`LOCK.INFO replied ${JSON.stringify(reply)}`);
-  expect(['owner', 'token', 'ttl-ms', 'waiters'].every((k) => k in d) && Object.keys(d).length === 4,
+  expect(['owner', 'token', 'ttl-ms', 'waiters', 'next-waiter'].every((k) => k in d) && Object.keys(d).length === 5,
     `LOCK.INFO replied ${JSON.stringify(d)}`);
   const token = Number(d.token);
   expect(Number.isInteger(token) && token > 0, `LOCK.INFO token ${JSON.stringify(d.token)}`);

@@ -131,13 +131,14 @@ class Plain:
             time.sleep(0.05)
 
     def lock_info(self, key):
-        """LOCK.INFO as a dict (owner, token, ttl-ms, waiters), or None if free."""
+        """LOCK.INFO as a dict (owner, token, ttl-ms, waiters, next-waiter), or None if free."""
         r = self.cmd("LOCK.INFO", key)
         if r is None:
             return None
-        expect(isinstance(r, list) and len(r) == 8 and r[0::2] == [b"owner", b"token", b"ttl-ms", b"waiters"],
+        expect(isinstance(r, list) and len(r) == 10
+               and r[0::2] == [b"owner", b"token", b"ttl-ms", b"waiters", b"next-waiter"],
                "server: LOCK.INFO %s = %r" % (key, r))
-        return {"owner": r[1], "token": r[3], "ttl-ms": r[5], "waiters": r[7]}
+        return {"owner": r[1], "token": r[3], "ttl-ms": r[5], "waiters": r[7], "next-waiter": r[9]}
 
     def expect_token_owner(self, key, owner):
         """LOCK.INFO shows `owner`; returns its token."""
@@ -177,7 +178,7 @@ def info_token(reply):
     else:
         expect(isinstance(reply, list) and len(reply) % 2 == 0, "LOCK.INFO replied %r" % (reply,))
         d = {(k.decode() if isinstance(k, bytes) else k): v for k, v in zip(reply[0::2], reply[1::2])}
-    expect(set(d) == {"owner", "token", "ttl-ms", "waiters"}, "LOCK.INFO replied %r" % (reply,))
+    expect(set(d) == {"owner", "token", "ttl-ms", "waiters", "next-waiter"}, "LOCK.INFO replied %r" % (reply,))
     owner = d["owner"].decode() if isinstance(d["owner"], bytes) else d["owner"]
     expect(isinstance(d["token"], int) and d["token"] > 0, "LOCK.INFO token %r" % (d["token"],))
     return owner, d["token"]

@@ -161,8 +161,8 @@ impl Plain {
         match self.cmd(&[b"LOCK.INFO", key.as_bytes()])? {
             Reply::Bulk(None) | Reply::Array(None) => Ok(None),
             Reply::Array(Some(v)) => match v.as_slice() {
-                [Reply::Bulk(Some(k1)), Reply::Bulk(Some(owner)), Reply::Bulk(Some(k2)), Reply::Int(token), Reply::Bulk(Some(k3)), Reply::Int(_), Reply::Bulk(Some(k4)), Reply::Int(_)]
-                    if k1 == b"owner" && k2 == b"token" && k3 == b"ttl-ms" && k4 == b"waiters" =>
+                [Reply::Bulk(Some(k1)), Reply::Bulk(Some(owner)), Reply::Bulk(Some(k2)), Reply::Int(token), Reply::Bulk(Some(k3)), Reply::Int(_), Reply::Bulk(Some(k4)), Reply::Int(_), Reply::Bulk(Some(k5)), _]
+                    if k1 == b"owner" && k2 == b"token" && k3 == b"ttl-ms" && k4 == b"waiters" && k5 == b"next-waiter" =>
                 {
                     Ok(Some((owner.clone(), *token)))
                 }
@@ -264,7 +264,7 @@ fn info_token(v: &redis::Value) -> Result<(Vec<u8>, i64), String> {
         }
         names.push(String::from_utf8_lossy(&k).into_owned());
     }
-    ensure(names == ["owner", "token", "ttl-ms", "waiters"], || format!("LOCK.INFO replied {v:?}"))?;
+    ensure(names == ["owner", "token", "ttl-ms", "waiters", "next-waiter"], || format!("LOCK.INFO replied {v:?}"))?;
     match (owner, token) {
         (Some(o), Some(t)) if t > 0 => Ok((o, t)),
         _ => Err(format!("LOCK.INFO replied {v:?}")),
