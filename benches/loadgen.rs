@@ -13,9 +13,13 @@
 //!   script redis-py's `Lock` uses (`EVAL ... 1 key owner`) -> (integer) 1.
 //! * `redis-evalsha`: the same, releasing with `EVALSHA` as redis-py does
 //!   (after one `SCRIPT LOAD`).
+//! * `raftlock-wait`: `LOCK.ACQUIRE key owner ttl WAIT ms` (`--wait-ms`): a
+//!   held lock queues the client, which is answered when the lock is handed
+//!   to it; then `LOCK.RELEASE`.
 //!
-//! A denied acquire (nil: another client holds the key) counts as an attempt
-//! and the client retries at once; it is expected only with `--keys shared`.
+//! A denied acquire (nil: another client holds the key, or a `WAIT` ran out)
+//! counts as an attempt and the client retries at once; it is expected only
+//! with `--keys shared`.
 //! Any other reply that is not what the protocol promises is an error: errors
 //! are counted, the first few are printed, and the process exits with status 1.
 //!
@@ -24,7 +28,8 @@
 //! ```text
 //! RESULT mode=redis scenario=clients50-distinct clients=50 keys=distinct duration_s=10.000
 //!        pairs=... pairs_per_s=... attempts=... attempts_per_s=... denied=...
-//!        p50_ms=... p99_ms=... p999_ms=... max_ms=... acquire_p50_ms=... acquire_p99_ms=... errors=0
+//!        p50_ms=... p99_ms=... p999_ms=... max_ms=... acquire_p50_ms=... acquire_p99_ms=...
+//!        acquire_mean_ms=... acquire_max_ms=... errors=0
 //! ```
 //! (on one line). `p*_ms`/`max_ms` are the latency of a granted pair: from sending
 //! the acquire that was granted to receiving the release reply. `acquire_*` is the
@@ -66,6 +71,8 @@ enum Mode {
     /// SET NX PX / compare-and-delete EVALSHA, as redis-py's Lock does (the
     /// script is loaded once with SCRIPT LOAD before the run).
     RedisEvalsha,
+    /// LOCK.ACQUIRE ... WAIT (queued until granted) / LOCK.RELEASE.
+    RaftlockWait,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -82,6 +89,7 @@ impl Mode {
             Mode::Raftlock => "raftlock",
             Mode::Redis => "redis",
             Mode::RedisEvalsha => "redis-evalsha",
+            Mode::RaftlockWait => "raftlock-wait",
         }
     }
 }
@@ -146,6 +154,9 @@ struct Args {
     /// Lease length requested by every acquire, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     ttl_ms: u64,
+    /// `raftlock-wait` mode: the WAIT of every acquire, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    wait_ms: u64,
     /// Longest wait for any single reply (or connect) before it counts as an error, in seconds.
     #[arg(long, default_value_t = 10.0)]
     timeout_secs: f64,
@@ -299,7 +310,13 @@ impl Conn {
 
     /// Sends an already encoded command and waits (bounded) for its reply.
     async fn request(&mut self, encoded: &[u8]) -> io::Result<Reply> {
-        match tokio::time::timeout(self.timeout, self.request_unbounded(encoded)).await {
+        self.request_within(encoded, Duration::ZERO).await
+    }
+
+    /// As `request`, allowing `extra` time beyond the usual bound (a blocking
+    /// command's own wait).
+    async fn request_within(&mut self, encoded: &[u8], extra: Duration) -> io::Result<Reply> {
+        match tokio::time::timeout(self.timeout + extra, self.request_unbounded(encoded)).await {
             Ok(r) => r,
             Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "reply timed out")),
         }
@@ -347,10 +364,12 @@ struct Protocol {
     acquire: Vec<u8>,
     /// redis mode only: the release never changes.
     release: Vec<u8>,
+    /// How long an acquire may block on the server (its WAIT).
+    blocks_for: Duration,
 }
 
 impl Protocol {
-    fn new(mode: Mode, key: String, owner: String, ttl_ms: u64) -> Protocol {
+    fn new(mode: Mode, key: String, owner: String, ttl_ms: u64, wait_ms: u64) -> Protocol {
         let ttl = ttl_ms.to_string();
         let (k, o) = (key.as_bytes(), owner.as_bytes());
         let mut acquire = Vec::new();
@@ -358,6 +377,10 @@ impl Protocol {
         match mode {
             Mode::Raftlock => {
                 encode_command(&mut acquire, &[b"LOCK.ACQUIRE", k, o, ttl.as_bytes()]);
+            }
+            Mode::RaftlockWait => {
+                let wait = wait_ms.to_string();
+                encode_command(&mut acquire, &[b"LOCK.ACQUIRE", k, o, ttl.as_bytes(), b"WAIT", wait.as_bytes()]);
             }
             Mode::Redis => {
                 encode_command(&mut acquire, &[b"SET", k, o, b"NX", b"PX", ttl.as_bytes()]);
@@ -378,6 +401,7 @@ impl Protocol {
             owner: owner.into_bytes(),
             acquire,
             release,
+            blocks_for: if mode == Mode::RaftlockWait { Duration::from_millis(wait_ms) } else { Duration::ZERO },
         }
     }
 
@@ -385,7 +409,7 @@ impl Protocol {
     fn acquire_outcome(&self, reply: Reply) -> Result<Acquire, String> {
         match (self.mode, reply) {
             (_, Reply::Nil) => Ok(Acquire::Denied),
-            (Mode::Raftlock, Reply::Int(token)) if token > 0 => Ok(Acquire::Granted(token)),
+            (Mode::Raftlock | Mode::RaftlockWait, Reply::Int(token)) if token > 0 => Ok(Acquire::Granted(token)),
             (Mode::Redis | Mode::RedisEvalsha, Reply::Status(s)) if s == "OK" => Ok(Acquire::Granted(0)),
             (_, other) => Err(format!("acquire: unexpected reply {other}")),
         }
@@ -394,7 +418,7 @@ impl Protocol {
     async fn release(&self, conn: &mut Conn, token: i64) -> io::Result<Reply> {
         match self.mode {
             Mode::Redis | Mode::RedisEvalsha => conn.request(&self.release).await,
-            Mode::Raftlock => {
+            Mode::Raftlock | Mode::RaftlockWait => {
                 let t = token.to_string();
                 conn.command(&[b"LOCK.RELEASE", &self.key, &self.owner, t.as_bytes()])
                     .await
@@ -482,7 +506,7 @@ async fn run_client(
         let first_attempt = Instant::now();
         let (granted_at, acquired_at, token) = loop {
             let sent = Instant::now();
-            let reply = match c.request(&proto.acquire).await {
+            let reply = match c.request_within(&proto.acquire, proto.blocks_for).await {
                 Ok(r) => r,
                 Err(e) => {
                     error(&mut st, format!("acquire: {e}"));
@@ -587,7 +611,7 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
             Keys::Shared => format!("{}:{run_id}:{}:shared", args.key_prefix, spec.name),
         };
         let owner = format!("{run_id}-client-{i}");
-        let proto = Protocol::new(args.mode, key, owner, args.ttl_ms);
+        let proto = Protocol::new(args.mode, key, owner, args.ttl_ms, args.wait_ms);
         tasks.push(tokio::spawn(run_client(
             i,
             Some(c),
@@ -615,7 +639,7 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
     println!(
         "RESULT label={} mode={} scenario={} clients={} keys={} duration_s={:.3} pairs={} pairs_per_s={:.1} \
          attempts={} attempts_per_s={:.1} denied={} p50_ms={:.3} p99_ms={:.3} p999_ms={:.3} max_ms={:.3} \
-         acquire_p50_ms={:.3} acquire_p99_ms={:.3} errors={}",
+         acquire_p50_ms={:.3} acquire_p99_ms={:.3} acquire_mean_ms={:.3} acquire_max_ms={:.3} errors={}",
         args.label,
         args.mode.name(),
         spec.name,
@@ -633,6 +657,8 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
         pair_ns.last().copied().unwrap_or(0) as f64 / 1e6,
         pct_ms(&acquire_ns, 50.0),
         pct_ms(&acquire_ns, 99.0),
+        if acquire_ns.is_empty() { 0.0 } else { acquire_ns.iter().sum::<u64>() as f64 / acquire_ns.len() as f64 / 1e6 },
+        acquire_ns.last().copied().unwrap_or(0) as f64 / 1e6,
         errors
     );
     Ok(errors)
@@ -664,6 +690,7 @@ async fn preflight(args: &Args, run_id: &str) -> Result<(), String> {
         format!("{}:{run_id}:preflight", args.key_prefix),
         format!("{run_id}-preflight"),
         args.ttl_ms,
+        args.wait_ms,
     );
     let reply = c
         .request(&proto.acquire)
