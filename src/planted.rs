@@ -28,6 +28,8 @@ pub enum Bug {
     /// keep the key's version, so a lock key rewritten that way keeps the
     /// old grant's token.
     VersionKeptOnWrite,
+    /// A freed lock goes to the waiter that queued last instead of first.
+    WaitLifo,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -6,7 +6,9 @@
 
 use bytes::Bytes;
 
-use crate::keyspace::{ClientId, Enqueued, Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Value, Waiter, MAX_WAITERS_PER_KEY};
+use crate::keyspace::{
+    ClientId, Enqueued, Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Value, WaitStep, Waiter, MAX_WAITERS_PER_KEY,
+};
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
 use super::{CmdError, CmdResult};
@@ -78,12 +80,16 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
                 return Ok(Reply::Nil);
             };
             let deadline = ctx.log_time.saturating_add(wait_ms);
-            let waiter = Waiter { owner, ttl_ms, deadline, since: ctx.log_time, client, seq };
+            let waiter = Waiter { owner: owner.clone(), ttl_ms, deadline, since: ctx.log_time, client, seq };
             return match ks.enqueue_waiter(&key, waiter) {
                 Enqueued::Full => Err(CmdError::Other(format!(
                     "ERR {MAX_WAITERS_PER_KEY} owners already wait for this lock; retry later"
                 ))),
-                Enqueued::Joined | Enqueued::Renewed => Ok(Reply::Queued { seq }),
+                Enqueued::Joined | Enqueued::Renewed => {
+                    let step = WaitStep::Queued { deadline, ttl_ms };
+                    ctx.events.push(Event::Wait { client, seq, key, owner, step, waited_ms: 0 });
+                    Ok(Reply::Queued { seq })
+                }
             };
         }
         entry.lease = true;
@@ -110,7 +116,10 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
 /// not); the token if `owner` holds the lock (granted before this entry);
 /// otherwise nil.
 pub fn dequeue(ks: &mut Keyspace, ctx: &mut ExecCtx, client: &ClientId, key: &Bytes, owner: &Bytes) -> Reply {
-    if ks.remove_waiter(key, owner, client).is_some() {
+    if let Some(w) = ks.remove_waiter(key, owner, client) {
+        let waited_ms = ctx.log_time.saturating_sub(w.since);
+        let (client, seq, key, owner) = (w.client, w.seq, key.clone(), w.owner);
+        ctx.events.push(Event::Wait { client, seq, key, owner, step: WaitStep::Left, waited_ms });
         return Reply::Nil;
     }
     match ks.get(key, ctx.log_time) {
@@ -213,7 +222,7 @@ pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use crate::commands::{apply, execute_read, refused, ClientCommand, Op, Origin, Proposal, Request};
-    use crate::keyspace::{Event, Keyspace, LeaseEvent, ReadCtx, WaitOutcome};
+    use crate::keyspace::{Event, Keyspace, LeaseEvent, ReadCtx, WaitStep};
     use crate::protocol::Reply;
     use bytes::Bytes;
 
@@ -376,11 +385,13 @@ mod tests {
         assert_eq!(run(&mut ks, 8, 0, "LOCK.ACQUIRE d o 1000").0, Reply::Int(10));
     }
 
-    fn wait_end(events: &[Event]) -> Vec<(u64, WaitOutcome)> {
+    fn wait_end(events: &[Event]) -> Vec<(u64, WaitStep)> {
         events
             .iter()
             .filter_map(|e| match e {
-                Event::Wait { client, outcome, .. } => Some((client.conn, *outcome)),
+                Event::Wait { client, step: step @ (WaitStep::Granted { .. } | WaitStep::TimedOut), .. } => {
+                    Some((client.conn, *step))
+                }
                 _ => None,
             })
             .collect()
@@ -408,7 +419,7 @@ mod tests {
         assert_eq!(run(&mut ks, 4, 30, "LOCK.ACQUIRE l d 500").0, Reply::Nil);
         let (reply, events) = run(&mut ks, 5, 40, "LOCK.RELEASE l a 1");
         assert_eq!(reply, Reply::Int(1));
-        assert_eq!(wait_end(&events), vec![(2, WaitOutcome::Granted { token: 6 })]);
+        assert_eq!(wait_end(&events), vec![(2, WaitStep::Granted { token: 6 })]);
         assert!(events.contains(&Event::Lease {
             kind: LeaseEvent::Acquired,
             key: Bytes::from("l"),
@@ -421,7 +432,7 @@ mod tests {
         assert_eq!(info_of(&ks, 40, "l"), (Reply::bulk("b"), Reply::Int(6), 1, Reply::bulk("c")));
         assert_eq!(read(&ks, 40, "PTTL l"), Reply::Int(500));
         let (_, events) = run(&mut ks, 7, 50, "DEL l");
-        assert_eq!(wait_end(&events), vec![(3, WaitOutcome::Granted { token: 8 })]);
+        assert_eq!(wait_end(&events), vec![(3, WaitStep::Granted { token: 8 })]);
         assert_eq!(info_of(&ks, 50, "l"), (Reply::bulk("c"), Reply::Int(8), 0, Reply::Nil));
         assert_eq!(ks.waiters().total(), 0);
     }
@@ -432,7 +443,7 @@ mod tests {
         run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100");
         assert_eq!(run(&mut ks, 2, 10, "LOCK.ACQUIRE l b 1000 WAIT 5000").0, Reply::Queued { seq: 1 });
         let events = expire(&mut ks, 3, 101);
-        assert_eq!(wait_end(&events), vec![(2, WaitOutcome::Granted { token: 4 })]);
+        assert_eq!(wait_end(&events), vec![(2, WaitStep::Granted { token: 4 })]);
         assert!(events.iter().any(|e| matches!(e, Event::Lease { kind: LeaseEvent::Expired, token: 1, .. })));
         assert!(err_starts(&run(&mut ks, 4, 102, "LOCK.RENEW l a 1 100").0, "LOCKLOST"));
         assert_eq!(run(&mut ks, 5, 103, "LOCK.RENEW l b 4 1000").0, Reply::Int(1000));
@@ -447,7 +458,7 @@ mod tests {
         // or LOCK.ACQUIRE from outside the queue must not take it first.
         let (reply, events) = run(&mut ks, 3, 150, "SET l x NX PX 100");
         assert_eq!(reply, Reply::Nil);
-        assert_eq!(wait_end(&events), vec![(2, WaitOutcome::Granted { token: 4 })]);
+        assert_eq!(wait_end(&events), vec![(2, WaitStep::Granted { token: 4 })]);
         assert_eq!(run(&mut ks, 4, 160, "LOCK.ACQUIRE l x 100").0, Reply::Nil);
         assert_eq!(read(&ks, 160, "GET l"), Reply::bulk("b"));
     }
@@ -461,11 +472,11 @@ mod tests {
         run(&mut ks, 4, 0, "LOCK.ACQUIRE l d 100 WAIT 1000");
         assert_eq!(ks.next_expiry(), Some(50));
         assert!(wait_end(&expire(&mut ks, 5, 50)).is_empty());
-        assert_eq!(wait_end(&expire(&mut ks, 6, 51)), vec![(2, WaitOutcome::TimedOut)]);
+        assert_eq!(wait_end(&expire(&mut ks, 6, 51)), vec![(2, WaitStep::TimedOut)]);
         // c's deadline passed but no Expire entry removed it yet: the release
         // skips it (told it timed out) and grants d.
         let (_, events) = run(&mut ks, 7, 90, "LOCK.RELEASE l a 1");
-        assert_eq!(wait_end(&events), vec![(3, WaitOutcome::TimedOut), (4, WaitOutcome::Granted { token: 8 })]);
+        assert_eq!(wait_end(&events), vec![(3, WaitStep::TimedOut), (4, WaitStep::Granted { token: 8 })]);
         assert_eq!(ks.waiters().total(), 0);
         assert_eq!(ks.next_expiry(), Some(190));
     }
@@ -480,7 +491,7 @@ mod tests {
         assert_eq!(run(&mut ks, 4, 0, "LOCK.ACQUIRE l b 100 WAIT 5000").0, Reply::Queued { seq: 1 });
         assert_eq!(info_of(&ks, 0, "l").2, 2);
         let (_, events) = run(&mut ks, 5, 10, "LOCK.RELEASE l a 1");
-        assert_eq!(wait_end(&events), vec![(4, WaitOutcome::Granted { token: 6 })]);
+        assert_eq!(wait_end(&events), vec![(4, WaitStep::Granted { token: 6 })]);
         // In a transaction, WAIT does not wait.
         let origin = Origin::test(9);
         let request = Request::Transaction {
@@ -513,7 +524,7 @@ mod tests {
         assert_eq!(dequeue(&mut ks, 5, 2, "b"), Reply::Nil);
         assert_eq!(info_of(&ks, 10, "l"), (Reply::bulk("a"), Reply::Int(1), 1, Reply::bulk("c")));
         let (_, events) = run(&mut ks, 6, 20, "LOCK.RELEASE l a 1");
-        assert_eq!(wait_end(&events), vec![(3, WaitOutcome::Granted { token: 7 })]);
+        assert_eq!(wait_end(&events), vec![(3, WaitStep::Granted { token: 7 })]);
         assert_eq!(dequeue(&mut ks, 7, 3, "c"), Reply::Int(7));
     }
 
@@ -534,7 +545,7 @@ mod tests {
         let p = Proposal { log_time: 150, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, request }]) };
         let applied = apply(&mut ks, 4, &p).pop().unwrap();
         assert!(err_starts(&applied.reply, "STALE"));
-        assert_eq!(wait_end(&applied.events), vec![(3, WaitOutcome::Granted { token: 5 })]);
+        assert_eq!(wait_end(&applied.events), vec![(3, WaitStep::Granted { token: 5 })]);
         assert_eq!(info_of(&ks, 150, "l"), (Reply::bulk("b"), Reply::Int(5), 0, Reply::Nil));
         assert!(wait_end(&expire(&mut ks, 5, 151)).is_empty());
     }

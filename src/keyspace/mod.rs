@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use glob::{glob_match, glob_match_within, Glob};
 pub use sessions::{ClientId, Seen, Sessions, MAX_RETRY_WINDOW_MS, SESSION_TTL_MS};
-pub use waiters::{Enqueued, WaitOutcome, Waiter, Waiters, MAX_WAITERS_PER_KEY};
+pub use waiters::{Enqueued, WaitStep, Waiter, Waiters, MAX_WAITERS_PER_KEY};
 
 /// Milliseconds of log time (DESIGN.md §4): stamped by the leader, never read
 /// from a clock by the state machine.
@@ -150,9 +150,10 @@ pub enum Event {
     Lease { kind: LeaseEvent, key: Bytes, owner: Bytes, token: Version, ttl_ms: u64, held_ms: u64 },
     /// `PUBLISH channel message`.
     Publish { channel: Bytes, message: Bytes },
-    /// A waiter's wait ended: granted (a handoff) or timed out. Its node
-    /// (`client.node`) answers the connection blocked in `WAIT`.
-    Wait { client: ClientId, seq: u64, key: Bytes, outcome: WaitOutcome, waited_ms: u64 },
+    /// A step of `owner`'s wait for `key`: queued, left, granted (a handoff)
+    /// or timed out. On the last two its node (`client.node`) answers the
+    /// connection blocked in `WAIT`.
+    Wait { client: ClientId, seq: u64, key: Bytes, owner: Bytes, step: WaitStep, waited_ms: u64 },
 }
 
 /// Everything an applied command may read or produce besides the keyspace.
@@ -642,7 +643,8 @@ impl Keyspace {
             let waited_ms = ctx.log_time.saturating_sub(w.since);
             let (client, seq) = (w.client, w.seq);
             if ctx.log_time > w.deadline {
-                ctx.events.push(Event::Wait { client, seq, key: key.clone(), outcome: WaitOutcome::TimedOut, waited_ms });
+                let (key, owner) = (key.clone(), w.owner);
+                ctx.events.push(Event::Wait { client, seq, key, owner, step: WaitStep::TimedOut, waited_ms });
                 continue;
             }
             let token = self.next_version(ctx.version);
@@ -655,13 +657,13 @@ impl Keyspace {
             ctx.events.push(Event::Lease {
                 kind: LeaseEvent::Acquired,
                 key: key.clone(),
-                owner: w.owner,
+                owner: w.owner.clone(),
                 token,
                 ttl_ms: w.ttl_ms,
                 held_ms: 0,
             });
-            let outcome = WaitOutcome::Granted { token };
-            ctx.events.push(Event::Wait { client, seq, key: key.clone(), outcome, waited_ms });
+            let (key, owner, step) = (key.clone(), w.owner, WaitStep::Granted { token });
+            ctx.events.push(Event::Wait { client, seq, key, owner, step, waited_ms });
             return;
         }
     }
@@ -684,8 +686,8 @@ impl Keyspace {
         let n = gone.len();
         for (key, w) in gone {
             let waited_ms = ctx.log_time.saturating_sub(w.since);
-            let (client, seq) = (w.client, w.seq);
-            ctx.events.push(Event::Wait { client, seq, key, outcome: WaitOutcome::TimedOut, waited_ms });
+            let (client, seq, owner) = (w.client, w.seq, w.owner);
+            ctx.events.push(Event::Wait { client, seq, key, owner, step: WaitStep::TimedOut, waited_ms });
         }
         n
     }

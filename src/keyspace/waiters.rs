@@ -31,9 +31,15 @@ pub struct Waiter {
     pub seq: u64,
 }
 
-/// What became of a waiter, as its node learns it from an applied entry.
+/// A step in a waiter's life, as an applied entry reports it. Its node
+/// answers the blocked connection on the last two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitOutcome {
+pub enum WaitStep {
+    /// It joined the queue, or (already queued) renewed its request, to wait
+    /// until `deadline` for a lease of `ttl_ms`.
+    Queued { deadline: LogTime, ttl_ms: u64 },
+    /// Its connection left the queue (`Request::Dequeue`).
+    Left,
     /// It holds the lock now, with this fencing token.
     Granted { token: u64 },
     /// Its deadline passed before the lock was free.
@@ -94,7 +100,7 @@ impl Waiters {
     /// Takes the first waiter of `key`'s queue.
     pub fn pop_front(&mut self, key: &Bytes) -> Option<Waiter> {
         let queue = self.queues.get_mut(key)?;
-        let waiter = queue.pop_front();
+        let waiter = if crate::planted::active(crate::planted::Bug::WaitLifo) { queue.pop_back() } else { queue.pop_front() };
         if queue.is_empty() {
             self.queues.remove(key);
         }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use super::types::NodeId;
-use crate::keyspace::{Event, LeaseEvent, LogTime};
+use crate::keyspace::{Event, LeaseEvent, LogTime, WaitStep};
 
 pub struct AuditLog {
     node: NodeId,
@@ -41,14 +41,26 @@ impl AuditLog {
     pub fn record(&self, index: u64, log_time: LogTime, events: &[Event]) {
         let mut lines = String::new();
         for event in events {
-            let Event::Lease { kind, key, owner, token, ttl_ms, .. } = event else { continue };
-            let (ev, ttl) = match kind {
-                LeaseEvent::Acquired => ("acquired", *ttl_ms),
-                LeaseEvent::Renewed => ("renewed", *ttl_ms),
-                LeaseEvent::Released => ("released", 0),
-                LeaseEvent::Expired => ("expired", 0),
+            let (ev, key, owner, token, ttl, exp) = match event {
+                Event::Lease { kind, key, owner, token, ttl_ms, .. } => {
+                    let (ev, ttl) = match kind {
+                        LeaseEvent::Acquired => ("acquired", *ttl_ms),
+                        LeaseEvent::Renewed => ("renewed", *ttl_ms),
+                        LeaseEvent::Released => ("released", 0),
+                        LeaseEvent::Expired => ("expired", 0),
+                    };
+                    let exp = if ttl > 0 { log_time.saturating_add(ttl) } else { 0 };
+                    (ev, key, owner, *token, ttl, exp)
+                }
+                // A waiter's steps: `exp` of `queued` is its deadline.
+                Event::Wait { key, owner, step, .. } => match step {
+                    WaitStep::Queued { deadline, ttl_ms } => ("queued", key, owner, 0, *ttl_ms, *deadline),
+                    WaitStep::Left => ("dequeued", key, owner, 0, 0, 0),
+                    WaitStep::Granted { token } => ("handoff", key, owner, *token, 0, 0),
+                    WaitStep::TimedOut => ("timedout", key, owner, 0, 0, 0),
+                },
+                _ => continue,
             };
-            let exp = if ttl > 0 { log_time.saturating_add(ttl) } else { 0 };
             let _ = writeln!(
                 lines,
                 "{{\"node\":{},\"i\":{index},\"lt\":{log_time},\"ev\":\"{ev}\",\"key\":{},\"owner\":{},\"token\":{token},\"ttl\":{ttl},\"exp\":{exp}}}",
@@ -132,6 +144,34 @@ mod tests {
         assert_eq!(
             lines[2],
             r#"{"node":2,"i":9,"lt":1000,"ev":"released","key":"k\"1","owner":"o\u000a","token":7,"ttl":0,"exp":0}"#
+        );
+    }
+
+    #[test]
+    fn records_the_steps_of_waiters() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, 1).unwrap();
+        let client = crate::keyspace::ClientId { node: 1, boot: 1, conn: 1 };
+        let wait = |step| Event::Wait { client, seq: 1, key: Bytes::from("k"), owner: Bytes::from("w"), step, waited_ms: 5 };
+        let steps = [
+            WaitStep::Queued { deadline: 900, ttl_ms: 300 },
+            WaitStep::Granted { token: 12 },
+            WaitStep::TimedOut,
+            WaitStep::Left,
+        ];
+        log.record(12, 800, &steps.map(wait));
+        log.flush();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let evs: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(
+            evs,
+            [
+                r#"{"node":1,"i":12,"lt":800,"ev":"queued","key":"k","owner":"w","token":0,"ttl":300,"exp":900}"#,
+                r#"{"node":1,"i":12,"lt":800,"ev":"handoff","key":"k","owner":"w","token":12,"ttl":0,"exp":0}"#,
+                r#"{"node":1,"i":12,"lt":800,"ev":"timedout","key":"k","owner":"w","token":0,"ttl":0,"exp":0}"#,
+                r#"{"node":1,"i":12,"lt":800,"ev":"dequeued","key":"k","owner":"w","token":0,"ttl":0,"exp":0}"#,
+            ]
         );
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
 
-use crate::keyspace::{self, glob_match, Event, WaitOutcome};
+use crate::keyspace::{self, glob_match, Event, WaitStep};
 
 /// A message for a subscribed connection.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,7 +115,7 @@ pub struct Hub {
     list_waiters: Mutex<HashMap<Bytes, Vec<Arc<Notify>>>>,
     /// Connections of this node blocked in `LOCK.ACQUIRE ... WAIT`: where
     /// the end of their wait (command number, outcome) is sent.
-    lock_waits: Mutex<HashMap<keyspace::ClientId, mpsc::UnboundedSender<(u64, WaitOutcome)>>>,
+    lock_waits: Mutex<HashMap<keyspace::ClientId, mpsc::UnboundedSender<(u64, WaitStep)>>>,
 }
 
 /// A connection's registration for the end of its lock waits; unregisters
@@ -123,7 +123,7 @@ pub struct Hub {
 pub struct LockWait<'a> {
     hub: &'a Hub,
     client: keyspace::ClientId,
-    pub outcomes: mpsc::UnboundedReceiver<(u64, WaitOutcome)>,
+    pub outcomes: mpsc::UnboundedReceiver<(u64, WaitStep)>,
 }
 
 impl Drop for LockWait<'_> {
@@ -307,14 +307,18 @@ impl Hub {
                     crate::metrics::record_lease(kind, ttl_ms, held_ms);
                     self.notify_key(flags, 'L', kind.name(), &key);
                 }
-                Event::Wait { client, seq, key, outcome, waited_ms } => {
-                    crate::metrics::record_wait(matches!(outcome, WaitOutcome::Granted { .. }), waited_ms);
-                    if let WaitOutcome::Granted { token } = outcome {
-                        self.notify_handoff(flags, &key, token);
+                Event::Wait { client, seq, key, step, waited_ms, .. } => {
+                    match step {
+                        WaitStep::Granted { token } => {
+                            crate::metrics::record_wait(true, waited_ms);
+                            self.notify_handoff(flags, &key, token);
+                        }
+                        WaitStep::TimedOut => crate::metrics::record_wait(false, waited_ms),
+                        WaitStep::Queued { .. } | WaitStep::Left => continue,
                     }
                     let waits = self.lock_waits.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(tx) = waits.get(&client) {
-                        let _ = tx.send((seq, outcome));
+                        let _ = tx.send((seq, step));
                     }
                 }
             }

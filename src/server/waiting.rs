@@ -27,7 +27,7 @@ use bytes::Bytes;
 
 use super::Node;
 use crate::commands::Request;
-use crate::keyspace::WaitOutcome;
+use crate::keyspace::WaitStep;
 use crate::protocol::{parse_i64, Reply};
 
 /// How long past its `WAIT` a blocked connection waits for the entry that
@@ -59,8 +59,8 @@ pub async fn acquire(node: &Arc<Node>, conn: u64, argv: Vec<Bytes>, closed: impl
     loop {
         tokio::select! {
             end = registration.outcomes.recv() => match end {
-                Some((s, WaitOutcome::Granted { token })) if s == seq => return Some(Reply::Int(token as i64)),
-                Some((s, WaitOutcome::TimedOut)) if s == seq => return Some(Reply::Nil),
+                Some((s, WaitStep::Granted { token })) if s == seq => return Some(Reply::Int(token as i64)),
+                Some((s, WaitStep::TimedOut)) if s == seq => return Some(Reply::Nil),
                 // The end of an earlier wait of this connection (one that
                 // failed with an error after it had queued).
                 Some(_) => {}
