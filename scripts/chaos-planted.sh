@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#bugs[@]} -eq 0 ]; then
     bugs=(stale-reads wall-clock-lease ack-before-fsync token-reuse resource-no-check
-          log-time-from-uncommitted reads-at-leader-clock version-kept-on-write)
+          log-time-from-uncommitted reads-at-leader-clock version-kept-on-write wait-lifo)
 fi
 # The faults (and their timing) that can expose each bug.
 schedule_for() {
@@ -47,6 +47,8 @@ schedule_for() {
         # The workload rewrites lock keys in place (APPEND) in every run; the
         # faults only add failovers around it.
         version-kept-on-write) echo --faults kill-leader,net-delay ;;
+        # Clients WAIT in every run; a LIFO queue shows as soon as two queue.
+        wait-lifo) echo --faults kill-leader,net-delay ;;
         *) echo "unknown planted bug $1" >&2; return 2 ;;
     esac
 }

@@ -23,6 +23,7 @@ Problems list the first examples; `counts["violations"]` has the total.
 | notifications    | notify, audit, final               | events happened, in log order; healed subscribers got the heal events (key and token) |
 | convergence      | final                              | every node gave the same digest             |
 | client-overlap   | history, resource                  | no two processes believed they held a key at once |
+| waits            | audit, history                     | WAIT queues: FIFO handoffs, none past a deadline, no timeout before it, nobody jumps the queue, granted WAITs have their token |
 
 Leases follow the server's boundary (src/keyspace/mod.rs `is_expired`): live
 while `now <= exp`, gone once `now > exp`.
@@ -46,6 +47,8 @@ except ImportError:
 
 MAX_PROBLEMS = 10
 LEASE_EVENTS = ("acquired", "renewed", "released", "expired")
+# A waiter's steps (LOCK.ACQUIRE ... WAIT): `exp` of `queued` is its deadline.
+WAIT_EVENTS = ("queued", "handoff", "timedout", "dequeued")
 # A rewrite (APPEND on a lock key, workload.py) makes the owner `owner + REWRITE_MARK + n`.
 REWRITE_MARK = "+w"
 # Log time is whole milliseconds of the nodes' monotonic clock, which the
@@ -148,7 +151,7 @@ class Audit:
                     segment = defaultdict(list)
                     segments.append(segment)
                     continue
-                if r.get("ev") not in LEASE_EVENTS or r.get("i") is None or r.get("key") is None:
+                if r.get("ev") not in LEASE_EVENTS + WAIT_EVENTS or r.get("i") is None or r.get("key") is None:
                     continue
                 self.raw += 1
                 rec = (r["ev"], r.get("owner"), r.get("token"), r.get("lt"), r.get("ttl"), r.get("exp"))
@@ -158,12 +161,17 @@ class Audit:
             for seg in segments:
                 for ik, seq in seg.items():
                     self._merge(ik, seq, os.path.basename(path))
-        self.by_key = defaultdict(list)
+        # by_key: the lease records; steps_by_key: lease and waiter records.
+        self.by_key, self.steps_by_key = defaultdict(list), defaultdict(list)
         for (i, key) in sorted(self.entries, key=lambda ik: (ik[0], ik[1])):
-            for pos, (ev, owner, token, lt, ttl, exp) in enumerate(self.entries[(i, key)]):
-                self.by_key[key].append(
-                    {"i": i, "pos": pos, "key": key, "ev": ev, "owner": owner, "token": token,
-                     "lt": lt, "ttl": ttl, "exp": exp})
+            pos = 0
+            for ev, owner, token, lt, ttl, exp in self.entries[(i, key)]:
+                rec = {"i": i, "pos": pos, "key": key, "ev": ev, "owner": owner, "token": token,
+                       "lt": lt, "ttl": ttl, "exp": exp}
+                self.steps_by_key[key].append(rec)
+                if ev in LEASE_EVENTS:
+                    self.by_key[key].append(rec)
+                    pos += 1
 
     def _merge(self, ik, seq, where):
         have = self.entries.get(ik)
@@ -184,7 +192,7 @@ class Audit:
         if every:
             for (i, key), _, seq, _ in self.divergent:
                 for e, owner, token, lt, ttl, exp in seq:
-                    if ev is None or e == ev:
+                    if (ev is None and e in LEASE_EVENTS) or e == ev:
                         yield {"i": i, "key": key, "ev": e, "owner": owner, "token": token,
                                "lt": lt, "ttl": ttl, "exp": exp}
 
@@ -1048,6 +1056,86 @@ def check_client_overlap(run):
     return v
 
 
+def check_waits(run):
+    """LOCK.ACQUIRE ... WAIT. Replays each key's queue from the audit, in log
+    order: a handoff goes to the first waiter in line (FIFO), never after its
+    deadline, with the token of the grant recorded just before it in the same
+    entry; a wait times out only after its deadline; only waiters leave the
+    queue; nobody outside the queue takes a lock others are queued for. And
+    each WAIT a client saw granted carries a token the audit granted (or
+    renewed) to that owner."""
+    v = Verdict("waits")
+    audit = run.audit
+    if audit is None:
+        return v.lacks("no audit-*.jsonl")
+    n = defaultdict(int)
+    for key, recs in sorted(audit.steps_by_key.items()):
+        queue = []  # [owner, deadline], first in line first
+        for at, r in enumerate(recs):
+            ev, owner, lt = r["ev"], r["owner"], r["lt"]
+            where = "%s index %s" % (key, r["i"])
+            mine = next((w for w in queue if w[0] == owner), None)
+            if ev == "queued":
+                n["queued"] += 1
+                if mine is not None:
+                    mine[1] = r["exp"]  # a retried WAIT keeps its place
+                else:
+                    queue.append([owner, r["exp"]])
+            elif ev in ("timedout", "dequeued"):
+                n[ev] += 1
+                if mine is None:
+                    v.problem("%s: %s %s, which was not waiting" % (where, owner, ev))
+                    continue
+                if ev == "timedout" and lt is not None and lt <= mine[1]:
+                    v.problem("%s: %s timed out at log time %s, before its deadline %s" % (where, owner, lt, mine[1]))
+                queue.remove(mine)
+            elif ev == "handoff":
+                n["handoffs"] += 1
+                if mine is None:
+                    v.problem("%s: handed to %s, which was not waiting" % (where, owner))
+                    continue
+                if queue[0] is not mine:
+                    v.problem("%s: handed to %s, but %s was first in line" % (where, owner, queue[0][0]))
+                if lt is not None and lt > mine[1]:
+                    v.problem("%s: handed to %s at log time %s, after its deadline %s" % (where, owner, lt, mine[1]))
+                grant = recs[at - 1] if at else None
+                if not (grant and grant["ev"] == "acquired" and grant["i"] == r["i"] and grant["owner"] == owner
+                        and grant["token"] == r["token"]):
+                    v.problem("%s: handoff to %s with token %s is not the grant recorded before it"
+                              % (where, owner, r["token"]))
+                queue.remove(mine)
+            elif ev == "acquired" and queue:
+                after = recs[at + 1] if at + 1 < len(recs) else None
+                if not (after and after["ev"] == "handoff" and after["i"] == r["i"] and after["owner"] == owner):
+                    v.problem("%s: %s took the lock (token %s) while %s waited for it"
+                              % (where, owner, r["token"], ", ".join(w[0] for w in queue)))
+        n["left_waiting"] += len(queue)
+    got = run.history
+    if got is None:
+        v.lacks("no history.jsonl: the clients' WAITs not checked")
+    else:
+        granted = defaultdict(set)
+        for r in audit.records(every=True):
+            if r["ev"] in ("acquired", "renewed"):
+                granted[r["key"]].add((r["owner"], r["token"]))
+        for op in got[0]:
+            if op["f"] != "acquire" or op.get("wait") is None:
+                continue
+            n["client_waits"] += 1
+            if op["status"] != "ok":
+                continue
+            n["client_wait_grants"] += 1
+            if (op["owner"], op.get("token")) not in granted[op["key"]]:
+                v.problem("%s: %s's WAIT was answered token %s, which the audit never granted it"
+                          % (op["key"], op["owner"], op.get("token")))
+        if not n["client_waits"]:
+            v.lacks("no client used WAIT")
+    if not n["handoffs"]:
+        v.lacks("no lock was handed to a waiter: the queues were never exercised")
+    v.counts.update(n)
+    return v
+
+
 CHECKERS = [
     ("fencing", check_fencing),
     ("no-overlap", check_no_overlap),
@@ -1059,6 +1147,7 @@ CHECKERS = [
     ("notifications", check_notifications),
     ("convergence", check_convergence),
     ("client-overlap", check_client_overlap),
+    ("waits", check_waits),
 ]
 
 

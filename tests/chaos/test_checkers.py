@@ -47,8 +47,10 @@ class Sim:
     """A correct lock service and its clients; `run(d)` writes every run file."""
 
     def __init__(self, seed, keys=("k1", "k2"), procs_per_key=3, n_ops=400, p_unknown=0.02,
-                 p_error=0.02, ttl=(100, 300), history_lt=True, lat=.01, readers=1):
+                 p_error=0.02, ttl=(100, 300), history_lt=True, lat=.01, readers=1, p_wait=.3):
         self.rnd = random.Random(seed)
+        self.p_wait = p_wait
+        self.waiters = {k: [] for k in keys}  # key -> [{op, deadline, delay}], first in line first
         self.keys, self.n_ops, self.p_unknown, self.p_error = keys, n_ops, p_unknown, p_error
         self.ttl, self.history_lt, self.lat = ttl, history_lt, lat
         self.index, self.lt = 0, 0
@@ -76,17 +78,46 @@ class Sim:
         self.audit.append((t, {"node": 1, "i": i, "lt": lt, "ev": ev, "key": key, "owner": owner,
                                "token": token, "ttl": ttl, "exp": exp}))
 
-    def live(self, t, i, lt, key):
+    def live(self, t, i, lt, key, hand_off=True):
         lock = self.locks[key]
         if lock is not None and lt > lock[2]:
             self.record(t, i, lt, "expired", key, lock[0], lock[1])
             self.locks[key] = lock = None
-        return lock
+            if hand_off:
+                self.hand_off(t, i, lt, key)
+        return self.locks[key]
+
+    def finish(self, t, w, status, extra):
+        self.push(t + w["delay"], "complete", (w["op"], status, extra))
+
+    def hand_off(self, t, i, lt, key):
+        """In entry i, a freed lock goes to its first waiter whose deadline has
+        not passed, with a token of its own (above i, as the server's)."""
+        while self.waiters[key] and self.locks[key] is None:
+            w = self.waiters[key].pop(0)
+            op = w["op"]
+            if lt > w["deadline"]:
+                self.record(t, i, lt, "timedout", key, op["owner"], 0)
+                self.finish(t, w, "fail", {})
+                continue
+            self.index += 1
+            token = self.index
+            self.locks[key] = [op["owner"], token, lt + op["ttl"]]
+            self.record(t, i, lt, "acquired", key, op["owner"], token, op["ttl"], lt + op["ttl"])
+            self.record(t, i, lt, "handoff", key, op["owner"], token)
+            self.finish(t, w, "ok", {"index": i, "lt": lt, "token": token})
 
     def expire_tick(self, t):
-        due = [k for k, l in self.locks.items() if l is not None and max(self.lt, int(t * 1000)) > l[2]]
-        if due:
+        now = max(self.lt, int(t * 1000))
+        due = [k for k, l in self.locks.items() if l is not None and now > l[2]]
+        late = [(k, w) for k, ws in self.waiters.items() for w in ws if now > w["deadline"]]
+        if due or late:
             i, lt = self.entry(t)
+            for k, w in late:
+                self.waiters[k].remove(w)
+                self.record(t, i, lt, "timedout", k, w["op"]["owner"], 0)
+                self.finish(t, w, "fail", {})
+            # Every record of an entry before the next entry's (the handoffs).
             for k in due:
                 self.live(t, i, lt, k)
 
@@ -119,6 +150,13 @@ class Sim:
                 lock[2] = lt + ttl
                 self.record(t, i, lt, "renewed", key, owner, lock[1], ttl, lt + ttl)
                 return "ok", dict(info, token=lock[1])
+            if op.get("wait"):
+                # Queued: answered by the entry that hands the lock over, or
+                # by the one that ends the wait.
+                deadline = lt + op["wait"]
+                self.waiters[key].append({"op": op, "deadline": deadline, "delay": None})
+                self.record(t, i, lt, "queued", key, owner, 0, ttl, deadline)
+                return None, {}
             return "fail", {}
         match = lock is not None and lock[0] == owner and lock[1] == op["token"]
         if not match:
@@ -134,6 +172,7 @@ class Sim:
         else:
             self.locks[key] = None
             self.record(t, i, lt, "released", key, owner, lock[1])
+            self.hand_off(t, i, lt, key)
         return "ok", info
 
     # -- the clients
@@ -161,6 +200,8 @@ class Sim:
         self.next_id += 1
         if f in ("acquire", "renew"):
             op["ttl"] = self.rnd.randint(*self.ttl)
+        if f == "acquire" and self.rnd.random() < self.p_wait:
+            op["wait"] = self.rnd.randint(20, 400)
         if f in ("renew", "release", "rewrite"):
             op["token"] = p["held"]
         if f == "rewrite":
@@ -181,7 +222,7 @@ class Sim:
                 op = self.choose(p)
                 op.update(process=x, node=rnd.randint(1, nodes), t=t)
                 self.history.append(op)
-                r = rnd.random()
+                r = rnd.random() if "wait" not in op else 1.0
                 if r < self.p_unknown:
                     if rnd.random() < .5:
                         self.push(t + rnd.uniform(.0005, .3), "apply", (op, None))
@@ -198,7 +239,9 @@ class Sim:
             elif kind == "apply":
                 op, delay = x
                 status, extra = self.apply(t, op)
-                if delay is not None:
+                if status is None:  # a queued WAIT: answered later, after `delay`
+                    self.waiters[op["key"]][-1]["delay"] = delay
+                elif delay is not None:
                     self.push(t + delay, "complete", (op, status, extra))
             elif kind == "complete":
                 op, status, extra = x
@@ -220,7 +263,7 @@ class Sim:
                 self.push(t + pause, "invoke", op["process"])
             elif kind == "tick":
                 self.expire_tick(t)
-                if self.queue or any(l is not None for l in self.locks.values()):
+                if self.queue or any(l is not None for l in self.locks.values()) or any(self.waiters.values()):
                     self.push(t + .05, "tick", None)
         if d is not None:
             self.write(d, nodes)
@@ -440,9 +483,10 @@ class CleanRuns(Base):
         self.assertTrue(any("checker crashed: ValueError: malformed line" in m for m in v.missing), checkers.format_verdict(v))
 
     def test_each_missing_file_fails_the_checkers_that_read_it(self):
-        names = {"history": ["fencing", "no-lost-grants", "linearizable", "log-time", "locklost", "rewrites", "client-overlap"],
+        names = {"history": ["fencing", "no-lost-grants", "linearizable", "log-time", "locklost", "rewrites", "client-overlap",
+                             "waits"],
                  "audit": ["fencing", "no-overlap", "no-lost-grants", "linearizable", "log-time", "locklost",
-                           "rewrites", "notifications"],
+                           "rewrites", "notifications", "waits"],
                  "resource": ["fencing", "client-overlap"],
                  "notify": ["notifications"],
                  "final": ["no-lost-grants", "notifications", "convergence"]}
@@ -936,6 +980,89 @@ class LogTime(Base):
         h = Hist().op(1, "acquire", 0, .01, "ok", token=10)
         write_run(self.dir, history=h.sorted(), audit={1: []})
         self.assertLacks("log-time", "no acknowledged command has a log time")
+
+
+class Waits(Base):
+    """The waits checker on hand-written audit logs (one node) and WAITs."""
+
+    def write(self, steps, waits=()):
+        """steps: (index, lt, ev, owner, token, exp) on key k; waits: (owner,
+        status, token) of clients' WAIT acquires."""
+        audit = [{"boot": True, "node": 1, "pid": 1, "unix_ms": 0}]
+        for i, lt, ev, owner, token, exp in steps:
+            audit.append({"node": 1, "i": i, "lt": lt, "ev": ev, "key": "k", "owner": owner, "token": token,
+                          "ttl": 100 if ev in ("acquired", "queued") else 0, "exp": exp})
+        history = []
+        for n, (owner, status, token) in enumerate(waits):
+            history.append({"type": "invoke", "id": n, "process": n, "node": 1, "f": "acquire", "key": "k",
+                            "owner": owner, "ttl": 100, "wait": 500, "t": 100.0 + n})
+            done = {"type": status, "id": n, "process": n, "node": 1, "f": "acquire", "key": "k", "owner": owner,
+                    "t": 100.5 + n}
+            if token is not None:
+                done["token"] = token
+            history.append(done)
+        write_run(self.dir, history=history, audit={1: audit})
+
+    FIFO = [(1, 0, "acquired", "h", 1, 100), (2, 10, "queued", "a", 0, 500), (3, 20, "queued", "b", 0, 500),
+            (4, 30, "queued", "a", 0, 600),  # a's retried WAIT keeps its place
+            (5, 40, "released", "h", 1, 0), (5, 40, "acquired", "a", 6, 140), (5, 40, "handoff", "a", 6, 0),
+            (7, 50, "expired", "a", 6, 0), (7, 50, "acquired", "b", 8, 150), (7, 50, "handoff", "b", 8, 0)]
+
+    def test_first_in_line_is_granted_and_passes(self):
+        self.write(self.FIFO, waits=[("a", "ok", 6), ("b", "ok", 8)])
+        v = self.assertPasses("waits")
+        self.assertEqual((v.counts["handoffs"], v.counts["queued"]), (2, 3))
+
+    def test_the_last_in_line_granted_first_fails(self):
+        steps = [s if s[3] not in ("a", "b") else s[:3] + ({"a": "b", "b": "a"}[s[3]],) + s[4:] for s in self.FIFO[5:]]
+        self.write(self.FIFO[:5] + steps)
+        v = self.assertFails("waits")
+        self.assertIn("but a was first in line", v.problems[0])
+
+    def test_a_grant_after_the_deadline_fails(self):
+        steps = [(1, 0, "acquired", "h", 1, 100), (2, 10, "queued", "a", 0, 30),
+                 (3, 31, "released", "h", 1, 0), (3, 31, "acquired", "a", 4, 131), (3, 31, "handoff", "a", 4, 0)]
+        self.write(steps, waits=[("a", "ok", 4)])
+        self.assertIn("after its deadline", self.assertFails("waits").problems[0])
+
+    def test_a_timeout_before_the_deadline_fails_and_at_it_passes(self):
+        base = [(1, 0, "acquired", "h", 1, 1000), (2, 10, "queued", "a", 0, 30)]
+        self.write(base + [(3, 30, "timedout", "a", 0, 0)])
+        self.assertIn("before its deadline", self.assertFails("waits").problems[0])
+        self.write(base + [(3, 31, "timedout", "a", 0, 0)])
+        self.assertNoViolation("waits")
+
+    def test_taking_a_lock_others_queue_for_fails(self):
+        steps = [(1, 0, "acquired", "h", 1, 100), (2, 10, "queued", "a", 0, 500),
+                 (3, 101, "expired", "h", 1, 0), (3, 101, "acquired", "x", 3, 201)]
+        self.write(steps)
+        self.assertIn("x took the lock", self.assertFails("waits").problems[0])
+
+    def test_a_handoff_token_unlike_its_grant_fails(self):
+        steps = self.FIFO[:5] + [(5, 40, "acquired", "a", 6, 140), (5, 40, "handoff", "a", 7, 0)]
+        self.write(steps)
+        self.assertIn("not the grant recorded before it", self.assertFails("waits").problems[0])
+
+    def test_a_client_told_a_token_never_granted_fails(self):
+        self.write(self.FIFO, waits=[("a", "ok", 6), ("b", "ok", 9), ("c", "fail", None)])
+        v = self.assertFails("waits")
+        self.assertIn("b's WAIT was answered token 9", v.problems[0])
+
+    def test_no_handoff_at_all_lacks_evidence(self):
+        self.write(self.FIFO[:5], waits=[("a", "fail", None)])
+        self.assertLacks("waits", "never exercised")
+
+    def test_a_planted_lifo_queue_in_a_simulated_run_fails(self):
+        sim = Sim(21, n_ops=600, procs_per_key=4, p_wait=.6)
+        pop = list.pop
+        sim_waiters = sim.waiters
+        for key in sim_waiters:
+            class Lifo(list):
+                def pop(self, i=-1):  # the bug: the last in line first
+                    return pop(self, -1)
+            sim_waiters[key] = Lifo()
+        sim.run(self.dir)
+        self.assertFails("waits")
 
 
 class LockLost(Base):

@@ -76,14 +76,21 @@ class Pool:
         self.timeout = timeout
         self.conns = {}
 
-    def call(self, nid, *args):
+    def call(self, nid, *args, timeout=None):
+        """One command on node `nid`; `timeout` (seconds) replaces the usual
+        bound for this call (a blocking command's own wait)."""
         c = self.conns.get(nid)
         if c is None:
             host, port = self.cluster.client_addr(nid)
             c = Conn(host, port, timeout=self.timeout, connect_timeout=0.5)
             self.conns[nid] = c
         try:
-            return c.call(*args)
+            if timeout is not None:
+                c.sock.settimeout(timeout)
+            reply = c.call(*args)
+            if timeout is not None:
+                c.sock.settimeout(self.timeout)
+            return reply
         except Lost:
             self.drop(nid)
             raise
@@ -149,6 +156,12 @@ class Worker(threading.Thread):
 class LockClient(Worker):
     """ACQUIRE -> work -> fenced write -> RENEW (+ write) or RELEASE, forever.
 
+    Some acquires WAIT (`LOCK.ACQUIRE ... WAIT ms`): queued behind the holder
+    and the other waiters, granted by the entry that frees the lock. The
+    lease of a grant that took long is known to run only until the request's
+    send time + ttl, so after a long wait the client renews at once and
+    counts from the renewal.
+
     Now and then, while holding the lock, it also
     * rewrites the lock key in place (REWRITE_SCRIPT, APPEND to the owner) and
       carries on as the new owner with the new token (`rewrite` in the
@@ -161,6 +174,8 @@ class LockClient(Worker):
 
     P_REWRITE = 0.2  # per hold
     P_LATE_RENEW = 0.2  # per renewal
+    P_WAIT = 0.4  # per acquire
+    WAIT_MS = (200, 4000)
 
     def __init__(self, name, key, cluster, history, rng, stop, timeout, resource_port, ttl=(1500, 3000)):
         super().__init__(name, cluster, history, rng, stop, timeout)
@@ -177,13 +192,13 @@ class LockClient(Worker):
         self.owner = f"p{self.process}"
         self.rewrites = 0
 
-    def op(self, f, argv, **fields):
+    def op(self, f, argv, timeout=None, **fields):
         """Runs one command; returns ("ok"|"fail"|"unknown", reply)."""
         nid = self.node()
         oid = self.history.invoke(process=self.process, node=nid, f=f, key=self.key, owner=self.owner, **fields)
         base = dict(process=self.process, node=nid, f=f, key=self.key, owner=self.owner)
         try:
-            reply = self.pool.call(nid, *argv)
+            reply = self.pool.call(nid, *argv, timeout=timeout)
         except NotSent as e:
             self.history.complete(oid, "fail", error=f"not sent: {e}", **base)
             return "fail", None
@@ -202,7 +217,14 @@ class LockClient(Worker):
         while not self.stop.is_set():
             ttl = self.rng.randint(*self.ttl)
             sent = time.monotonic()
-            kind, r = self.op("acquire", ["LOCK.ACQUIRE", self.key, self.owner, ttl], ttl=ttl)
+            if self.rng.random() < self.P_WAIT:
+                wait = self.rng.randint(*self.WAIT_MS)
+                # Past its WAIT the server answers within a grace period;
+                # a client gives up later than that.
+                kind, r = self.op("acquire", ["LOCK.ACQUIRE", self.key, self.owner, ttl, "WAIT", wait],
+                                  timeout=self.pool.timeout + wait / 1000, ttl=ttl, wait=wait)
+            else:
+                kind, r = self.op("acquire", ["LOCK.ACQUIRE", self.key, self.owner, ttl], ttl=ttl)
             if kind == "unknown":
                 self.renew_identity()
                 self.nap(0.05, 0.3)
@@ -222,6 +244,18 @@ class LockClient(Worker):
             token = reply
             self.history.complete(oid, "ok", token=token, **base)
             self.holding = True
+            if time.monotonic() - sent > ttl / 1000 / 3:
+                # A long wait: what is known of the lease is too short.
+                t = time.monotonic()
+                kind, r = self.op("renew", ["LOCK.RENEW", self.key, self.owner, token, ttl], token=token, ttl=ttl)
+                if kind != "reply":
+                    if kind == "unknown":
+                        self.renew_identity()
+                    self.holding = False
+                    continue
+                oid, base, reply = r
+                self.history.complete(oid, "ok", token=token, **base)
+                sent = t
             self.hold(token, ttl, sent)
             self.holding = False
             self.nap(0.0, 0.2)
