@@ -16,6 +16,15 @@
 # first LOCK.ACQUIRE granted through a survivor is measured, and the node is
 # restarted. Servers are stopped on exit. Every step is bounded in time.
 #
+# --contention runs the contention table instead (issue 13): N clients on ONE
+# key, each taking and releasing it in a loop: Redis with clients spinning on
+# SET NX PX (a denied attempt is retried at once), raftlock spinning the same
+# way with SET NX PX and with LOCK.ACQUIRE, and raftlock with LOCK.ACQUIRE ...
+# WAIT (queued, handed over by the release), on one node and on the cluster's
+# leader and a follower. It prints successful acquisitions/s, attempts/s and
+# the time from a client's first attempt to its grant (p50, p99, max, mean),
+# and the log entries each raftlock target wrote per acquisition.
+#
 # --soak-minutes M runs the stability check instead: the three-node cluster
 # (default timing) under N clients of LOCK.* through the leader and 10 of
 # SET NX PX + EVALSHA through a follower for M minutes; it fails unless every
@@ -24,7 +33,7 @@
 #
 # Usage: scripts/bench.sh [--duration-secs S] [--warmup-secs S] [--clients N]
 #                         [--repeats R] [--failovers F] [--binary PATH]
-#                         [--soak-minutes M]
+#                         [--soak-minutes M] [--contention]
 # --binary benchmarks another raftlock build (e.g. an older commit's) instead
 # of building this checkout's.
 # Environment: CARGO_TARGET_DIR (default /var/tmp/raftlock-target), BENCH_DIR (parent of the
@@ -41,6 +50,7 @@ REPEATS=3
 FAILOVERS=5
 BINARY=""
 SOAK=0
+CONTENTION=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --duration-secs) DURATION="$2"; shift 2 ;;
@@ -50,6 +60,7 @@ while [[ $# -gt 0 ]]; do
         --failovers) FAILOVERS="$2"; shift 2 ;;
         --binary) BINARY="$2"; shift 2 ;;
         --soak-minutes) SOAK="$2"; shift 2 ;;
+        --contention) CONTENTION=1; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
@@ -203,11 +214,11 @@ LOAD_TIMEOUT=$((WARMUP + DURATION + 90))
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
 : >"$WORK/results"
-run_load() { # label port mode clients
+run_load() { # label port mode clients [keys]
     local rc=0
-    log "load: $1, $3, $4 client(s)"
+    log "load: $1, $3, $4 client(s)${5:+, $5 key}"
     timeout "$LOAD_TIMEOUT" "$LOADGEN" --host 127.0.0.1 --port "$2" --mode "$3" --scenario custom \
-        --clients "$4" --keys distinct --duration-secs "$DURATION" --warmup-secs "$WARMUP" --label "$1" \
+        --clients "$4" --keys "${5:-distinct}" --duration-secs "$DURATION" --warmup-secs "$WARMUP" --label "$1" \
         >>"$WORK/results" 2>"$WORK/loadgen.err" || rc=$?
     if [[ $rc -ne 0 ]]; then
         log "loadgen against $1 ($3, $4 clients) failed (status $rc$([[ $rc -eq 124 ]] && echo ', timed out')); its messages:"
@@ -217,6 +228,74 @@ run_load() { # label port mode clients
     sleep 1
 }
 TERM_BEFORE="$(raft_field "${C_PORT[$LEADER]}" term)"
+
+# --- contention (--contention) ---------------------------------------------------
+if [[ "$CONTENTION" -eq 1 ]]; then
+    # Log entries a raftlock target wrote during one load: last_log_index
+    # before and after, appended to the RESULT line.
+    contend() { # label port mode
+        local before after
+        before="$(raft_field "$2" last_log_index)"
+        run_load "$1" "$2" "$3" "$CLIENTS" shared
+        after="$(raft_field "$2" last_log_index)"
+        [[ -n "$before" && -n "$after" ]] && sed -i '$ s/$/ log_entries='"$((after - before))"'/' "$WORK/results"
+    }
+    for round in $(seq 1 "$REPEATS"); do
+        LEADER="$(wait_cluster)" || { status=1; break; }
+        FOLLOWER=$(( LEADER % 3 + 1 ))
+        log "cluster leader: node $LEADER; follower used: node $FOLLOWER"
+        run_load redis "$REDIS_PORT" redis-evalsha "$CLIENTS" shared
+        contend raftlock-1 "$RL_PORT" redis-evalsha
+        contend raftlock-1 "$RL_PORT" raftlock
+        contend raftlock-1 "$RL_PORT" raftlock-wait
+        contend raftlock-3-leader "${C_PORT[$LEADER]}" raftlock
+        contend raftlock-3-leader "${C_PORT[$LEADER]}" raftlock-wait
+        contend raftlock-3-follower "${C_PORT[$FOLLOWER]}" raftlock-wait
+    done
+    echo
+    echo "raftlock $( [[ -n "$BINARY" ]] && echo "$BINARY" || git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '(no commit)') vs $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /') (appendfsync always)," \
+        "$(nproc) CPUs, $(uname -r), load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "$CLIENTS clients on one key, each acquiring and releasing in a loop; median of $REPEATS runs of ${DURATION} s after ${WARMUP} s warm-up (by acquisitions/s)."
+    echo "wait: from a client's first attempt to its grant, ms. log entries: what the target's Raft log grew by over the whole run, per acquisition at the measured rate."
+    awk -v secs="$((DURATION + WARMUP))" '
+        /^RESULT / {
+            delete f
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+            k = f["label"] SUBSEP f["mode"]
+            if (!(k in n)) order[++rows] = k
+            n[k]++
+            line[k, n[k]] = $0
+            rate[k, n[k]] = f["pairs_per_s"] + 0
+            errs[k] += f["errors"]
+        }
+        function field(s, name,    i, a, kv) {
+            split(s, a, " ")
+            for (i in a) { split(a[i], kv, "="); if (kv[1] == name) return kv[2] }
+            return ""
+        }
+        END {
+            print "| target | protocol | acquisitions/s | attempts/s | wait p50 | p99 | max | mean | max/mean | log entries per acquisition |"
+            print "|---|---|---|---|---|---|---|---|---|---|"
+            for (r = 1; r <= rows; r++) {
+                k = order[r]; m = n[k]
+                # the run with the median rate
+                for (i = 1; i <= m; i++) idx[i] = i
+                for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (rate[k, idx[j]] < rate[k, idx[i]]) { t = idx[i]; idx[i] = idx[j]; idx[j] = t }
+                s = line[k, idx[int((m + 1) / 2)]]
+                split(k, p, SUBSEP)
+                mean = field(s, "acquire_mean_ms") + 0
+                ent = field(s, "log_entries")
+                pairs = field(s, "pairs") + 0
+                printf "| %s | %s | %.0f | %.0f | %s | %s | %s | %.3f | %s | %s |\n", p[1], p[2], field(s, "pairs_per_s"), field(s, "attempts_per_s"),
+                    field(s, "acquire_p50_ms"), field(s, "acquire_p99_ms"), field(s, "acquire_max_ms"), mean,
+                    (mean > 0) ? sprintf("%.1f", field(s, "acquire_max_ms") / mean) : "-",
+                    (ent != "" && pairs > 0) ? sprintf("%.2f", ent / (field(s, "pairs_per_s") * secs)) : "-"
+            }
+            for (k in errs) if (errs[k] > 0) { split(k, p, SUBSEP); printf "errors: %s %s: %d\n", p[1], p[2], errs[k] }
+        }' "$WORK/results"
+    exit "$status"
+fi
+
 # Round by round, every target in turn, so that all see the same machine (a
 # shared machine's load drifts).
 for round in $(seq 1 "$REPEATS"); do
