@@ -360,6 +360,15 @@ pub fn is_lock_attempt(argv: &[Bytes]) -> bool {
         && !argv[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get"))
 }
 
+/// Whether `argv` is a `LOCK.ACQUIRE ... WAIT` that would queue behind
+/// another owner's lock, as `ks` stands (at its own log time).
+pub fn queues_behind_holder(ks: &Keyspace, argv: &[Bytes]) -> bool {
+    argv.len() == 6
+        && argv[0].eq_ignore_ascii_case(b"lock.acquire")
+        && argv[4].eq_ignore_ascii_case(b"wait")
+        && ks.get(&argv[1], ks.log_time()).is_some_and(|e| e.owner() != argv[2])
+}
+
 /// Whether the lock attempt `argv` ([`is_lock_attempt`]) would be refused
 /// (reply nil) if applied to `ks` at `ctx.now`: it is run on a copy (O(1),
 /// the maps are persistent), which is then dropped.
