@@ -66,6 +66,16 @@ pub struct Config {
     /// Shared secret every peer connection must present.
     #[arg(long, env = "RAFTLOCK_CLUSTER_SECRET", default_value = "", hide_env_values = true)]
     pub cluster_secret: String,
+    /// Password of the default user: clients must `AUTH` (or `HELLO 3 AUTH
+    /// default <password>`) before any other command. Give every node the
+    /// same one. Prefer the environment variable: a flag shows in `ps`.
+    #[arg(long, env = "RAFTLOCK_REQUIREPASS", hide_env_values = true)]
+    pub requirepass: Option<String>,
+    /// Protected mode, as Redis: with no password set, only clients on the
+    /// loopback interface (127.0.0.1, ::1) are served; others are told why and
+    /// disconnected.
+    #[arg(long, env = "RAFTLOCK_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no)]
+    pub protected_mode: bool,
     /// How long a command waits for the cluster before replying an error, ms.
     #[arg(long, env = "RAFTLOCK_REQUEST_TIMEOUT_MS", default_value_t = 5000)]
     pub request_timeout_ms: u64,
@@ -204,6 +214,15 @@ fn join_host_port(host: &str, port: u16) -> String {
     if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
+/// `yes` or `no`, as Redis's boolean settings.
+pub fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,3 +278,4 @@ mod tests {
         const _: () = assert!(crate::keyspace::MAX_RETRY_WINDOW_MS < crate::keyspace::SESSION_TTL_MS);
     }
 }
+

@@ -75,7 +75,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("ping", -1, ["fast", "stale"], (0, 0, 0), "connection", "1.0.0", "Returns the server's liveliness response.", Local),
     cmd!("echo", 2, ["fast"], (0, 0, 0), "connection", "1.0.0", "Returns the given string.", Local),
     cmd!("hello", -1, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "6.0.0", "Handshakes with the server: protocol version, client name.", Local),
-    cmd!("auth", -2, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "1.0.0", "Authenticates the connection (not supported yet).", Local),
+    cmd!("auth", -2, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "1.0.0", "AUTH [username] password: authenticates the connection as the default user.", Local),
     cmd!("select", 2, ["loading", "stale", "fast"], (0, 0, 0), "connection", "1.0.0", "Changes the selected database; only database 0 exists.", Local),
     cmd!("client", -2, ["loading", "stale"], (0, 0, 0), "connection", "2.4.0", "CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|NO-EVICT|NO-TOUCH|REPLY.", Local),
     cmd!("quit", -1, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "1.0.0", "Closes the connection.", Local),

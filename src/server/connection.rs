@@ -53,12 +53,19 @@ struct Connection {
     multi_bytes: usize,
     /// `WATCH`ed keys and the version of their last write when watched.
     watched: Vec<(Bytes, u64)>,
+    /// Whether the client may run commands: it authenticated, or no
+    /// password is required.
+    authenticated: bool,
 }
 
 /// Serves one client until it disconnects, misbehaves or the node stops.
 pub async fn serve(node: Arc<Node>, socket: TcpStream, addr: SocketAddr, mut shutdown: broadcast::Receiver<()>) {
     let local = socket.local_addr().ok();
     let (reader, mut writer) = socket.into_split();
+    if node.auth.denies(addr.ip()) {
+        let _ = writer.write_all(super::auth::PROTECTED_MODE_DENIED.as_bytes()).await;
+        return;
+    }
     let limit = node.maxclients.load(Ordering::Relaxed);
     let Some(id) = node.clients.register(addr, local, limit) else {
         crate::metrics::record_rejected_connection();
@@ -79,6 +86,7 @@ pub async fn serve(node: Arc<Node>, socket: TcpStream, addr: SocketAddr, mut shu
         multi_failed: false,
         multi_bytes: 0,
         watched: Vec::new(),
+        authenticated: !node.auth.required(),
     };
     conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
     conn.unsubscribe_all();
@@ -168,7 +176,8 @@ impl Connection {
     /// `MULTI` and subscriptions.
     fn pipelinable(&self, frame: &Option<Result<Vec<Bytes>, ProtocolError>>) -> bool {
         let Some(Ok(argv)) = frame else { return false };
-        self.multi.is_none()
+        self.authenticated
+            && self.multi.is_none()
             && !self.subscribed()
             && commands::lookup(&argv[0]).is_some_and(|spec| {
                 spec.arity_ok(argv.len())
@@ -245,6 +254,11 @@ impl Connection {
             c.last_command = spec.name;
             c.last_active = Instant::now();
         });
+        if !self.authenticated && !super::auth::allowed_before_auth(spec.name) {
+            self.multi_failed |= self.multi.is_some();
+            self.reply(&Reply::error(super::auth::NOAUTH));
+            return Next::Continue;
+        }
         if !spec.arity_ok(argv.len()) {
             self.multi_failed |= self.multi.is_some();
             self.reply(&arity_error(spec.name));
@@ -326,6 +340,8 @@ impl Connection {
                 self.watched.clear();
                 self.unsubscribe_all();
                 self.resp3 = false;
+                // Back to the default user: authenticated only if it needs no password.
+                self.authenticated = !self.node.auth.required();
                 self.node.clients.update(self.id, |c| {
                     c.name.clear();
                     c.resp = 2;
@@ -333,7 +349,19 @@ impl Connection {
                 Reply::Status("RESET".into())
             }
             "hello" => self.hello(argv),
-            "auth" => auth_reply(argv.get(2).map(|_| &argv[1])).unwrap_or_else(Reply::ok),
+            "auth" => {
+                if argv.len() > 3 {
+                    return (Some(Reply::error("ERR syntax error")), Next::Continue);
+                }
+                let (user, password) = if argv.len() == 3 { (Some(&argv[1][..]), &argv[2]) } else { (None, &argv[1]) };
+                match self.node.auth.check(user, password) {
+                    Ok(()) => {
+                        self.authenticated = true;
+                        Reply::ok()
+                    }
+                    Err(refused) => refused,
+                }
+            }
             "select" => match parse_i64(&argv[1]) {
                 Some(0) => Reply::ok(),
                 Some(_) => Reply::error("ERR DB index is out of range"),
@@ -482,13 +510,15 @@ impl Connection {
             i = 2;
         }
         let mut name = None;
+        let mut authenticated = self.authenticated;
         while i < argv.len() {
             let opt = String::from_utf8_lossy(&argv[i]).to_ascii_uppercase();
             match opt.as_str() {
                 "AUTH" if i + 2 < argv.len() => {
-                    if let Some(refused) = auth_reply(Some(&argv[i + 1])) {
+                    if let Err(refused) = self.node.auth.check(Some(&argv[i + 1][..]), &argv[i + 2]) {
                         return refused;
                     }
+                    authenticated = true;
                     i += 3;
                 }
                 "SETNAME" if i + 1 < argv.len() => {
@@ -501,6 +531,10 @@ impl Connection {
                 _ => return Reply::error(format!("ERR Syntax error in HELLO option '{opt}'")),
             }
         }
+        if !authenticated {
+            return Reply::error(super::auth::NOAUTH_HELLO);
+        }
+        self.authenticated = true;
         self.resp3 = resp3;
         self.node.clients.update(self.id, |c| {
             c.resp = if resp3 { 3 } else { 2 };
@@ -634,6 +668,7 @@ impl Connection {
             ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
             ("maxmemory", "0".into()),
             ("cluster-enabled", "no".into()),
+            ("protected-mode", if self.node.auth.protected_mode() { "yes" } else { "no" }.into()),
         ]
     }
 
@@ -643,6 +678,15 @@ impl Connection {
                 let flags = parse_notify_flags(value)
                     .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdnL'.")?;
                 self.node.hub.set_notify_flags(flags);
+                Ok(())
+            }
+            // Not in CONFIG GET: only its digest is kept.
+            "requirepass" => {
+                self.node.auth.set_password(Some(value));
+                Ok(())
+            }
+            "protected-mode" => {
+                self.node.auth.set_protected_mode(crate::config::parse_yes_no(value)?);
                 Ok(())
             }
             "maxclients" => {
@@ -773,20 +817,6 @@ impl<'a> Blocked<'a> {
 impl Drop for Blocked<'_> {
     fn drop(&mut self) {
         self.node.clients.update(self.id, |c| c.blocked = false);
-    }
-}
-
-/// Authentication as a Redis server whose only user, `default`, has no
-/// password: `AUTH password` is refused with Redis's hint, `AUTH default any`
-/// succeeds, any other user is unknown. `None` means accepted.
-fn auth_reply(username: Option<&Bytes>) -> Option<Reply> {
-    match username {
-        None => Some(Reply::error(
-            "ERR AUTH <password> called without any password configured for the default user. \
-             Are you sure your configuration is correct?",
-        )),
-        Some(user) if &user[..] == b"default" => None,
-        Some(_) => Some(Reply::error("WRONGPASS invalid username-password pair or user is disabled.")),
     }
 }
 

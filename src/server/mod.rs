@@ -2,6 +2,7 @@
 //! and the wiring of storage, consensus and metrics. Connection state (protocol
 //! version, subscriptions, name) lives here and never enters the log.
 
+mod auth;
 mod clients;
 mod connection;
 mod expiry;
@@ -47,6 +48,7 @@ pub enum ServerError {
 /// Everything the connections share.
 pub struct Node {
     pub config: Config,
+    pub auth: auth::Auth,
     pub consensus: Arc<Consensus>,
     pub hub: Arc<Hub>,
     pub clients: ClientRegistry,
@@ -59,7 +61,9 @@ pub struct Node {
 }
 
 /// Runs a node until Ctrl-C or SIGTERM.
-pub async fn run(config: Config) -> Result<(), ServerError> {
+pub async fn run(mut config: Config) -> Result<(), ServerError> {
+    // Only its digest is kept.
+    let auth = auth::Auth::new(config.requirepass.take().as_deref(), config.protected_mode);
     let storage = Arc::new(Storage::open(&config.data_dir)?);
     let clock = Arc::new(LogClock::system());
     let hub = Arc::new(Hub::new());
@@ -105,6 +109,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let node = Arc::new(Node {
         maxclients: AtomicUsize::new(config.maxclients),
         config,
+        auth,
         consensus: consensus.clone(),
         hub,
         clients: ClientRegistry::default(),

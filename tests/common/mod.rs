@@ -101,8 +101,14 @@ impl TestServer {
         self.dir.path().join("raftlock.log")
     }
 
+    /// The server's URL; with the password when it requires one
+    /// (`RAFTLOCK_REQUIREPASS`, letters and digits only), so `client()`
+    /// and readiness checks authenticate.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        match self.env.iter().find(|(k, _)| k == "RAFTLOCK_REQUIREPASS") {
+            Some((_, pass)) if !pass.is_empty() => format!("redis://:{pass}@127.0.0.1:{}/", self.port),
+            _ => format!("redis://127.0.0.1:{}/", self.port),
+        }
     }
 
     pub fn addr(&self) -> String {

@@ -1,0 +1,176 @@
+//! Authentication and protected mode (issue 14), against the real binary:
+//! with a password, an unauthenticated client can do nothing but AUTH,
+//! HELLO ... AUTH, QUIT and RESET (pipelined writes included), with Redis
+//! 7's replies; the redis crate and redis-cli authenticate the usual ways;
+//! the password shows nowhere; and protected mode turns away clients that
+//! are not on the loopback interface (here: connecting from 127.0.0.2) while
+//! no password is set.
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{q, RawConn, Resp, TestServer};
+use redis::Value;
+
+const PASS: &str = "Tr0ub4dor3";
+
+fn err(r: Resp) -> String {
+    match r {
+        Resp::Error(e) => e,
+        other => panic!("expected an error reply, got {other:?}"),
+    }
+}
+
+/// A connection to `addr` from the local address `from` (e.g. 127.0.0.2).
+fn connect_from(from: &str, addr: &str) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let stream = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).expect("bind the client to a second loopback address");
+        socket.connect(addr.parse().unwrap()).await.expect("connect")
+    });
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+}
+
+/// Sends PING on `stream` and returns everything the server sends until it
+/// closes the connection or goes quiet.
+fn ping_and_read(mut stream: TcpStream) -> (String, bool) {
+    use std::io::Write;
+    stream.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(1500))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    (String::from_utf8_lossy(&got).into_owned(), closed)
+}
+
+#[test]
+fn without_the_password_a_client_can_only_authenticate() {
+    let s = TestServer::start_with_env(&[("RAFTLOCK_REQUIREPASS", PASS)]);
+    let mut raw = RawConn::connect(&s.addr());
+    let noauth = "NOAUTH Authentication required.";
+    for cmd in [&["PING"][..], &["GET", "k"], &["SET", "k", "v"], &["LOCK.ACQUIRE", "k", "o", "1000"], &["MULTI"], &["EVAL", "return 1", "0"], &["SUBSCRIBE", "c"], &["CLIENT", "ID"]] {
+        assert_eq!(err(raw.cmd(cmd)), noauth, "{cmd:?}");
+    }
+    // Pipelined writes go to the leader together: each is refused too.
+    let mut pipeline = Vec::new();
+    for i in 0..3 {
+        pipeline.extend(RawConn::encode(&[b"SET", format!("p{i}").as_bytes(), b"v"]));
+    }
+    raw.send(&pipeline);
+    for _ in 0..3 {
+        assert_eq!(err(raw.read().unwrap()), noauth);
+    }
+    assert_eq!(
+        err(raw.cmd(&["HELLO", "3"])),
+        "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+    );
+    let wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
+    assert_eq!(err(raw.cmd(&["AUTH", "guess"])), wrongpass);
+    assert_eq!(err(raw.cmd(&["AUTH", "alice", PASS])), wrongpass);
+    assert_eq!(err(raw.cmd(&["HELLO", "3", "AUTH", "default", "guess"])), wrongpass);
+    assert_eq!(err(raw.cmd(&["PING"])), noauth);
+    // Nothing the refused commands asked for happened.
+    let mut admin = s.client();
+    for key in ["k", "p0", "p1", "p2"] {
+        assert_eq!(q(&mut admin, &["EXISTS", key]).unwrap(), Value::Int(0), "{key}");
+    }
+    assert_eq!(raw.cmd(&["AUTH", PASS]), Resp::Simple("OK".into()));
+    assert_eq!(raw.cmd(&["PING"]), Resp::Simple("PONG".into()));
+    assert_eq!(raw.cmd(&["SET", "k", "v"]), Resp::Simple("OK".into()));
+    // RESET goes back to the default user, which needs the password.
+    assert_eq!(raw.cmd(&["RESET"]), Resp::Simple("RESET".into()));
+    assert_eq!(err(raw.cmd(&["GET", "k"])), noauth);
+    let hello = raw.cmd(&["HELLO", "3", "AUTH", "default", PASS]);
+    assert!(matches!(hello, Resp::Map(_)), "HELLO 3 AUTH: {hello:?}");
+    assert_eq!(raw.cmd(&["AUTH", "default", PASS]), Resp::Simple("OK".into()));
+    assert_eq!(raw.cmd(&["GET", "k"]), Resp::Bulk(Some(b"v".to_vec())));
+    assert_eq!(raw.cmd(&["QUIT"]), Resp::Simple("OK".into()));
+}
+
+#[test]
+fn clients_authenticate_the_usual_ways() {
+    let s = TestServer::start_with_env(&[("RAFTLOCK_REQUIREPASS", PASS)]);
+    // The redis crate: password only, user and password, RESP3 (HELLO 3 AUTH).
+    for url in [
+        format!("redis://:{PASS}@127.0.0.1:{}/", s.port),
+        format!("redis://default:{PASS}@127.0.0.1:{}/", s.port),
+        format!("redis://default:{PASS}@127.0.0.1:{}/?protocol=resp3", s.port),
+    ] {
+        let mut con = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(matches!(q(&mut con, &["LOCK.ACQUIRE", "l", &url, "1000"]), Ok(Value::Int(_))), "{url}");
+        assert_eq!(q(&mut con, &["DEL", "l"]).unwrap(), Value::Int(1));
+    }
+    let bad = format!("redis://:nope@127.0.0.1:{}/", s.port);
+    let e = redis::Client::open(bad.as_str()).unwrap().get_connection().err().expect("a wrong password must fail");
+    assert_eq!(e.kind(), redis::ErrorKind::AuthenticationFailed, "{e}");
+    // redis-cli: -a, --user/--pass, and without.
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "--no-auth-warning"])
+            .args(args)
+            .output()
+            .expect("redis-cli (Debian's redis-tools; scripts/deps.sh installs it)");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(cli(&["-a", PASS, "PING"]), "PONG");
+    assert_eq!(cli(&["--user", "default", "--pass", PASS, "PING"]), "PONG");
+    assert_eq!(cli(&["PING"]), "NOAUTH Authentication required.");
+    assert!(cli(&["-a", "nope", "PING"]).contains("NOAUTH"), "a wrong password authenticates nothing");
+}
+
+#[test]
+fn the_password_is_shown_nowhere() {
+    let s = TestServer::start_with_env(&[("RAFTLOCK_REQUIREPASS", PASS), ("RUST_LOG", "debug")]);
+    let mut c = s.client();
+    let mut seen = String::new();
+    for cmd in [&["INFO", "everything"][..], &["CONFIG", "GET", "*"], &["CLIENT", "LIST"], &["CLIENT", "INFO"]] {
+        seen.push_str(&format!("{:?}", q(&mut c, cmd).unwrap()));
+    }
+    assert!(!seen.contains(PASS), "the password shows in INFO, CONFIG GET or CLIENT");
+    assert!(seen.contains("protected-mode"), "CONFIG GET * lists protected-mode");
+    assert!(!s.logs().contains(PASS), "the password is in the server's log");
+    // CONFIG SET requirepass: new authentications need the new password.
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "requirepass", "N3w"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()), "an authenticated client stays so");
+    let mut raw = RawConn::connect(&s.addr());
+    assert!(err(raw.cmd(&["AUTH", PASS])).starts_with("WRONGPASS"));
+    assert_eq!(raw.cmd(&["AUTH", "N3w"]), Resp::Simple("OK".into()));
+}
+
+#[test]
+fn protected_mode_serves_only_loopback_clients_while_no_password_is_set() {
+    let denied = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user.";
+    let s = TestServer::start();
+    let (got, closed) = ping_and_read(connect_from("127.0.0.2", &s.addr()));
+    assert!(got.starts_with(denied) && got.ends_with("from the outside.\r\n"), "from 127.0.0.2: {got:?}");
+    assert!(closed, "the denied connection must be closed");
+    let (got, _) = ping_and_read(connect_from("127.0.0.1", &s.addr()));
+    assert_eq!(got, "+PONG\r\n");
+    // Switched off from the loopback interface, as Redis allows.
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).unwrap(), Value::Okay);
+    assert_eq!(ping_and_read(connect_from("127.0.0.2", &s.addr())).0, "+PONG\r\n");
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "protected-mode", "yes"]).unwrap(), Value::Okay);
+    assert!(ping_and_read(connect_from("127.0.0.2", &s.addr())).0.starts_with(denied));
+    // With a password, everyone may connect (and must authenticate).
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "requirepass", PASS]).unwrap(), Value::Okay);
+    assert_eq!(ping_and_read(connect_from("127.0.0.2", &s.addr())).0, "-NOAUTH Authentication required.\r\n");
+
+    let off = TestServer::start_with_env(&[("RAFTLOCK_PROTECTED_MODE", "no")]);
+    assert_eq!(ping_and_read(connect_from("127.0.0.2", &off.addr())).0, "+PONG\r\n");
+}
