@@ -1,6 +1,10 @@
 # raftlock: build in a Rust image, run in a slim Debian.
 #   docker build -t raftlock .
-#   docker run -p 6379:6379 -v raftlock-data:/data raftlock
+#   docker run -p 6379:6379 -v raftlock-data:/data -e RAFTLOCK_REQUIREPASS=<a long random password> raftlock
+# Without a password the server is in protected mode: it serves only clients
+# on its own loopback interface, so clients outside the container are turned
+# away (DENIED). Set RAFTLOCK_REQUIREPASS (clients then AUTH, e.g.
+# `redis-cli -a ...`), or, on a network you trust, RAFTLOCK_PROTECTED_MODE=no.
 FROM rust:1-bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends libclang-dev clang && rm -rf /var/lib/apt/lists/*
 WORKDIR /src

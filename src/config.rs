@@ -74,7 +74,7 @@ pub struct Config {
     /// Protected mode, as Redis: with no password set, only clients on the
     /// loopback interface (127.0.0.1, ::1) are served; others are told why and
     /// disconnected.
-    #[arg(long, env = "RAFTLOCK_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no)]
+    #[arg(long, env = "RAFTLOCK_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub protected_mode: bool,
     /// How long a command waits for the cluster before replying an error, ms.
     #[arg(long, env = "RAFTLOCK_REQUEST_TIMEOUT_MS", default_value_t = 5000)]
@@ -235,6 +235,15 @@ mod tests {
         assert_eq!(c.metrics_socket().unwrap(), Some("127.0.0.1:9379".parse().unwrap()));
         assert_eq!(c.node_id, 1);
         assert!(c.validate().is_ok());
+        assert!(c.protected_mode && c.requirepass.is_none());
+    }
+
+    #[test]
+    fn protected_mode_takes_yes_or_no() {
+        assert!(!Config::parse_from(["raftlock", "--protected-mode", "no"]).protected_mode);
+        assert!(Config::parse_from(["raftlock", "--protected-mode", "YES"]).protected_mode);
+        assert!(Config::try_parse_from(["raftlock", "--protected-mode", "maybe"]).is_err());
+        assert!(Config::try_parse_from(["raftlock", "--protected-mode"]).is_err());
     }
 
     #[test]

@@ -207,6 +207,8 @@ class Cluster:
         cmd = [self.binary, "--node-id", str(nid), "--bind", node.host, "--port", str(node.port),
                "--peer-port", str(node.peer_port), "--data-dir", data, "--metrics-addr", "off",
                "--initial-cluster", self.initial_cluster(), "--cluster-secret", self.secret,
+               # Clients reach the nodes' namespaces from outside their loopback.
+               "--protected-mode", "no",
                "--audit-log", os.path.join(self.out, f"audit-{nid}.jsonl"),
                "--snapshot-logs", str(self.snapshot_logs),
                "--request-timeout-ms", str(self.request_timeout_ms)]
