@@ -7,7 +7,8 @@
 use bytes::Bytes;
 
 use crate::keyspace::{
-    ClientId, Enqueued, Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Value, WaitStep, Waiter, MAX_WAITERS_PER_KEY,
+    ClientId, Enqueued, Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Seen, Value, WaitStep, Waiter,
+    MAX_WAITERS_PER_KEY,
 };
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
@@ -111,16 +112,21 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     Ok(Reply::Int(ctx.version as i64))
 }
 
-/// The connection `client` stops waiting as `owner` in `key`'s queue
-/// ([`crate::commands::Request::Dequeue`]): nil if it was still waiting (now it is
-/// not); the token if `owner` holds the lock (granted before this entry);
-/// otherwise nil.
-pub fn dequeue(ks: &mut Keyspace, ctx: &mut ExecCtx, client: &ClientId, key: &Bytes, owner: &Bytes) -> Reply {
+/// The connection `client` stops waiting as `owner` in `key`'s queue, where
+/// its command `seq` put it ([`crate::commands::Request::Dequeue`]): nil if it
+/// was still waiting (now it is not); otherwise how that wait ended, as the
+/// client's session recorded it (the token of the grant, even if its lease
+/// has run out since, or nil for a timeout); failing that (a session
+/// forgotten), the token if `owner` holds the lock, else nil.
+pub fn dequeue(ks: &mut Keyspace, ctx: &mut ExecCtx, client: &ClientId, seq: u64, key: &Bytes, owner: &Bytes) -> Reply {
     if let Some(w) = ks.remove_waiter(key, owner, client) {
         let waited_ms = ctx.log_time.saturating_sub(w.since);
         let (client, seq, key, owner) = (w.client, w.seq, key.clone(), w.owner);
         ctx.events.push(Event::Wait { client, seq, key, owner, step: WaitStep::Left, waited_ms });
         return Reply::Nil;
+    }
+    if let Seen::Again(ended @ (Reply::Int(_) | Reply::Nil)) = ks.sessions().check(client, seq) {
+        return ended;
     }
     match ks.get(key, ctx.log_time) {
         Some(entry) if matches!(&entry.value, Value::Str(v) if v == owner) => Reply::Int(entry.version as i64),
@@ -514,7 +520,8 @@ mod tests {
         run(&mut ks, 3, 0, "LOCK.ACQUIRE l c 100 WAIT 5000");
         let dequeue = |ks: &mut Keyspace, index: u64, conn: u64, owner: &str| {
             let origin = Origin { seq: index, ..Origin::test(conn) };
-            let request = Request::Dequeue { key: Bytes::from("l"), owner: Bytes::copy_from_slice(owner.as_bytes()) };
+            let owner = Bytes::copy_from_slice(owner.as_bytes());
+            let request = Request::Dequeue { key: Bytes::from("l"), owner, seq: 1 };
             let p = Proposal { log_time: 10, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, request }]) };
             apply(ks, index, &p).pop().unwrap().reply
         };
@@ -526,6 +533,40 @@ mod tests {
         let (_, events) = run(&mut ks, 6, 20, "LOCK.RELEASE l a 1");
         assert_eq!(wait_end(&events), vec![(3, WaitStep::Granted { token: 7 })]);
         assert_eq!(dequeue(&mut ks, 7, 3, "c"), Reply::Int(7));
+    }
+
+    /// Found by the chaos harness: a node that installed a snapshot over the
+    /// entry granting its waiter never saw the grant; its connection then
+    /// left the queue past the deadline, after the lease had run out, and
+    /// was told nil although the lock had been its own. The end of a wait is
+    /// now kept in the waiter's session, where a late `Dequeue` or a retried
+    /// `WAIT` finds it.
+    #[test]
+    fn how_a_wait_ended_outlives_the_lease_it_granted() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 100");
+        run(&mut ks, 2, 0, "LOCK.ACQUIRE l b 100 WAIT 5000");
+        run(&mut ks, 3, 0, "LOCK.ACQUIRE l c 100 WAIT 150");
+        let events = expire(&mut ks, 4, 101);
+        assert_eq!(wait_end(&events), vec![(2, WaitStep::Granted { token: 5 })]);
+        // b's lease runs out, then c's wait.
+        expire(&mut ks, 6, 202);
+        assert_eq!(read(&ks, 202, "GET l"), Reply::Nil);
+        let dequeue = |ks: &mut Keyspace, index: u64, conn: u64, owner: &str| {
+            let origin = Origin { seq: 2, ..Origin::test(conn) };
+            let request = Request::Dequeue { key: Bytes::from("l"), owner: Bytes::copy_from_slice(owner.as_bytes()), seq: 1 };
+            let p = Proposal { log_time: 300, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin, request }]) };
+            apply(ks, index, &p).pop().unwrap().reply
+        };
+        // A retried copy of b's WAIT (same origin) is answered its token.
+        let retry = ClientCommand {
+            origin: Origin::test(2),
+            request: Request::Command(["LOCK.ACQUIRE", "l", "b", "100", "WAIT", "5000"].iter().map(|s| Bytes::from(*s)).collect()),
+        };
+        let p = Proposal { log_time: 250, unix_ms: 0, op: Op::Commands(vec![retry]) };
+        assert_eq!(apply(&mut ks, 7, &p).pop().unwrap().reply, Reply::Int(5));
+        assert_eq!(dequeue(&mut ks, 8, 2, "b"), Reply::Int(5));
+        assert_eq!(dequeue(&mut ks, 9, 3, "c"), Reply::Nil);
     }
 
     #[test]

@@ -93,11 +93,12 @@ pub enum Request {
     /// the connection sends back one by one. Only commands that
     /// [`pipelinable`] accepts.
     Pipeline(Vec<Vec<Bytes>>),
-    /// The connection that sent a `LOCK.ACQUIRE key owner ... WAIT` leaves
-    /// `key`'s queue (it closed, or stopped waiting). Never sent by a client:
-    /// the node proposes it for the connection. The reply is the token if
-    /// `owner` holds the lock by then (the wait was granted first), else nil.
-    Dequeue { key: Bytes, owner: Bytes },
+    /// The connection that sent `LOCK.ACQUIRE key owner ... WAIT` as its
+    /// command `seq` leaves `key`'s queue (it closed, or stopped waiting).
+    /// Never sent by a client: the node proposes it for the connection. The
+    /// reply is how that wait ended: the token if it was granted first (even
+    /// if the lease has run out since), else nil.
+    Dequeue { key: Bytes, owner: Bytes, seq: u64 },
 }
 
 /// Whether a connection may send `spec` in a [`Request::Pipeline`] with the
@@ -121,7 +122,7 @@ impl Request {
                 watched.iter().map(|(k, _)| k.len() + 16).sum::<usize>() + commands.iter().map(|c| argv_size(c)).sum::<usize>()
             }
             Request::Pipeline(commands) => commands.iter().map(|c| argv_size(c)).sum::<usize>(),
-            Request::Dequeue { key, owner } => key.len() + owner.len() + 32,
+            Request::Dequeue { key, owner, .. } => key.len() + owner.len() + 32,
         }
     }
 }
@@ -206,7 +207,9 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                         ks.hand_off(&mut ctx);
                         (reply, false)
                     }
-                    Request::Dequeue { key, owner } => (locks::dequeue(ks, &mut ctx, &cmd.origin.client, key, owner), false),
+                    Request::Dequeue { key, owner, seq } => {
+                        (locks::dequeue(ks, &mut ctx, &cmd.origin.client, *seq, key, owner), false)
+                    }
                     Request::Pipeline(commands) => {
                         let mut replies = Vec::with_capacity(commands.len());
                         for (i, argv) in commands.iter().enumerate() {

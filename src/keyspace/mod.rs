@@ -643,6 +643,7 @@ impl Keyspace {
             let waited_ms = ctx.log_time.saturating_sub(w.since);
             let (client, seq) = (w.client, w.seq);
             if ctx.log_time > w.deadline {
+                self.sessions.resolve(client, seq, &crate::protocol::Reply::Nil, ctx.log_time);
                 let (key, owner) = (key.clone(), w.owner);
                 ctx.events.push(Event::Wait { client, seq, key, owner, step: WaitStep::TimedOut, waited_ms });
                 continue;
@@ -662,6 +663,7 @@ impl Keyspace {
                 ttl_ms: w.ttl_ms,
                 held_ms: 0,
             });
+            self.sessions.resolve(client, seq, &crate::protocol::Reply::Int(token as i64), ctx.log_time);
             let (key, owner, step) = (key.clone(), w.owner, WaitStep::Granted { token });
             ctx.events.push(Event::Wait { client, seq, key, owner, step, waited_ms });
             return;
@@ -687,6 +689,7 @@ impl Keyspace {
         for (key, w) in gone {
             let waited_ms = ctx.log_time.saturating_sub(w.since);
             let (client, seq, owner) = (w.client, w.seq, w.owner);
+            self.sessions.resolve(client, seq, &crate::protocol::Reply::Nil, ctx.log_time);
             ctx.events.push(Event::Wait { client, seq, key, owner, step: WaitStep::TimedOut, waited_ms });
         }
         n

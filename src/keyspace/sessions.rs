@@ -88,6 +88,17 @@ impl Sessions {
         self.by_time.insert((now, client));
     }
 
+    /// Replaces the reply of `client`'s command `seq` with its final one, if
+    /// that is still the client's last command: a `WAIT` that queued (reply
+    /// `Queued`) and was then granted or timed out. A retry of it, or its
+    /// connection asking after it (`Request::Dequeue`), then learns how it
+    /// ended.
+    pub fn resolve(&mut self, client: ClientId, seq: u64, reply: &Reply, now: LogTime) {
+        if self.by_client.get(&client).is_some_and(|s| s.seq == seq) {
+            self.record(client, seq, reply, now);
+        }
+    }
+
     /// Forgets sessions idle for longer than [`SESSION_TTL_MS`] at `now`.
     pub fn expire(&mut self, now: LogTime) {
         while let Some(&(at, client)) = self.by_time.get_min() {

@@ -72,16 +72,17 @@ pub async fn acquire(node: &Arc<Node>, conn: u64, argv: Vec<Bytes>, closed: impl
                 // that came first lapses by its lease, as a crashed holder's.
                 let node = node.clone();
                 tokio::spawn(async move {
-                    let _ = node.consensus.execute(conn, Request::Dequeue { key, owner }).await;
+                    let _ = node.consensus.execute(conn, Request::Dequeue { key, owner, seq }).await;
                 });
                 return None;
             }
         }
     }
-    // No end by the deadline: leave the queue through the log. Its reply is
-    // the token if the lock was granted before, nil otherwise.
+    // No end by the deadline (no leader could end it, or this node installed
+    // a snapshot over the entry that did): leave the queue through the log.
+    // Its reply is how the wait ended: the token if it was granted first.
     tracing::debug!(conn, "no end of a lock wait by its deadline: leaving the queue");
-    Some(execute(node, conn, Request::Dequeue { key, owner }).await)
+    Some(execute(node, conn, Request::Dequeue { key, owner, seq }).await)
 }
 
 async fn execute(node: &Node, conn: u64, request: Request) -> Reply {
