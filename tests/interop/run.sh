@@ -9,7 +9,9 @@
 #
 # Groups: redispy (redis-py 8.x and 5.x, RESP2 and RESP3), prl (python-redis-lock),
 # pottery, node (ioredis 5/6, node-redis 4/latest), redlock (node-redlock 5),
-# rust (redis crate, rslock), cli (redis-cli in tmux, redis-benchmark).
+# rust (redis crate, rslock), cli (redis-cli in tmux, redis-benchmark), auth
+# (redis-py, ioredis and node-redis with their password options, against a
+# third target: a one-node server started with --requirepass).
 #
 # It installs what it needs, once, into ${INTEROP_CACHE:-/var/tmp/raftlock-interop}:
 # two Python venvs (redis-py 8.x with python-redis-lock and pottery; redis-py 5.x),
@@ -25,7 +27,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${INTEROP_CACHE:-/var/tmp/raftlock-interop}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/raftlock-target}"
 BIN="$CARGO_TARGET_DIR/release/raftlock"
-ONLY="${INTEROP_ONLY:-redispy prl pottery node redlock rust cli}"
+ONLY="${INTEROP_ONLY:-redispy prl pottery node redlock rust cli auth}"
 TARGETS="${INTEROP_TARGETS:-single follower}"
 PREFIX="interop-$$-$RANDOM"
 TMUX_SOCKET="raftlock-interop-$$"
@@ -323,6 +325,37 @@ run_target() { # target port check-port
 # Against the follower; the plain checker reads from the leader, so what it sees
 # went through Raft rather than being a follower-local answer.
 [ -n "$FOLLOWER_PORT" ] && run_target follower "$FOLLOWER_PORT" "$LEADER_PORT"
+
+# Authentication: the libraries' own password options against a node that
+# requires one (the password is random per run).
+if wanted auth && [ -x "$BIN" ] && ! grep -q $'^setup\traftlock\t' "$RESULTS"; then
+    read -r p pp <<<"$(free_ports 2)"
+    AUTH_PASS="interop$$x$RANDOM"
+    start_node auth 1 "$p" "$pp" --requirepass "$AUTH_PASS"
+    AUTH_PORT=""
+    deadline=$(($(date +%s) + 30))
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+        if [ "$(cli "$p" --no-auth-warning -a "$AUTH_PASS" SET "$PREFIX:ready" 1)" = "OK" ]; then
+            AUTH_PORT="$p"
+            break
+        fi
+        sleep 0.2
+    done
+    if [ -z "$AUTH_PORT" ]; then
+        record auth raftlock start FAIL "the server with --requirepass on port $p did not accept an authenticated write within 30 s: $(tail -5 "$WORK/auth/server.log")"
+    else
+        say "== auth: a one-node raftlock with --requirepass on 127.0.0.1:$AUTH_PORT"
+        a=(--port "$AUTH_PORT" --check-port "$AUTH_PORT" --prefix "$PREFIX-auth" --password "$AUTH_PASS")
+        for proto in 2 3; do
+            [ -x "$PY8" ] && run_group auth "redis-py-8-auth-resp$proto" 60 "$PY8" python/auth_cases.py "${a[@]}" --protocol "$proto"
+            [ -x "$PY5" ] && run_group auth "redis-py-5-auth-resp$proto" 60 "$PY5" python/auth_cases.py "${a[@]}" --protocol "$proto"
+        done
+        if node_ok; then
+            run_group auth ioredis6-auth 60 node node/auth_cases.js --lib ioredis6 "${a[@]}"
+            run_group auth node-redis-latest-auth 60 node node/auth_cases.js --lib redislatest "${a[@]}"
+        fi
+    fi
+fi
 
 # Did any server die during the run?
 for i in "${!SERVER_PIDS[@]}"; do
