@@ -371,7 +371,7 @@ awk -F'\t' '
     { lib[$2] = 1; tg[$1] = 1
       if ($4 == "PASS") p[$2 SUBSEP $1]++; else if ($4 == "FAIL") f[$2 SUBSEP $1]++ }
     END {
-        nt = split("setup single follower server", order, " ")
+        nt = split("setup single follower auth server", order, " ")
         header = sprintf("%-30s", "library")
         for (i = 1; i <= nt; i++) if (order[i] in tg) header = header sprintf("  %-20s", order[i])
         print header
