@@ -2,8 +2,14 @@
 //! the peer port, carrying Raft RPCs and forwarded client commands.
 //!
 //! Framing: a 4-byte big-endian length, then a bincode `(request id, body)`.
-//! The first frame on a connection is `Hello` with the cluster secret; a peer
-//! that does not present it is disconnected. Requests on one connection are
+//! A connection starts with a handshake in which each side proves it knows
+//! the cluster secret without sending it: the caller's `Hello` carries a
+//! random nonce; the peer answers `Challenge` with a nonce of its own and an
+//! HMAC-SHA256 of both under the secret; the caller checks it, and only then
+//! answers `Proof` with its own HMAC; the peer checks that and says
+//! `HelloOk`. A node told to connect to an address where no member listens
+//! (`RAFT.NODE ADD` of a stranger's address) so learns nothing of the secret,
+//! and a peer that cannot prove it is disconnected. Requests on one connection are
 //! served concurrently and answered by id, so a slow forwarded command never
 //! delays a heartbeat. Connections are made lazily and remade with backoff.
 
@@ -37,7 +43,11 @@ const MAX_COALESCED: usize = 256;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerRequest {
-    Hello { secret: String, node_id: NodeId },
+    /// The caller's first frame. The node id comes last (the chaos
+    /// harness's proxy reads it from the frame's last 8 bytes).
+    Hello { nonce: [u8; 32], node_id: NodeId },
+    /// The caller's HMAC of both nonces (after it checked the peer's).
+    Proof([u8; 32]),
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
@@ -49,6 +59,8 @@ pub enum PeerRequest {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerResponse {
     HelloOk,
+    /// The peer's nonce, and its HMAC of both nonces.
+    Challenge { nonce: [u8; 32], proof: [u8; 32] },
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
@@ -86,9 +98,45 @@ fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec()
 }
 
-/// Constant-time comparison, so the secret cannot be guessed byte by byte.
-fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// What a side of the handshake (`role`: `b"server"` for the side that was
+/// called, `b"client"` for the caller) shows to prove it knows `secret`.
+fn proof(secret: &str, role: &[u8], caller_nonce: &[u8; 32], peer_nonce: &[u8; 32]) -> HmacSha256 {
+    use hmac::Mac;
+    let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(b"raftlock peer handshake ");
+    mac.update(role);
+    mac.update(caller_nonce);
+    mac.update(peer_nonce);
+    mac
+}
+
+fn prove(secret: &str, role: &[u8], caller_nonce: &[u8; 32], peer_nonce: &[u8; 32]) -> [u8; 32] {
+    use hmac::Mac;
+    proof(secret, role, caller_nonce, peer_nonce).finalize().into_bytes().into()
+}
+
+/// Checks a proof in constant time.
+fn proven(secret: &str, role: &[u8], caller_nonce: &[u8; 32], peer_nonce: &[u8; 32], shown: &[u8; 32]) -> bool {
+    use hmac::Mac;
+    proof(secret, role, caller_nonce, peer_nonce).verify_slice(shown).is_ok()
+}
+
+/// 32 random bytes from the kernel.
+fn nonce() -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut filled = 0;
+    while filled < out.len() {
+        // SAFETY: writes at most the rest of `out`.
+        let n = unsafe { libc::getrandom(out[filled..].as_mut_ptr().cast(), out.len() - filled, 0) };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            panic!("the kernel has no random bytes to give: {}", std::io::Error::last_os_error());
+        }
+    }
+    out
 }
 
 /// Accepts peer connections until the listener fails.
@@ -114,13 +162,25 @@ pub async fn serve(listener: TcpListener, raft: Raft, secret: String, handler: A
 
 async fn serve_conn(socket: TcpStream, raft: Raft, secret: String, handler: Arc<dyn ForwardHandler>) -> Result<(), String> {
     let (mut sink, mut stream) = Framed::new(socket, codec()).split();
-    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
-        .await
-        .map_err(|_| "no hello")?
-        .ok_or("closed before hello")?
-        .map_err(|e| e.to_string())?;
-    match bincode::deserialize::<(u64, PeerRequest)>(&first) {
-        Ok((id, PeerRequest::Hello { secret: given, .. })) if same_secret(&given, &secret) => {
+    let mut next_frame = async || -> Result<Bytes, String> {
+        Ok(tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .map_err(|_| "no handshake")?
+            .ok_or("closed during the handshake")?
+            .map_err(|e| e.to_string())?
+            .freeze())
+    };
+    let first = next_frame().await?;
+    let Ok((id, PeerRequest::Hello { nonce: caller, .. })) = bincode::deserialize::<(u64, PeerRequest)>(&first) else {
+        let _ = sink.send(encode(0, &PeerResponse::Refused("no hello".into()))).await;
+        return Err("a peer connection did not start with hello".into());
+    };
+    let ours = nonce();
+    let challenge = PeerResponse::Challenge { nonce: ours, proof: prove(&secret, b"server", &caller, &ours) };
+    sink.send(encode(id, &challenge)).await.map_err(|e| e.to_string())?;
+    let second = next_frame().await?;
+    match bincode::deserialize::<(u64, PeerRequest)>(&second) {
+        Ok((id, PeerRequest::Proof(shown))) if proven(&secret, b"client", &caller, &ours, &shown) => {
             sink.send(encode(id, &PeerResponse::HelloOk)).await.map_err(|e| e.to_string())?;
         }
         _ => {
@@ -152,7 +212,7 @@ async fn serve_conn(socket: TcpStream, raft: Raft, secret: String, handler: Arc<
         let (raft, handler, tx) = (raft.clone(), handler.clone(), tx.clone());
         tokio::spawn(async move {
             let response = match request {
-                PeerRequest::Hello { .. } => PeerResponse::HelloOk,
+                PeerRequest::Hello { .. } | PeerRequest::Proof(_) => PeerResponse::Refused("already past the handshake".into()),
                 PeerRequest::AppendEntries(rpc) => PeerResponse::AppendEntries(raft.append_entries(rpc).await),
                 PeerRequest::Vote(rpc) => PeerResponse::Vote(raft.vote(rpc).await),
                 PeerRequest::InstallSnapshot(rpc) => PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await),
@@ -294,18 +354,79 @@ async fn connect(addr: &str, node_id: NodeId, secret: &str) -> Result<Framed<Tcp
         .map_err(|e| e.to_string())?;
     let _ = socket.set_nodelay(true);
     let mut framed = Framed::new(socket, codec());
-    framed
-        .send(encode(0, &PeerRequest::Hello { secret: secret.to_string(), node_id }))
+    let ours = nonce();
+    framed.send(encode(0, &PeerRequest::Hello { nonce: ours, node_id })).await.map_err(|e| e.to_string())?;
+    let (peer, shown) = match answer(&mut framed).await? {
+        PeerResponse::Challenge { nonce, proof } => (nonce, proof),
+        PeerResponse::Refused(why) => return Err(why),
+        _ => return Err("bad answer to hello".into()),
+    };
+    // Nothing that depends on the secret leaves this node before the peer
+    // has shown it knows the secret.
+    if !proven(secret, b"server", &ours, &peer, &shown) {
+        tracing::warn!(addr, "refused a peer: it could not prove the cluster secret (wrong cluster secret)");
+        return Err("wrong cluster secret: the peer does not know the cluster secret".into());
+    }
+    framed.send(encode(0, &PeerRequest::Proof(prove(secret, b"client", &ours, &peer)))).await.map_err(|e| e.to_string())?;
+    match answer(&mut framed).await? {
+        PeerResponse::HelloOk => Ok(framed),
+        PeerResponse::Refused(why) => Err(why),
+        _ => Err("bad answer to the proof".into()),
+    }
+}
+
+/// The next frame of the handshake, as the called peer's answer.
+async fn answer(framed: &mut Framed<TcpStream, LengthDelimitedCodec>) -> Result<PeerResponse, String> {
+    let frame = tokio::time::timeout(CONNECT_TIMEOUT, framed.next())
         .await
+        .map_err(|_| "the handshake timed out".to_string())?
+        .ok_or("closed during the handshake")?
         .map_err(|e| e.to_string())?;
-    let answer = tokio::time::timeout(CONNECT_TIMEOUT, framed.next())
-        .await
-        .map_err(|_| "hello timed out".to_string())?
-        .ok_or("closed during hello")?
-        .map_err(|e| e.to_string())?;
-    match bincode::deserialize::<(u64, PeerResponse)>(&answer) {
-        Ok((_, PeerResponse::HelloOk)) => Ok(framed),
-        Ok((_, PeerResponse::Refused(why))) => Err(why),
-        _ => Err("bad hello answer".into()),
+    bincode::deserialize::<(u64, PeerResponse)>(&frame).map(|(_, r)| r).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proofs_depend_on_the_secret_the_role_and_both_nonces() {
+        let (a, b) = (nonce(), nonce());
+        assert_ne!(a, b);
+        let p = prove("s3cret", b"server", &a, &b);
+        assert!(proven("s3cret", b"server", &a, &b, &p));
+        assert!(!proven("s3cret", b"client", &a, &b, &p), "a server's proof must not pass as a client's");
+        assert!(!proven("other", b"server", &a, &b, &p));
+        assert!(!proven("s3cret", b"server", &b, &a, &p));
+    }
+
+    /// A node told to connect where no member listens (`RAFT.NODE ADD` of a
+    /// stranger's address) gives the stranger nothing of the secret: its
+    /// hello carries only a nonce, and it stops when the stranger cannot
+    /// prove the secret.
+    #[tokio::test]
+    async fn a_stranger_learns_nothing_of_the_secret() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stranger = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let mut framed = Framed::new(socket, codec());
+            let mut heard = Vec::new();
+            let hello = framed.next().await.unwrap().unwrap();
+            heard.extend_from_slice(&hello);
+            let bluff = PeerResponse::Challenge { nonce: nonce(), proof: nonce() };
+            framed.send(encode(0, &bluff)).await.unwrap();
+            // Whatever else the node sends before it hangs up.
+            while let Ok(Some(Ok(frame))) = tokio::time::timeout(Duration::from_millis(300), framed.next()).await {
+                heard.extend_from_slice(&frame);
+            }
+            (hello.len(), heard)
+        });
+        let secret = "topsecret-7f3a9c";
+        let result = connect(&addr, 1, secret).await;
+        assert!(matches!(&result, Err(e) if e.contains("does not know the cluster secret")), "{:?}", result.err());
+        let (hello_len, heard) = stranger.await.unwrap();
+        assert_eq!(heard.len(), hello_len, "the node sent more than its hello");
+        assert!(!heard.windows(secret.len()).any(|w| w == secret.as_bytes()), "the secret crossed the wire");
     }
 }

@@ -120,18 +120,16 @@ fn accept_loop(state: Arc<State>, to: u64, listener: TcpListener, upstream: u16)
 }
 
 /// The caller's node id from the transport's first frame: a 4-byte big-endian
-/// length, then bincode of `(request id: u64, PeerRequest::Hello { secret:
-/// String, node_id: u64 })` (variant 0 as a u32, the string as a u64 length
-/// and its bytes, all little-endian).
+/// length, then bincode of `(request id: u64, PeerRequest::Hello { nonce:
+/// [u8; 32], node_id: u64 })` (variant 0 as a u32, the nonce's 32 bytes, the
+/// id; little-endian).
 fn hello_node_id(frame: &[u8]) -> Option<u64> {
     let body = frame.get(4..)?;
     let variant = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?);
-    if variant != 0 {
+    if variant != 0 || body.len() != 52 {
         return None;
     }
-    let len = u64::from_le_bytes(body.get(12..20)?.try_into().ok()?) as usize;
-    let at = 20usize.checked_add(len)?;
-    Some(u64::from_le_bytes(body.get(at..at + 8)?.try_into().ok()?))
+    Some(u64::from_le_bytes(body.get(44..52)?.try_into().ok()?))
 }
 
 fn read_first_frame(socket: &mut TcpStream) -> Option<Vec<u8>> {
@@ -190,12 +188,11 @@ fn pump(state: &State, link: (u64, u64), mut src: TcpStream, mut dst: TcpStream)
 mod tests {
     #[test]
     fn hello_frame_names_the_caller() {
-        // (0u64, Hello { secret: "ab", node_id: 7 }) as the transport frames it.
+        // (0u64, Hello { nonce: [9; 32], node_id: 7 }) as the transport frames it.
         let mut body = Vec::new();
         body.extend_from_slice(&0u64.to_le_bytes());
         body.extend_from_slice(&0u32.to_le_bytes());
-        body.extend_from_slice(&2u64.to_le_bytes());
-        body.extend_from_slice(b"ab");
+        body.extend_from_slice(&[9u8; 32]);
         body.extend_from_slice(&7u64.to_le_bytes());
         let mut frame = (body.len() as u32).to_be_bytes().to_vec();
         frame.extend_from_slice(&body);
