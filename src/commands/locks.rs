@@ -591,6 +591,80 @@ mod tests {
         assert!(wait_end(&expire(&mut ks, 5, 151)).is_empty());
     }
 
+    fn apply_argv(ks: &mut Keyspace, index: u64, t: u64, conn: u64, request: Request) -> crate::commands::Applied {
+        let p = Proposal { log_time: t, unix_ms: 0, op: Op::Commands(vec![ClientCommand { origin: Origin::test(conn), request }]) };
+        apply(ks, index, &p).pop().unwrap()
+    }
+
+    fn argv(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()
+    }
+
+    /// Review finding: a script's `redis.call('LOCK.ACQUIRE', ..., 'WAIT',
+    /// ...)` queued a waiter nobody listened for.
+    #[test]
+    fn a_script_never_waits() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 1000");
+        let script = "return redis.call('LOCK.ACQUIRE', 'l', 'b', 1000, 'WAIT', 60000)";
+        let applied = apply_argv(&mut ks, 2, 0, 2, Request::Command(argv(&["EVAL", script, "0"])));
+        assert_eq!(applied.reply, Reply::Nil);
+        assert_eq!(ks.waiters().total(), 0);
+    }
+
+    /// Review finding: an undone transaction put its keys back in hash
+    /// order, and the locks that freed got their handoff tokens in that
+    /// order, different on every node.
+    #[test]
+    fn an_undone_transaction_hands_locks_over_in_key_order() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.FENCE r 100");
+        let keys: Vec<String> = (0..8).map(|i| format!("l{i}")).collect();
+        let mut index = 2;
+        for k in &keys {
+            run(&mut ks, index, 0, &format!("LOCK.ACQUIRE {k} a 100"));
+            run(&mut ks, index + 1, 0, &format!("LOCK.ACQUIRE {k} w 100 WAIT 5000"));
+            index += 2;
+        }
+        // Expired, not yet deleted. Each LOCK.ACQUIRE fails (ttl 0) but
+        // counts as a write of its key, which the undo of the stale fence
+        // then puts back, freeing it: the entry hands each over, in an order
+        // every node must agree on.
+        let mut commands: Vec<Vec<Bytes>> = keys.iter().rev().map(|k| argv(&["LOCK.ACQUIRE", k, "x", "0"])).collect();
+        commands.push(argv(&["LOCK.FENCE", "r", "1"]));
+        let request = Request::Transaction { watched: vec![], commands };
+        let applied = apply_argv(&mut ks, 100, 150, 99, request);
+        let tokens: Vec<u64> = keys
+            .iter()
+            .map(|k| match read(&ks, 150, &format!("LOCK.INFO {k}")) {
+                Reply::Map(m) => match m[1].1 {
+                    Reply::Int(t) => t as u64,
+                    _ => panic!(),
+                },
+                other => panic!("{k}: {other:?}"),
+            })
+            .collect();
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "handoff tokens {tokens:?} not in key order");
+        assert_eq!(wait_end(&applied.events).len(), keys.len());
+    }
+
+    /// Review finding: an undone grant left its token in the waiter's
+    /// session, where a retried WAIT would have found it.
+    #[test]
+    fn an_undone_grant_is_forgotten_by_the_waiters_session() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "LOCK.FENCE r 100");
+        run(&mut ks, 2, 0, "LOCK.ACQUIRE l a 10000");
+        run(&mut ks, 3, 0, "LOCK.ACQUIRE l b 100 WAIT 5000");
+        let commands = vec![argv(&["DEL", "l"]), argv(&["SET", "l", "x", "NX"]), argv(&["LOCK.FENCE", "r", "1"])];
+        let applied = apply_argv(&mut ks, 4, 10, 9, Request::Transaction { watched: vec![], commands });
+        assert!(err_starts(&applied.reply, "STALE"));
+        assert_eq!(read(&ks, 10, "GET l"), Reply::bulk("a"));
+        // b's WAIT, retried: still waiting, not granted.
+        let retry = apply_argv(&mut ks, 5, 10, 3, Request::Command(argv(&["LOCK.ACQUIRE", "l", "b", "100", "WAIT", "5000"])));
+        assert_eq!(retry.reply, Reply::Queued { seq: 1 });
+    }
+
     #[test]
     fn a_refused_attempt_is_recognised_without_changing_anything() {
         let mut ks = Keyspace::new();

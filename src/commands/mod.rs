@@ -195,7 +195,10 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                 let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
                 let (reply, is_publish) = match &cmd.request {
                     Request::Command(argv) => {
-                        ctx.blocking_origin = Some((cmd.origin.client, cmd.origin.seq));
+                        // Only LOCK.ACQUIRE itself may wait; not one a script calls.
+                        if argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"lock.acquire")) {
+                            ctx.blocking_origin = Some((cmd.origin.client, cmd.origin.seq));
+                        }
                         let reply = contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv));
                         ks.hand_off(&mut ctx);
                         (reply, argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")))
@@ -343,6 +346,11 @@ pub(super) fn run_write(
     argv: &[Bytes],
 ) -> Reply {
     let reply = f(ks, ctx, Args::new(argv)).unwrap_or_else(Reply::from);
+    // A refused lock attempt wrote nothing (as in Redis, a WATCH on its key
+    // holds; and so it is when the leader refuses it without the log).
+    if reply == Reply::Nil && is_lock_attempt(argv) {
+        return reply;
+    }
     for key in spec.keys(argv) {
         ks.touch(key, ctx.version);
     }

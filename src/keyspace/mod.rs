@@ -9,7 +9,7 @@ mod glob;
 mod sessions;
 mod waiters;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -227,11 +227,15 @@ pub struct Keyspace {
 /// to the keyspace).
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Undo {
-    keys: HashMap<Bytes, Option<Entry>>,
+    /// Ordered: putting keys back may free locks, whose handoffs take
+    /// versions in this order, the same on every node.
+    keys: BTreeMap<Bytes, Option<Entry>>,
     /// The whole keyspace, saved once if the transaction flushed it.
     flushed: Option<(imbl::OrdMap<Bytes, Entry>, imbl::OrdSet<(LogTime, Bytes)>)>,
     scripts: Option<imbl::OrdMap<String, Bytes>>,
     waiters: Option<Waiters>,
+    /// Sessions as they were, if a handoff resolved a waiter's reply.
+    sessions: Option<Sessions>,
     last_version: Version,
 }
 
@@ -339,7 +343,7 @@ impl Keyspace {
     /// Puts back everything changed since [`Keyspace::begin_undoable`].
     pub fn undo(&mut self) {
         let Some(undo) = self.undo.take() else { return };
-        let Undo { keys, flushed, scripts, waiters, last_version } = *undo;
+        let Undo { keys, flushed, scripts, waiters, sessions, last_version } = *undo;
         if let Some((entries, expiries)) = flushed {
             self.entries = entries;
             self.expiries = expiries;
@@ -355,6 +359,9 @@ impl Keyspace {
         }
         if let Some(waiters) = waiters {
             self.waiters = waiters;
+        }
+        if let Some(sessions) = sessions {
+            self.sessions = sessions;
         }
         self.last_version = last_version;
     }
@@ -519,7 +526,7 @@ impl Keyspace {
                 // this: the state before the transaction.
                 let mut entries = std::mem::take(&mut self.entries);
                 let mut expiries = std::mem::take(&mut self.expiries);
-                for (key, before) in undo.keys.drain() {
+                for (key, before) in std::mem::take(&mut undo.keys) {
                     if let Some(e) = entries.remove(&key) {
                         if let Some(at) = e.expires_at {
                             expiries.remove(&(at, key.clone()));
@@ -621,10 +628,14 @@ impl Keyspace {
         self.waiters.remove(key, owner, client)
     }
 
+    /// Notes the waiters (and the sessions, where their ends are recorded)
+    /// as they are now, the first time a transaction that may be undone
+    /// changes them.
     fn remember_waiters(&mut self) {
         if let Some(undo) = self.undo.as_mut() {
             if undo.waiters.is_none() {
                 undo.waiters = Some(self.waiters.clone());
+                undo.sessions = Some(self.sessions.clone());
             }
         }
     }

@@ -420,13 +420,25 @@ impl Consensus {
     /// (`keyspace::Sessions`). Only when time runs out does the client get
     /// `TRYAGAIN`/`CLUSTERDOWN`, and then the command may or may not have run.
     pub async fn execute(&self, conn: u64, request: Request) -> Result<Reply, ClusterError> {
+        let seq = self.next_request.fetch_add(1, Ordering::Relaxed);
+        self.execute_as(conn, seq, request).await
+    }
+
+    /// [`Consensus::execute`], for a caller that needs the command's number
+    /// (`Origin::seq`): to name it later, should its answer be lost.
+    pub async fn execute_numbered(&self, conn: u64, request: Request) -> (u64, Result<Reply, ClusterError>) {
+        let seq = self.next_request.fetch_add(1, Ordering::Relaxed);
+        (seq, self.execute_as(conn, seq, request).await)
+    }
+
+    async fn execute_as(&self, conn: u64, seq: u64, request: Request) -> Result<Reply, ClusterError> {
         if crate::planted::active(crate::planted::Bug::StaleReads) {
             if let Some(reply) = self.planted_local_read(&request) {
                 return Ok(reply);
             }
         }
         let client = ClientId { node: self.proposer.node_id, boot: self.boot, conn };
-        let command = ClientCommand { origin: Origin { client, seq: self.next_request.fetch_add(1, Ordering::Relaxed) }, request };
+        let command = ClientCommand { origin: Origin { client, seq }, request };
         // One deadline for finding the leader and hearing back from it.
         let deadline = Instant::now() + self.proposer.request_timeout;
         // RAFT.NODE changes membership outside the log's client sessions: a

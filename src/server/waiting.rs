@@ -50,7 +50,19 @@ pub async fn acquire(node: &Arc<Node>, conn: u64, argv: Vec<Bytes>, closed: impl
     });
     let (key, owner) = (argv[1].clone(), argv[2].clone());
     let mut registration = node.hub.await_lock(node.consensus.client_id(conn));
-    let reply = execute(node, conn, Request::Command(argv)).await;
+    let reply = match node.consensus.execute_numbered(conn, Request::Command(argv)).await {
+        (_, Ok(reply)) => reply,
+        (seq, Err(e)) => {
+            // No answer (no leader, timed out): the WAIT may have queued
+            // all the same. Leave the queue, so no grant goes to a client
+            // that is not waiting for it.
+            let node = node.clone();
+            tokio::spawn(async move {
+                let _ = node.consensus.execute(conn, Request::Dequeue { key, owner, seq }).await;
+            });
+            return Some(Reply::Error(e.to_string()));
+        }
+    };
     let Reply::Queued { seq } = reply else { return Some(reply) };
 
     let _blocked = super::connection::Blocked::new(node, conn);
