@@ -174,3 +174,31 @@ fn protected_mode_serves_only_loopback_clients_while_no_password_is_set() {
     let off = TestServer::start_with_env(&[("RAFTLOCK_PROTECTED_MODE", "no")]);
     assert_eq!(ping_and_read(connect_from("127.0.0.2", &off.addr())).0, "+PONG\r\n");
 }
+
+/// Redis's `timeout`: a client idle for longer is disconnected; one that
+/// keeps talking, or subscribes, is not.
+#[test]
+fn idle_clients_are_let_go_after_the_timeout() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["CONFIG", "GET", "timeout"]).unwrap(), Value::Array(vec![
+        Value::BulkString(b"timeout".to_vec()), Value::BulkString(b"0".to_vec())]));
+    assert!(q(&mut c, &["CONFIG", "SET", "timeout", "-1"]).is_err());
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "timeout", "1"]).unwrap(), Value::Okay);
+    let mut idle = RawConn::connect(&s.addr());
+    let mut busy = RawConn::connect(&s.addr());
+    let mut subscriber = RawConn::connect(&s.addr());
+    assert_eq!(idle.cmd(&["PING"]), Resp::Simple("PONG".into()));
+    subscriber.send(&RawConn::encode(&[b"SUBSCRIBE", b"news"]));
+    assert!(matches!(subscriber.read().unwrap(), Resp::Array(Some(_)) | Resp::Push(_)));
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(busy.cmd(&["PING"]), Resp::Simple("PONG".into()));
+    }
+    // 2.4 s later: the idle one is gone, the others are served.
+    idle.send(&RawConn::encode(&[b"PING"]));
+    assert!(matches!(idle.read(), Err(common::RawErr::Closed)), "an idle client outlived the timeout");
+    assert_eq!(busy.cmd(&["PUBLISH", "news", "hi"]), Resp::Int(1), "the subscriber was let go");
+    assert_eq!(busy.cmd(&["CONFIG", "SET", "timeout", "0"]), Resp::Simple("OK".into()));
+}
+

@@ -103,8 +103,15 @@ impl Connection {
         shutdown: &mut broadcast::Receiver<()>,
     ) {
         loop {
+            // Redis's `timeout`: an idle client is let go, unless it subscribes.
+            let idle = self.node.idle_timeout_secs.load(Ordering::Relaxed);
+            let idle_for = (idle > 0 && !self.subscribed()).then(|| std::time::Duration::from_secs(idle));
             let first = tokio::select! {
                 _ = shutdown.recv() => return,
+                _ = async { match idle_for { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {
+                    tracing::debug!(client = self.id, "idle client timed out");
+                    return;
+                }
                 _ = overflow.notified() => {
                     tracing::warn!(client = self.id, "subscriber too slow: disconnected");
                     return;
@@ -664,7 +671,7 @@ impl Connection {
             ("appendonly", "yes".into()),
             ("appendfsync", "always".into()),
             ("save", String::new()),
-            ("timeout", "0".into()),
+            ("timeout", self.node.idle_timeout_secs.load(Ordering::Relaxed).to_string()),
             ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
             ("maxmemory", "0".into()),
             ("cluster-enabled", "no".into()),
@@ -687,6 +694,14 @@ impl Connection {
             }
             "protected-mode" => {
                 self.node.auth.set_protected_mode(crate::config::parse_yes_no(value)?);
+                Ok(())
+            }
+            "timeout" => {
+                let secs: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
+                if !(0..=i64::from(i32::MAX)).contains(&secs) {
+                    return Err("argument must be between 0 and 2147483647 inclusive".into());
+                }
+                self.node.idle_timeout_secs.store(secs as u64, Ordering::Relaxed);
                 Ok(())
             }
             "maxclients" => {

@@ -56,6 +56,9 @@ pub struct Node {
     pub started: Instant,
     /// `CONFIG SET maxclients` takes effect for new connections.
     pub maxclients: AtomicUsize,
+    /// `CONFIG SET timeout`: seconds after which an idle client is
+    /// disconnected (0: never), as Redis; subscribers are exempt.
+    pub idle_timeout_secs: std::sync::atomic::AtomicU64,
     pub total_commands: std::sync::atomic::AtomicU64,
     pub total_connections: std::sync::atomic::AtomicU64,
 }
@@ -108,6 +111,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     );
     let node = Arc::new(Node {
         maxclients: AtomicUsize::new(config.maxclients),
+        idle_timeout_secs: Default::default(),
         config,
         auth,
         consensus: consensus.clone(),
