@@ -202,3 +202,40 @@ fn idle_clients_are_let_go_after_the_timeout() {
     assert_eq!(busy.cmd(&["CONFIG", "SET", "timeout", "0"]), Resp::Simple("OK".into()));
 }
 
+/// `maxmemory` with noeviction: over the limit, what may grow the data set
+/// is refused with Redis's OOM error; reads, deletions and releases are
+/// served.
+#[test]
+fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let token = match q(&mut c, &["LOCK.ACQUIRE", "held", "me", "30000"]).unwrap() {
+        Value::Int(t) => t.to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "maxmemory", "1mb"]).unwrap(), Value::Okay);
+    let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+    let mut raw = RawConn::connect(&s.addr());
+    for cmd in [&["SET", "k2", "v"][..], &["LOCK.ACQUIRE", "l", "o", "1000"], &["LPUSH", "q", "x"], &["EVAL", "return 1", "0"]] {
+        assert_eq!(err(raw.cmd(cmd)), oom, "{cmd:?}");
+    }
+    // Pipelined writes, one by one.
+    raw.send(&[RawConn::encode(&[b"SET", b"p1", b"v"]), RawConn::encode(&[b"SET", b"p2", b"v"])].concat());
+    assert_eq!(err(raw.read().unwrap()), oom);
+    assert_eq!(err(raw.read().unwrap()), oom);
+    // A transaction with a write is refused as a whole.
+    assert_eq!(raw.cmd(&["MULTI"]), Resp::Simple("OK".into()));
+    assert_eq!(err(raw.cmd(&["SET", "t", "v"])), oom);
+    assert!(err(raw.cmd(&["EXEC"])).starts_with("EXECABORT"));
+    assert_eq!(raw.cmd(&["GET", "k"]), Resp::Bulk(Some(b"v".to_vec())));
+    assert_eq!(raw.cmd(&["LOCK.RELEASE", "held", "me", &token]), Resp::Int(1));
+    assert_eq!(raw.cmd(&["DEL", "k"]), Resp::Int(1));
+    assert_eq!(raw.cmd(&["CONFIG", "GET", "maxmemory-policy"]).items()[1], Resp::bulk("noeviction"));
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "maxmemory", "0"]), Resp::Simple("OK".into()));
+    assert_eq!(raw.cmd(&["SET", "k2", "v"]), Resp::Simple("OK".into()));
+    for key in ["p1", "p2", "t", "l", "q"] {
+        assert_eq!(q(&mut c, &["EXISTS", key]).unwrap(), Value::Int(0), "{key} was written while over maxmemory");
+    }
+}
+

@@ -184,6 +184,7 @@ impl Connection {
     fn pipelinable(&self, frame: &Option<Result<Vec<Bytes>, ProtocolError>>) -> bool {
         let Some(Ok(argv)) = frame else { return false };
         self.authenticated
+            && !self.node.memory.exceeded()
             && self.multi.is_none()
             && !self.subscribed()
             && commands::lookup(&argv[0]).is_some_and(|spec| {
@@ -269,6 +270,11 @@ impl Connection {
         if !spec.arity_ok(argv.len()) {
             self.multi_failed |= self.multi.is_some();
             self.reply(&arity_error(spec.name));
+            return Next::Continue;
+        }
+        if self.node.memory.exceeded() && super::memory::may_grow(spec) {
+            self.multi_failed |= self.multi.is_some();
+            self.reply(&Reply::error(super::memory::OOM));
             return Next::Continue;
         }
         if let Some(queue) = &mut self.multi {
@@ -397,6 +403,13 @@ impl Connection {
                 Some(_) if self.multi_failed => {
                     self.watched.clear();
                     Reply::error("EXECABORT Transaction discarded because of previous errors.")
+                }
+                Some(commands)
+                    if self.node.memory.exceeded()
+                        && commands.iter().any(|c| commands::lookup(&c[0]).is_some_and(super::memory::may_grow)) =>
+                {
+                    self.watched.clear();
+                    Reply::error(super::memory::OOM)
                 }
                 Some(commands) => {
                     let watched = std::mem::take(&mut self.watched);
@@ -673,7 +686,8 @@ impl Connection {
             ("save", String::new()),
             ("timeout", self.node.idle_timeout_secs.load(Ordering::Relaxed).to_string()),
             ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
-            ("maxmemory", "0".into()),
+            ("maxmemory", self.node.memory.limit().to_string()),
+            ("maxmemory-policy", "noeviction".into()),
             ("cluster-enabled", "no".into()),
             ("protected-mode", if self.node.auth.protected_mode() { "yes" } else { "no" }.into()),
         ]
@@ -696,6 +710,13 @@ impl Connection {
                 self.node.auth.set_protected_mode(crate::config::parse_yes_no(value)?);
                 Ok(())
             }
+            "maxmemory" => {
+                let bytes = super::memory::parse_bytes(value).ok_or("argument must be a memory value")?;
+                self.node.memory.set_limit(bytes);
+                Ok(())
+            }
+            "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => Ok(()),
+            "maxmemory-policy" => Err("only noeviction is supported: raftlock never evicts a lock".into()),
             "timeout" => {
                 let secs: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
                 if !(0..=i64::from(i32::MAX)).contains(&secs) {

@@ -8,6 +8,7 @@ mod connection;
 mod expiry;
 mod hub;
 mod info;
+mod memory;
 mod waiting;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,6 +60,8 @@ pub struct Node {
     /// `CONFIG SET timeout`: seconds after which an idle client is
     /// disconnected (0: never), as Redis; subscribers are exempt.
     pub idle_timeout_secs: std::sync::atomic::AtomicU64,
+    /// `maxmemory` (noeviction).
+    pub memory: memory::MemoryLimit,
     pub total_commands: std::sync::atomic::AtomicU64,
     pub total_connections: std::sync::atomic::AtomicU64,
 }
@@ -112,6 +115,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     let node = Arc::new(Node {
         maxclients: AtomicUsize::new(config.maxclients),
         idle_timeout_secs: Default::default(),
+        memory: Default::default(),
         config,
         auth,
         consensus: consensus.clone(),
@@ -124,6 +128,24 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     });
     let (shutdown_tx, _) = broadcast::channel::<()>(1);
     let expiry = tokio::spawn(expiry::run(consensus.clone(), shutdown_tx.subscribe()));
+    {
+        // Holds the node weakly, so that shutdown is never kept waiting.
+        let node = Arc::downgrade(&node);
+        let mut shutdown = shutdown_tx.subscribe();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(memory::SAMPLE_EVERY);
+            loop {
+                tokio::select! {
+                    _ = shutdown.recv() => return,
+                    _ = tick.tick() => {}
+                }
+                let Some(node) = node.upgrade() else { return };
+                if node.memory.limit() > 0 {
+                    node.memory.sample();
+                }
+            }
+        });
+    }
     accept_loop(node.clone(), listener, shutdown_tx.clone()).await;
     tracing::info!("shutting down");
     let _ = shutdown_tx.send(());
