@@ -227,7 +227,7 @@ pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
-    use crate::commands::{apply, execute_read, refused, ClientCommand, Op, Origin, Proposal, Request};
+    use crate::commands::{apply, execute_read, may_be_refused, refused, ClientCommand, Op, Origin, Proposal, Request};
     use crate::keyspace::{Event, Keyspace, LeaseEvent, ReadCtx, WaitStep};
     use crate::protocol::Reply;
     use bytes::Bytes;
@@ -685,6 +685,10 @@ mod tests {
         assert!(!refused(&ks, &argv("SET l b NX XX"), &ctx));
         assert!(!refused(&ks, &argv("GETDEL l"), &ctx));
         assert_eq!(ks, before);
+        // The leader's lookup before the ReadIndex round agrees.
+        assert!(may_be_refused(&ks, &argv("LOCK.ACQUIRE l b 1000")) && may_be_refused(&ks, &argv("SET l b NX")));
+        assert!(!may_be_refused(&ks, &argv("LOCK.ACQUIRE l a 1000")) && !may_be_refused(&ks, &argv("SET m b NX")));
+        assert!(!may_be_refused(&ks, &argv("GET l")));
         // Expired at the time judged: not refused.
         assert!(!refused(&ks, &argv("SET l b NX"), &ReadCtx { now: 1001, unix_ms: 0 }));
     }

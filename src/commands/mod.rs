@@ -380,6 +380,21 @@ pub fn queues_behind_holder(ks: &Keyspace, argv: &[Bytes]) -> bool {
         && ks.get(&argv[1], ks.log_time()).is_some_and(|e| e.owner() != argv[2])
 }
 
+/// Whether the lock attempt `argv` ([`is_lock_attempt`]) might be refused,
+/// as `ks` stands: its key is live (held by another owner, for
+/// `LOCK.ACQUIRE`) or has waiters. A lookup, for the leader to decide
+/// whether [`refused`] (which runs the command) is worth a ReadIndex round;
+/// an attempt that looks free is proposed.
+pub fn may_be_refused(ks: &Keyspace, argv: &[Bytes]) -> bool {
+    if !is_lock_attempt(argv) {
+        return false;
+    }
+    let key = &argv[1];
+    let acquire = argv[0].eq_ignore_ascii_case(b"lock.acquire");
+    let held = ks.get(key, ks.log_time()).is_some_and(|e| !acquire || e.owner() != argv[2]);
+    held || ks.waiters().has(key)
+}
+
 /// Whether the lock attempt `argv` ([`is_lock_attempt`]) would be refused
 /// (reply nil) if applied to `ks` at `ctx.now`: it is run on a copy (O(1),
 /// the maps are persistent), which is then dropped.

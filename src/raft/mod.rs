@@ -554,13 +554,8 @@ impl Consensus {
     /// that looks free here is proposed at once, as any write: only what
     /// looks refused pays for the extra round.
     async fn refused_without_writing(&self, argv: &[Bytes]) -> Result<bool, ClusterError> {
-        let unix_ms = self.proposer.clock.unix_ms();
-        let looks_refused = {
-            let applied = self.shared.lock();
-            let ctx = ReadCtx { now: applied.keyspace.log_time(), unix_ms };
-            crate::commands::refused(&applied.keyspace, argv, &ctx)
-        };
-        if !looks_refused {
+        // A lookup, not a run of the command: the path of every acquire.
+        if !crate::commands::may_be_refused(&self.shared.lock().keyspace, argv) {
             return Ok(false);
         }
         self.read(|ks, ctx| crate::commands::refused(ks, argv, ctx)).await
