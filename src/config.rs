@@ -76,6 +76,28 @@ pub struct Config {
     /// disconnected.
     #[arg(long, env = "RAFTLOCK_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub protected_mode: bool,
+    /// Also serve clients with TLS on this port (0: no TLS port). `--port 0`
+    /// leaves only the TLS port open.
+    #[arg(long, env = "RAFTLOCK_TLS_PORT", default_value_t = 0)]
+    pub tls_port: u16,
+    /// This node's certificate chain (PEM), for the TLS port and, with
+    /// `--tls-cluster yes`, the peer port.
+    #[arg(long, env = "RAFTLOCK_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key of `--tls-cert-file` (PEM).
+    #[arg(long, env = "RAFTLOCK_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+    /// CA certificates (PEM) that client certificates, and peers' with
+    /// `--tls-cluster yes`, must chain to.
+    #[arg(long, env = "RAFTLOCK_TLS_CA_CERT_FILE")]
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must show a certificate signed by the CA: `yes`,
+    /// `optional` (checked if shown) or `no`.
+    #[arg(long, env = "RAFTLOCK_TLS_AUTH_CLIENTS", default_value = "yes", value_parser = crate::tls::ClientAuth::parse)]
+    pub tls_auth_clients: crate::tls::ClientAuth,
+    /// Mutual TLS between nodes on the peer port (every node the same).
+    #[arg(long, env = "RAFTLOCK_TLS_CLUSTER", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub tls_cluster: bool,
     /// How long a command waits for the cluster before replying an error, ms.
     #[arg(long, env = "RAFTLOCK_REQUEST_TIMEOUT_MS", default_value_t = 5000)]
     pub request_timeout_ms: u64,
@@ -101,11 +123,41 @@ impl Config {
     }
 
     pub fn peer_port(&self) -> u16 {
-        self.peer_port.unwrap_or_else(|| self.port.wrapping_add(10000))
+        self.peer_port.unwrap_or_else(|| self.advertised_port().wrapping_add(10000))
     }
 
+    /// The client port others are told about: the plain one, or the TLS
+    /// port when it is the only one.
+    fn advertised_port(&self) -> u16 {
+        if self.port == 0 { self.tls_port } else { self.port }
+    }
+
+    /// Where clients reach this node (the plain port, else the TLS port).
     pub fn client_addr(&self) -> String {
-        join_host_port(&self.bind, self.port)
+        join_host_port(&self.bind, self.advertised_port())
+    }
+
+    /// The plain client port's address, if it is open.
+    pub fn plain_addr(&self) -> Option<String> {
+        (self.port != 0).then(|| join_host_port(&self.bind, self.port))
+    }
+
+    /// The TLS client port's address, if it is open.
+    pub fn tls_addr(&self) -> Option<String> {
+        (self.tls_port != 0).then(|| join_host_port(&self.bind, self.tls_port))
+    }
+
+    /// The certificate files, when TLS is used on any port.
+    pub fn tls_files(&self) -> Option<crate::tls::TlsFiles> {
+        if self.tls_port == 0 && !self.tls_cluster {
+            return None;
+        }
+        Some(crate::tls::TlsFiles {
+            cert: self.tls_cert_file.clone().unwrap_or_default(),
+            key: self.tls_key_file.clone().unwrap_or_default(),
+            ca: self.tls_ca_cert_file.clone(),
+            auth_clients: self.tls_auth_clients,
+        })
     }
 
     pub fn peer_addr(&self) -> String {
@@ -183,8 +235,25 @@ impl Config {
         if self.node_id == 0 {
             return Err("--node-id must be at least 1".into());
         }
-        if self.peer_port() == self.port {
-            return Err("--peer-port must differ from --port".into());
+        if self.port == 0 && self.tls_port == 0 {
+            return Err("--port 0 needs a --tls-port: there would be no client port".into());
+        }
+        if self.peer_port() == self.port || self.peer_port() == self.tls_port {
+            return Err("--peer-port must differ from --port and --tls-port".into());
+        }
+        if self.port != 0 && self.port == self.tls_port {
+            return Err("--tls-port must differ from --port".into());
+        }
+        if self.tls_files().is_some() {
+            if self.tls_cert_file.is_none() || self.tls_key_file.is_none() {
+                return Err("TLS (--tls-port, --tls-cluster) needs --tls-cert-file and --tls-key-file".into());
+            }
+            if self.tls_ca_cert_file.is_none() && (self.tls_cluster || self.tls_auth_clients != crate::tls::ClientAuth::No) {
+                return Err(
+                    "--tls-ca-cert-file is needed to check peers (--tls-cluster) and clients (--tls-auth-clients yes|optional)"
+                        .into(),
+                );
+            }
         }
         if self.maxclients == 0 {
             return Err("--maxclients must be at least 1".into());

@@ -45,3 +45,4 @@ pub mod raft;
 pub mod scripting;
 pub mod server;
 pub mod storage;
+pub mod tls;

@@ -33,6 +33,7 @@ const READ_BATCH: &str = "raftlock_read_index_batch_reads";
 const WRITE_BATCH: &str = "raftlock_log_entry_commands";
 const CLIENTS: &str = "raftlock_connected_clients";
 const REJECTED: &str = "raftlock_rejected_connections_total";
+const TLS_FAILED: &str = "raftlock_tls_handshake_failures_total";
 const SNAPSHOT_BYTES: &str = "raftlock_snapshot_bytes";
 const SNAPSHOT_BUILD: &str = "raftlock_snapshot_build_seconds";
 const REPEATED: &str = "raftlock_repeated_commands_total";
@@ -91,6 +92,7 @@ fn describe() {
     describe_histogram!(WRITE_BATCH, "Client commands proposed in one log entry (group commit).");
     describe_gauge!(CLIENTS, "Connected clients.");
     describe_counter!(REJECTED, "Connections refused over maxclients.");
+    describe_counter!(TLS_FAILED, "TLS handshakes that failed or timed out (clients and peers).");
     describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
     describe_gauge!(SNAPSHOT_BUILD, "Time the last snapshot took to encode and write (off the apply path).");
     describe_gauge!(LOCK_WAITERS, "Owners queued for locks (LOCK.ACQUIRE ... WAIT), on every key together.");
@@ -178,6 +180,10 @@ pub fn record_write_batch(commands: usize) {
 
 pub fn set_clients(n: usize) {
     gauge!(CLIENTS).set(n as f64);
+}
+
+pub fn record_tls_handshake_failure() {
+    counter!(TLS_FAILED).increment(1);
 }
 
 pub fn record_rejected_connection() {

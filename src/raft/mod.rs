@@ -84,6 +84,8 @@ pub struct RaftSettings {
     pub audit_log: Option<std::path::PathBuf>,
     /// Log entries to apply as error replies (`--skip-entry`).
     pub skip_entries: std::collections::BTreeSet<u64>,
+    /// Mutual TLS on peer links (`--tls-cluster yes`).
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// A point-in-time view for `RAFT.INFO` and `INFO`.
@@ -339,7 +341,7 @@ impl Consensus {
             sm = sm.with_audit(Arc::new(audit));
         }
         let shared = sm.shared();
-        let pool = PeerPool::new(settings.node_id, settings.cluster_secret.clone());
+        let pool = PeerPool::new(settings.node_id, settings.cluster_secret.clone(), settings.tls.clone());
         let network = Network { pool: pool.clone(), node_id: settings.node_id };
         let raft = types::Raft::new(settings.node_id, Arc::new(config), network, log, sm)
             .await
@@ -365,7 +367,7 @@ impl Consensus {
         let consensus =
             Arc::new(Consensus { proposer, shared, boot: boot_id(), next_request: AtomicU64::new(1), writes, reads, pool });
         let handler = Arc::new(ForwardedCommands(Arc::downgrade(&consensus)));
-        tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler));
+        tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler, settings.tls));
         Ok(consensus)
     }
 
@@ -578,8 +580,30 @@ impl Consensus {
                 let node = NodeInfo { peer_addr: text(3).unwrap_or_default(), client_addr: text(4).unwrap_or_default() };
                 // Joins as a learner and catches up (by snapshot if the log was
                 // purged) before it becomes a voter.
-                if let Err(e) = raft.add_learner(id, node, true).await {
-                    return Ok(Reply::Error(format!("ERR cannot add node {id}: {e}")));
+                let added = match raft.add_learner(id, node, false).await {
+                    Ok(added) => added.log_id.index,
+                    Err(e) => return Ok(Reply::Error(format!("ERR cannot add node {id}: {e}"))),
+                };
+                // Only a node that answers becomes a voter: a member that
+                // cannot be reached (wrong address, secret or certificate)
+                // would count in every quorum and cost the cluster the
+                // failure it could tolerate. openraft's own wait counts a
+                // learner as caught up while the log is short, reached or not.
+                let wait = self.proposer.request_timeout.max(Duration::from_secs(2));
+                let reached = raft
+                    .wait(Some(wait))
+                    .metrics(
+                        |m| {
+                            m.replication.as_ref().and_then(|r| r.get(&id)).and_then(|l| l.as_ref()).is_some_and(|l| l.index >= added)
+                        },
+                        "the new learner acknowledged the log",
+                    )
+                    .await;
+                if reached.is_err() {
+                    return Ok(Reply::Error(format!(
+                        "ERR node {id} has not caught up within {} ms (is it running, with this cluster's secret and certificates?); it stays a learner, not a voter: run RAFT.NODE ADD again once it has caught up, or RAFT.NODE REMOVE {id}",
+                        wait.as_millis()
+                    )));
                 }
                 let voters = std::collections::BTreeSet::from([id]);
                 match raft.change_membership(openraft::ChangeMembers::AddVoterIds(voters), false).await {

@@ -12,6 +12,8 @@
 //! and a peer that cannot prove it is disconnected. Requests on one connection are
 //! served concurrently and answered by id, so a slow forwarded command never
 //! delays a heartbeat. Connections are made lazily and remade with backoff.
+//! With `--tls-cluster yes` every connection is mutual TLS first (see
+//! [`crate::tls`]), and the handshake above runs inside it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +28,7 @@ use openraft::raft::{
     VoteResponse,
 };
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
@@ -38,6 +41,8 @@ use crate::protocol::Reply;
 /// Largest peer frame: a batch of entries or a snapshot chunk.
 pub const MAX_FRAME: usize = 256 * 1024 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Longest a peer's TLS handshake may take.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most requests one connection buffers before it flushes them.
 const MAX_COALESCED: usize = 256;
 
@@ -94,6 +99,11 @@ fn encode(id: u64, body: &impl Serialize) -> Bytes {
     Bytes::from(bincode::serialize(&(id, body)).expect("serialising plain data cannot fail"))
 }
 
+/// A peer link's bytes: plain TCP, or TLS over it.
+trait PeerStream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> PeerStream for T {}
+type PeerSocket = Box<dyn PeerStream>;
+
 fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec()
 }
@@ -140,7 +150,13 @@ fn nonce() -> [u8; 32] {
 }
 
 /// Accepts peer connections until the listener fails.
-pub async fn serve(listener: TcpListener, raft: Raft, secret: String, handler: Arc<dyn ForwardHandler>) {
+pub async fn serve(
+    listener: TcpListener,
+    raft: Raft,
+    secret: String,
+    handler: Arc<dyn ForwardHandler>,
+    tls: Option<Arc<crate::tls::Tls>>,
+) {
     loop {
         let (socket, addr) = match listener.accept().await {
             Ok(pair) => pair,
@@ -152,7 +168,24 @@ pub async fn serve(listener: TcpListener, raft: Raft, secret: String, handler: A
         };
         let _ = socket.set_nodelay(true);
         let (raft, secret, handler) = (raft.clone(), secret.clone(), handler.clone());
+        let acceptor = tls.as_ref().and_then(|t| t.peer()).map(|(acceptor, _)| acceptor);
         tokio::spawn(async move {
+            let socket: PeerSocket = match acceptor {
+                None => Box::new(socket),
+                Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+                    Ok(Ok(stream)) => Box::new(stream),
+                    Ok(Err(e)) => {
+                        tracing::warn!(%addr, "refused a peer connection: TLS handshake failed: {e}");
+                        crate::metrics::record_tls_handshake_failure();
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::warn!(%addr, "refused a peer connection: TLS handshake timed out");
+                        crate::metrics::record_tls_handshake_failure();
+                        return;
+                    }
+                },
+            };
             if let Err(e) = serve_conn(socket, raft, secret, handler).await {
                 tracing::debug!(%addr, "peer connection closed: {e}");
             }
@@ -160,7 +193,7 @@ pub async fn serve(listener: TcpListener, raft: Raft, secret: String, handler: A
     }
 }
 
-async fn serve_conn(socket: TcpStream, raft: Raft, secret: String, handler: Arc<dyn ForwardHandler>) -> Result<(), String> {
+async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc<dyn ForwardHandler>) -> Result<(), String> {
     let (mut sink, mut stream) = Framed::new(socket, codec()).split();
     let mut next_frame = async || -> Result<Bytes, String> {
         Ok(tokio::time::timeout(Duration::from_secs(5), stream.next())
@@ -236,12 +269,13 @@ struct PeerConn {
 pub struct PeerPool {
     node_id: NodeId,
     secret: String,
+    tls: Option<Arc<crate::tls::Tls>>,
     conns: Mutex<HashMap<(NodeId, String), Arc<PeerConn>>>,
 }
 
 impl PeerPool {
-    pub fn new(node_id: NodeId, secret: String) -> Arc<PeerPool> {
-        Arc::new(PeerPool { node_id, secret, conns: Mutex::new(HashMap::new()) })
+    pub fn new(node_id: NodeId, secret: String, tls: Option<Arc<crate::tls::Tls>>) -> Arc<PeerPool> {
+        Arc::new(PeerPool { node_id, secret, tls, conns: Mutex::new(HashMap::new()) })
     }
 
     fn conn(&self, target: NodeId, addr: &str) -> Arc<PeerConn> {
@@ -250,7 +284,7 @@ impl PeerPool {
             .entry((target, addr.to_string()))
             .or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(4096);
-                tokio::spawn(run_conn(target, addr.to_string(), self.node_id, self.secret.clone(), rx));
+                tokio::spawn(run_conn(target, addr.to_string(), self.node_id, self.secret.clone(), self.tls.clone(), rx));
                 Arc::new(PeerConn { requests: tx })
             })
             .clone()
@@ -273,11 +307,18 @@ impl PeerPool {
 
 /// Owns the connection to one peer: connects when there is work, sends
 /// requests, routes answers by id, and fails waiters when the link drops.
-async fn run_conn(target: NodeId, addr: String, node_id: NodeId, secret: String, mut requests: mpsc::Receiver<(PeerRequest, Waiter)>) {
+async fn run_conn(
+    target: NodeId,
+    addr: String,
+    node_id: NodeId,
+    secret: String,
+    tls: Option<Arc<crate::tls::Tls>>,
+    mut requests: mpsc::Receiver<(PeerRequest, Waiter)>,
+) {
     let mut backoff = Duration::from_millis(20);
     let mut next_id: u64 = 1;
     while let Some(first) = requests.recv().await {
-        let socket = match connect(&addr, node_id, &secret).await {
+        let socket = match connect(&addr, node_id, &secret, tls.as_deref()).await {
             Ok(s) => {
                 backoff = Duration::from_millis(20);
                 s
@@ -347,12 +388,31 @@ async fn run_conn(target: NodeId, addr: String, node_id: NodeId, secret: String,
     }
 }
 
-async fn connect(addr: &str, node_id: NodeId, secret: &str) -> Result<Framed<TcpStream, LengthDelimitedCodec>, String> {
+async fn connect(
+    addr: &str,
+    node_id: NodeId,
+    secret: &str,
+    tls: Option<&crate::tls::Tls>,
+) -> Result<Framed<PeerSocket, LengthDelimitedCodec>, String> {
     let socket = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| "connect timed out".to_string())?
         .map_err(|e| e.to_string())?;
     let _ = socket.set_nodelay(true);
+    let socket: PeerSocket = match tls.and_then(|t| t.peer()) {
+        None => Box::new(socket),
+        Some((_, connector)) => {
+            let name = crate::tls::peer_server_name(addr);
+            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, connector.connect(name, socket)).await {
+                Ok(Ok(stream)) => Box::new(stream),
+                Ok(Err(e)) => {
+                    crate::metrics::record_tls_handshake_failure();
+                    return Err(format!("TLS handshake failed: {e}"));
+                }
+                Err(_) => return Err("TLS handshake timed out".into()),
+            }
+        }
+    };
     let mut framed = Framed::new(socket, codec());
     let ours = nonce();
     framed.send(encode(0, &PeerRequest::Hello { nonce: ours, node_id })).await.map_err(|e| e.to_string())?;
@@ -376,7 +436,7 @@ async fn connect(addr: &str, node_id: NodeId, secret: &str) -> Result<Framed<Tcp
 }
 
 /// The next frame of the handshake, as the called peer's answer.
-async fn answer(framed: &mut Framed<TcpStream, LengthDelimitedCodec>) -> Result<PeerResponse, String> {
+async fn answer(framed: &mut Framed<PeerSocket, LengthDelimitedCodec>) -> Result<PeerResponse, String> {
     let frame = tokio::time::timeout(CONNECT_TIMEOUT, framed.next())
         .await
         .map_err(|_| "the handshake timed out".to_string())?

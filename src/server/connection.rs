@@ -11,9 +11,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{broadcast, mpsc, Notify};
 use tokio_util::codec::FramedRead;
 
@@ -30,7 +28,11 @@ const FLUSH_AT: usize = 256 * 1024;
 /// Most pipelined writes sent to the leader as one request.
 const MAX_PIPELINE: usize = 1024;
 
-type Frames = FramedRead<tokio::net::tcp::OwnedReadHalf, RequestCodec>;
+/// A client's byte streams: a TCP socket's halves, or a TLS session's.
+pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
+pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+type Frames = FramedRead<Reader, RequestCodec>;
 
 enum Next {
     Continue,
@@ -59,9 +61,13 @@ struct Connection {
 }
 
 /// Serves one client until it disconnects, misbehaves or the node stops.
-pub async fn serve(node: Arc<Node>, socket: TcpStream, addr: SocketAddr, mut shutdown: broadcast::Receiver<()>) {
-    let local = socket.local_addr().ok();
-    let (reader, mut writer) = socket.into_split();
+pub async fn serve(
+    node: Arc<Node>,
+    (reader, mut writer): (Reader, Writer),
+    addr: SocketAddr,
+    local: Option<SocketAddr>,
+    mut shutdown: broadcast::Receiver<()>,
+) {
     if node.auth.denies(addr.ip()) {
         let _ = writer.write_all(super::auth::PROTECTED_MODE_DENIED.as_bytes()).await;
         return;
@@ -97,7 +103,7 @@ impl Connection {
     async fn run(
         &mut self,
         frames: &mut Frames,
-        writer: &mut OwnedWriteHalf,
+        writer: &mut Writer,
         pushes: &mut mpsc::Receiver<PushMsg>,
         overflow: &Notify,
         shutdown: &mut broadcast::Receiver<()>,
@@ -650,14 +656,34 @@ impl Connection {
                 Reply::Map(pairs.into_iter().map(|(n, v)| (Reply::text(&n), Reply::text(&v))).collect())
             }
             "SET" if argv.len() >= 4 && argv.len() % 2 == 0 => {
+                // The TLS files change together (a new certificate with its
+                // key), once every argument is read.
+                let mut tls_files = None;
+                let mut tls_name = String::new();
                 for pair in argv[2..].chunks(2) {
                     let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
                     let value = String::from_utf8_lossy(&pair[1]).into_owned();
-                    if let Err(e) = self.config_set(&name, &value) {
+                    let result = match (name.as_str(), &self.node.tls) {
+                        ("tls-cert-file" | "tls-key-file" | "tls-ca-cert-file" | "tls-auth-clients", Some(tls)) => {
+                            let files = tls_files.get_or_insert_with(|| tls.files());
+                            tls_name = name.clone();
+                            set_tls_file(files, &name, &value)
+                        }
+                        _ => self.config_set(&name, &value),
+                    };
+                    if let Err(e) = result {
                         return Reply::error(format!(
                             "ERR CONFIG SET failed (possibly related to argument '{name}') - {e}"
                         ));
                     }
+                }
+                if let (Some(files), Some(tls)) = (tls_files, &self.node.tls) {
+                    if let Err(e) = tls.change(files) {
+                        return Reply::error(format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{tls_name}') - Unable to update TLS configuration. {e}"
+                        ));
+                    }
+                    tracing::info!("CONFIG SET: TLS certificates reloaded");
                 }
                 Reply::ok()
             }
@@ -673,6 +699,7 @@ impl Connection {
 
     fn config_params(&self) -> Vec<(&'static str, String)> {
         let c = &self.node.config;
+        let tls = self.node.tls.as_ref().map(|t| t.files());
         vec![
             ("maxclients", self.node.maxclients.load(Ordering::Relaxed).to_string()),
             ("notify-keyspace-events", format_notify_flags(self.node.hub.notify_flags())),
@@ -690,6 +717,15 @@ impl Connection {
             ("maxmemory-policy", "noeviction".into()),
             ("cluster-enabled", "no".into()),
             ("protected-mode", if self.node.auth.protected_mode() { "yes" } else { "no" }.into()),
+            ("tls-port", c.tls_port.to_string()),
+            ("tls-cluster", if c.tls_cluster { "yes" } else { "no" }.into()),
+            ("tls-cert-file", tls.as_ref().map(|f| f.cert.display().to_string()).unwrap_or_default()),
+            ("tls-key-file", tls.as_ref().map(|f| f.key.display().to_string()).unwrap_or_default()),
+            (
+                "tls-ca-cert-file",
+                tls.as_ref().and_then(|f| f.ca.as_ref()).map(|p| p.display().to_string()).unwrap_or_default(),
+            ),
+            ("tls-auth-clients", tls.as_ref().map_or(c.tls_auth_clients, |f| f.auth_clients).as_str().into()),
         ]
     }
 
@@ -816,6 +852,17 @@ impl Connection {
             )),
         }
     }
+}
+
+/// One `CONFIG SET tls-…` argument, applied to the files to load.
+fn set_tls_file(files: &mut crate::tls::TlsFiles, name: &str, value: &str) -> Result<(), String> {
+    match name {
+        "tls-cert-file" => files.cert = value.into(),
+        "tls-key-file" => files.key = value.into(),
+        "tls-ca-cert-file" => files.ca = (!value.is_empty()).then(|| value.into()),
+        _ => files.auth_clients = crate::tls::ClientAuth::parse(value)?,
+    }
+    Ok(())
 }
 
 /// Completes when the client closes the connection (or it fails), while a

@@ -64,12 +64,24 @@ pub struct Node {
     pub memory: memory::MemoryLimit,
     pub total_commands: std::sync::atomic::AtomicU64,
     pub total_connections: std::sync::atomic::AtomicU64,
+    /// TLS, when a TLS port or `--tls-cluster` is configured.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
+
+/// Longest a client may take over its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most TLS handshakes in progress at once; more connections wait in the
+/// listen backlog.
+const MAX_HANDSHAKES: usize = 256;
 
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn run(mut config: Config) -> Result<(), ServerError> {
     // Only its digest is kept.
     let auth = auth::Auth::new(config.requirepass.take().as_deref(), config.protected_mode);
+    let tls = match config.tls_files() {
+        Some(files) => Some(crate::tls::Tls::new(files, config.tls_cluster).map_err(ServerError::Config)?),
+        None => None,
+    };
     let storage = Arc::new(Storage::open(&config.data_dir)?);
     let clock = Arc::new(LogClock::system());
     let hub = Arc::new(Hub::new());
@@ -91,6 +103,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         request_timeout: Duration::from_millis(config.request_timeout_ms),
         audit_log: config.audit_log.clone(),
         skip_entries: config.skip_entry.iter().copied().collect(),
+        tls: tls.clone().filter(|t| t.cluster()),
     };
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await
@@ -101,12 +114,18 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     if let Some(addr) = metrics_addr {
         crate::metrics::install(addr).map_err(ServerError::Config)?;
     }
-    let listener = TcpListener::bind(config.client_addr())
-        .await
-        .map_err(|source| ServerError::Listen { addr: config.client_addr(), source })?;
+    let mut listeners = Vec::new();
+    for (addr, tls) in [(config.plain_addr(), None), (config.tls_addr(), tls.clone())] {
+        let Some(addr) = addr else { continue };
+        let listener =
+            TcpListener::bind(&addr).await.map_err(|source| ServerError::Listen { addr: addr.clone(), source })?;
+        listeners.push((listener, tls));
+    }
     tracing::info!(
         node_id = config.node_id,
-        clients = %config.client_addr(),
+        clients = %config.plain_addr().unwrap_or_else(|| "off".into()),
+        tls_clients = %config.tls_addr().unwrap_or_else(|| "off".into()),
+        tls_peers = config.tls_cluster,
         peers = %config.peer_addr(),
         metrics = %metrics_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
         data_dir = %config.data_dir.display(),
@@ -125,6 +144,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         started: Instant::now(),
         total_commands: Default::default(),
         total_connections: Default::default(),
+        tls: tls.clone(),
     });
     let (shutdown_tx, _) = broadcast::channel::<()>(1);
     let expiry = tokio::spawn(expiry::run(consensus.clone(), shutdown_tx.subscribe()));
@@ -146,7 +166,17 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
             }
         });
     }
-    accept_loop(node.clone(), listener, shutdown_tx.clone()).await;
+    let loops: Vec<_> = listeners
+        .into_iter()
+        .map(|(listener, tls)| tokio::spawn(accept_loop(node.clone(), listener, tls, shutdown_tx.clone())))
+        .collect();
+    let reloads = tokio::spawn(reload_on_sighup(tls));
+    shutdown_signal().await;
+    reloads.abort();
+    loops.iter().for_each(|l| l.abort());
+    for l in loops {
+        let _ = l.await;
+    }
     tracing::info!("shutting down");
     let _ = shutdown_tx.send(());
     let _ = expiry.await;
@@ -195,16 +225,32 @@ async fn shutdown_signal() {
     }
 }
 
-async fn accept_loop(node: Arc<Node>, listener: TcpListener, shutdown: broadcast::Sender<()>) {
-    let signal = shutdown_signal();
-    tokio::pin!(signal);
+/// SIGHUP reads the TLS certificates again (and, as in Redis, never stops
+/// the node).
+async fn reload_on_sighup(tls: Option<Arc<crate::tls::Tls>>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+        while hup.recv().await.is_some() {
+            match &tls {
+                Some(tls) => match tls.reload() {
+                    Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
+                    Err(e) => tracing::error!("SIGHUP: TLS certificates not reloaded, the old ones stay: {e}"),
+                },
+                None => tracing::info!("SIGHUP ignored: no TLS certificates to reload"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tls;
+}
+
+async fn accept_loop(node: Arc<Node>, listener: TcpListener, tls: Option<Arc<crate::tls::Tls>>, shutdown: broadcast::Sender<()>) {
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     let mut backoff = Duration::from_millis(5);
     loop {
-        let accepted = tokio::select! {
-            _ = &mut signal => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (socket, addr) = match accepted {
+        let (socket, addr) = match listener.accept().await {
             Ok(pair) => {
                 backoff = Duration::from_millis(5);
                 pair
@@ -221,6 +267,31 @@ async fn accept_loop(node: Arc<Node>, listener: TcpListener, shutdown: broadcast
         node.total_connections.fetch_add(1, Ordering::Relaxed);
         let node = node.clone();
         let shutdown = shutdown.subscribe();
-        tokio::spawn(connection::serve(node, socket, addr, shutdown));
+        let local = socket.local_addr().ok();
+        let Some(tls) = &tls else {
+            let (reader, writer) = socket.into_split();
+            tokio::spawn(connection::serve(node, (Box::new(reader), Box::new(writer)), addr, local, shutdown));
+            continue;
+        };
+        let Ok(permit) = handshakes.clone().acquire_owned().await else { return };
+        let acceptor = tls.client_acceptor();
+        tokio::spawn(async move {
+            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(%addr, "TLS handshake failed: {e}");
+                    crate::metrics::record_tls_handshake_failure();
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%addr, "TLS handshake timed out");
+                    crate::metrics::record_tls_handshake_failure();
+                    return;
+                }
+            };
+            drop(permit);
+            let (reader, writer) = tokio::io::split(stream);
+            connection::serve(node, (Box::new(reader), Box::new(writer)), addr, local, shutdown).await;
+        });
     }
 }

@@ -45,6 +45,8 @@ pub struct Opts {
     /// Put a proxy ([`net::Net`]) in front of every node's peer port, so the
     /// test can partition nodes (`Cluster::net`).
     pub partitionable: bool,
+    /// More flags for every node (e.g. TLS).
+    pub extra_args: Vec<String>,
 }
 
 /// Find `n` distinct free TCP ports on 127.0.0.1 (all listeners are held until the
@@ -157,6 +159,7 @@ impl Node {
         if let Some(v) = opts.snapshot_logs {
             cmd.args(["--snapshot-logs", &v.to_string()]);
         }
+        cmd.args(&opts.extra_args);
         // To show that a test catches a bug: RAFTLOCK_TEST_PLANT_BUG=<bug> with a
         // build that has the `planted-bugs` feature (see src/planted.rs).
         if let Ok(bug) = std::env::var("RAFTLOCK_TEST_PLANT_BUG") {
