@@ -11,7 +11,9 @@
 # pottery, node (ioredis 5/6, node-redis 4/latest), redlock (node-redlock 5),
 # rust (redis crate, rslock), cli (redis-cli in tmux, redis-benchmark), auth
 # (redis-py, ioredis and node-redis with their password options, against a
-# third target: a one-node server started with --requirepass).
+# third target: a one-node server started with --requirepass), tls (redis-py,
+# ioredis and node-redis with their TLS options, against a one-node server with
+# a TLS port; certificates made with openssl).
 #
 # It installs what it needs, once, into ${INTEROP_CACHE:-/var/tmp/raftlock-interop}:
 # two Python venvs (redis-py 8.x with python-redis-lock and pottery; redis-py 5.x),
@@ -27,7 +29,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${INTEROP_CACHE:-/var/tmp/raftlock-interop}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/raftlock-target}"
 BIN="$CARGO_TARGET_DIR/release/raftlock"
-ONLY="${INTEROP_ONLY:-redispy prl pottery node redlock rust cli auth}"
+ONLY="${INTEROP_ONLY:-redispy prl pottery node redlock rust cli auth tls}"
 TARGETS="${INTEROP_TARGETS:-single follower}"
 PREFIX="interop-$$-$RANDOM"
 TMUX_SOCKET="raftlock-interop-$$"
@@ -357,6 +359,41 @@ if wanted auth && [ -x "$BIN" ] && ! grep -q $'^setup\traftlock\t' "$RESULTS"; t
     fi
 fi
 
+# TLS: the libraries' own TLS options against a node's TLS port, which asks
+# for a client certificate (--tls-auth-clients yes).
+if wanted tls && [ -x "$BIN" ] && ! grep -q $'^setup\traftlock\t' "$RESULTS"; then
+    read -r p tp pp <<<"$(free_ports 3)"
+    PKI="$WORK/tls/pki"
+    mkdir -p "$PKI"
+    printf 'basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >"$PKI/leaf.ext"
+    if (cd "$PKI" &&
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt -days 30 \
+            -subj "/CN=raftlock interop CA" -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign &&
+        for n in server client; do
+            openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$n.key" -out "$n.csr" -subj "/CN=$n" &&
+            openssl x509 -req -in "$n.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$n.crt" -days 30 -extfile leaf.ext || exit 1
+        done) >"$WORK/tls/openssl.log" 2>&1; then
+        start_node tls 1 "$p" "$pp" --tls-port "$tp" --tls-cert-file "$PKI/server.crt" --tls-key-file "$PKI/server.key" \
+            --tls-ca-cert-file "$PKI/ca.crt" --tls-auth-clients yes
+        if ! wait_writable "$p" 30; then
+            record tls raftlock start FAIL "the server with --tls-port did not accept a write within 30 s: $(tail -5 "$WORK/tls/server.log")"
+        else
+            say "== tls: a one-node raftlock with a TLS port on 127.0.0.1:$tp (plain port $p for the checker)"
+            a=(--port "$tp" --check-port "$p" --prefix "$PREFIX-tls" --ca "$PKI/ca.crt" --cert "$PKI/client.crt" --key "$PKI/client.key")
+            for proto in 2 3; do
+                [ -x "$PY8" ] && run_group tls "redis-py-8-tls-resp$proto" 60 "$PY8" python/tls_cases.py "${a[@]}" --protocol "$proto"
+                [ -x "$PY5" ] && run_group tls "redis-py-5-tls-resp$proto" 60 "$PY5" python/tls_cases.py "${a[@]}" --protocol "$proto"
+            done
+            if node_ok; then
+                run_group tls ioredis6-tls 60 node node/tls_cases.js --lib ioredis6 "${a[@]}"
+                run_group tls node-redis-latest-tls 60 node node/tls_cases.js --lib redislatest "${a[@]}"
+            fi
+        fi
+    else
+        record tls raftlock certificates FAIL "openssl could not make the test certificates: $(tail -5 "$WORK/tls/openssl.log")"
+    fi
+fi
+
 # Did any server die during the run?
 for i in "${!SERVER_PIDS[@]}"; do
     if ! kill -0 "${SERVER_PIDS[$i]}" 2>/dev/null; then
@@ -371,7 +408,7 @@ awk -F'\t' '
     { lib[$2] = 1; tg[$1] = 1
       if ($4 == "PASS") p[$2 SUBSEP $1]++; else if ($4 == "FAIL") f[$2 SUBSEP $1]++ }
     END {
-        nt = split("setup single follower auth server", order, " ")
+        nt = split("setup single follower auth tls server", order, " ")
         header = sprintf("%-30s", "library")
         for (i = 1; i <= nt; i++) if (order[i] in tg) header = header sprintf("  %-20s", order[i])
         print header
