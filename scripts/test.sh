@@ -4,7 +4,9 @@
 # (unless cargo arguments narrow the run) the interoperability suite with real
 # client libraries (tests/interop, which installs them from PyPI, npm and
 # crates.io into a cache on first use) and a 2-minute fault-injection run
-# (tests/chaos: its checkers' own unit tests, then scripts/chaos.sh).
+# (tests/chaos: its checkers' own unit tests, then scripts/chaos.sh), and a
+# bounded fuzzing run (scripts/fuzz.sh: every target 15 s, after replaying the
+# inputs of crashes fixed before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -17,6 +19,7 @@ cargo test --release "$@"
 if [ $# -eq 0 ]; then
     tests/interop/run.sh
     python3 -m unittest discover -s tests/chaos -p 'test_*.py'
+    scripts/fuzz.sh all "${RAFTLOCK_FUZZ_SECONDS:-15}"
     # This runs as root: the chaos run must use network namespaces (real
     # partitions), not fall back to loopback.
     RAFTLOCK_CHAOS_REQUIRE_NETNS=1 scripts/chaos.sh --duration "${RAFTLOCK_CHAOS_DURATION:-120}"

@@ -20,6 +20,12 @@
 //!   to the leader, membership changes).
 //! - [`server`]: listener, connections, pub/sub hub, expiry timer, node wiring.
 //! - [`metrics`]: metric names, descriptions, the Prometheus exporter.
+//! - [`tls`]: rustls for the TLS client port and mutual TLS between peers.
+//!
+//! The cargo feature `server` (default) is the node: [`config`], [`storage`],
+//! [`raft`], [`server`], [`metrics`] and [`tls`]. Without it the crate is the
+//! pure part alone (no RocksDB, openraft or network), which the fuzz targets
+//! (`tests/fuzz`) build.
 //!
 //! # Snapshots without stopping the world
 //!
@@ -36,13 +42,19 @@
 
 pub mod clock;
 pub mod commands;
+#[cfg(feature = "server")]
 pub mod config;
 pub mod keyspace;
+#[cfg(feature = "server")]
 pub mod metrics;
 pub mod planted;
 pub mod protocol;
+#[cfg(feature = "server")]
 pub mod raft;
 pub mod scripting;
+#[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
 pub mod storage;
+#[cfg(feature = "server")]
 pub mod tls;

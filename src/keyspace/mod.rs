@@ -284,6 +284,11 @@ struct SnapshotV3Out<'a> {
     waiters: Vec<(&'a Bytes, Vec<&'a Waiter>)>,
 }
 
+/// Largest last version a snapshot may carry: half the token range.
+pub const MAX_SNAPSHOT_VERSION: Version = (i64::MAX / 2) as u64;
+/// Largest log time a snapshot may carry: 2^53 ms, some 285,000 years.
+pub const MAX_SNAPSHOT_LOG_TIME: LogTime = 1 << 53;
+
 /// A snapshot that cannot be decoded.
 #[derive(Debug, thiserror::Error)]
 #[error("corrupt keyspace snapshot: {0}")]
@@ -596,6 +601,16 @@ impl Keyspace {
             }
             Some((v, _)) => return Err(SnapshotError(format!("unknown snapshot format {v}"))),
         };
+        // Versions are fencing tokens, which clients get as signed 64-bit
+        // integers, and log time is milliseconds since the cluster began:
+        // values near the top of u64 cannot come from a running cluster,
+        // and would overflow what is computed from them.
+        if v1.last_version > MAX_SNAPSHOT_VERSION || v1.log_time > MAX_SNAPSHOT_LOG_TIME {
+            return Err(SnapshotError(format!(
+                "implausible snapshot: last version {}, log time {}",
+                v1.last_version, v1.log_time
+            )));
+        }
         let mut ks = Keyspace {
             log_time: v1.log_time,
             last_version: v1.last_version,

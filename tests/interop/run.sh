@@ -6,6 +6,7 @@
 #   INTEROP_ONLY="redispy node" tests/interop/run.sh    # only some groups
 #   INTEROP_TARGETS=single tests/interop/run.sh         # only one target
 #   INTEROP_KEEP=1 tests/interop/run.sh                 # keep logs even on success
+#   INTEROP_RECORD=DIR tests/interop/run.sh             # record what clients send (fuzz seeds)
 #
 # Groups: redispy (redis-py 8.x and 5.x, RESP2 and RESP3), prl (python-redis-lock),
 # pottery, node (ioredis 5/6, node-redis 4/latest), redlock (node-redlock 5),
@@ -227,6 +228,16 @@ if [ -x "$BIN" ] && ! grep -q $'^setup\traftlock\t' "$RESULTS"; then
         if wait_writable "$p" 30; then
             SINGLE_PORT="$p"
             say "one-node raftlock on 127.0.0.1:$p"
+            if [ -n "${INTEROP_RECORD:-}" ]; then
+                # What the clients send, recorded as the fuzzers' seeds.
+                read -r rp <<<"$(free_ports 1)"
+                python3 "$ROOT/tests/fuzz/record.py" "$rp" "$p" "$INTEROP_RECORD" >"$WORK/single/record.log" 2>&1 &
+                SERVER_PIDS+=($!)
+                if wait_writable "$rp" 10; then
+                    SINGLE_PORT="$rp"
+                    say "recording the single target's traffic into $INTEROP_RECORD (proxy on 127.0.0.1:$rp)"
+                fi
+            fi
         else
             record single raftlock start FAIL "one-node server on port $p did not accept a write within 30 s: $(tail -5 "$WORK/single/server.log")"
         fi
