@@ -483,7 +483,7 @@ mod tests {
             (hello.len(), heard)
         });
         let secret = "topsecret-7f3a9c";
-        let result = connect(&addr, 1, secret).await;
+        let result = connect(&addr, 1, secret, None).await;
         assert!(matches!(&result, Err(e) if e.contains("does not know the cluster secret")), "{:?}", result.err());
         let (hello_len, heard) = stranger.await.unwrap();
         assert_eq!(heard.len(), hello_len, "the node sent more than its hello");
