@@ -76,6 +76,7 @@ def main():
     p.add_argument("--seconds", type=float, default=180.0, help="stop everything after this long")
     p.add_argument("--port", type=int, help="use a running server instead of starting one")
     p.add_argument("--pid", type=int, help="its pid, for the RSS (with --port)")
+    p.add_argument("--only", default="pipeliner,stuck,subscriber", help="which hostile clients to run")
     p.add_argument("--binary", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "/var/tmp/raftlock-target"), "release", "raftlock"))
     args = p.parse_args()
 
@@ -149,7 +150,7 @@ def main():
                     break
                 if not chunk:
                     break
-                state["replies"] += chunk.count(b"\r\n")
+                state["replies"] += chunk.count(b"\n")  # one per "+OK\r\n"
 
         r = threading.Thread(target=reader, daemon=True)
         r.start()
@@ -202,7 +203,7 @@ def main():
                 chunk = pub.recv(65536)
                 if not chunk:
                     break
-                got += chunk.count(b"\r\n")
+                got += chunk.count(b"\n")
             published += 100
         # Drain what the kernel holds for the subscriber; EOF means it was disconnected.
         sub.settimeout(5)
@@ -222,7 +223,8 @@ def main():
         pub.close()
 
     threads = [threading.Thread(target=f, daemon=True) for f in (sampler, pinger)]
-    workers = [threading.Thread(target=f, daemon=True) for f in (pipeliner, stuck, slow_subscriber)]
+    chosen = {"pipeliner": pipeliner, "stuck": stuck, "subscriber": slow_subscriber}
+    workers = [threading.Thread(target=chosen[n], daemon=True) for n in args.only.split(",")]
     for t in threads + workers:
         t.start()
     for t in workers:
