@@ -44,6 +44,10 @@ if [ "${1:-}" = "--record" ]; then
     rm -rf "$out.new"
     INTEROP_RECORD="$out.new" INTEROP_TARGETS=single INTEROP_ONLY="redispy prl pottery node redlock rust cli" \
         tests/interop/run.sh
+    if [ -z "$(ls -A "$out.new" 2>/dev/null)" ]; then
+        echo "nothing was recorded (did the recording proxy start?); the seeds in $out are unchanged" >&2
+        exit 1
+    fi
     rm -rf "$out" && mv "$out.new" "$out"
     echo "recorded $(ls "$out" | wc -l) client connections into $out"
     # Keep the ones that reach code the others do not.

@@ -76,6 +76,11 @@ pub struct Config {
     /// disconnected.
     #[arg(long, env = "RAFTLOCK_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub protected_mode: bool,
+    /// The ACL file (Redis's format) that `ACL LOAD` reads and `ACL SAVE`
+    /// writes. On start, a node whose cluster has no ACL users yet loads it
+    /// (through the log, for every node).
+    #[arg(long, env = "RAFTLOCK_ACLFILE")]
+    pub aclfile: Option<PathBuf>,
     /// Also serve clients with TLS on this port (0: no TLS port). `--port 0`
     /// leaves only the TLS port open.
     #[arg(long, env = "RAFTLOCK_TLS_PORT", default_value_t = 0)]

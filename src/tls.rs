@@ -61,6 +61,13 @@ pub struct TlsFiles {
     pub auth_clients: ClientAuth,
 }
 
+impl TlsFiles {
+    /// Settings to check a `CONFIG SET` argument against.
+    pub fn placeholder() -> TlsFiles {
+        TlsFiles { cert: PathBuf::new(), key: PathBuf::new(), ca: None, auth_clients: ClientAuth::Required }
+    }
+}
+
 /// The TLS settings in use, swapped whole on reload.
 struct Loaded {
     clients: TlsAcceptor,
@@ -112,15 +119,19 @@ impl Tls {
 
     /// Reads the files again (SIGHUP). On failure nothing changes.
     pub fn reload(&self) -> Result<(), String> {
-        let files = self.files();
-        self.change(files)
+        self.update(|_| Ok(()))
     }
 
-    /// Uses `files` from now on, if they load (`CONFIG SET tls-…`).
-    pub fn change(&self, files: TlsFiles) -> Result<(), String> {
-        let loaded = load(&files, self.cluster)?;
-        *self.files.lock().unwrap_or_else(|p| p.into_inner()) = files;
+    /// Edits the settings and loads the files they name, as one step
+    /// (`CONFIG SET tls-…`, SIGHUP): concurrent changes never interleave,
+    /// and on failure nothing changes.
+    pub fn update(&self, edit: impl FnOnce(&mut TlsFiles) -> Result<(), String>) -> Result<(), String> {
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = files.clone();
+        edit(&mut next)?;
+        let loaded = load(&next, self.cluster)?;
         *self.loaded.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(loaded);
+        *files = next;
         Ok(())
     }
 }

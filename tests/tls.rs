@@ -270,6 +270,18 @@ fn clients_use_the_tls_port_with_a_certificate_and_are_refused_without_one() {
     // The plain port stays open beside it and sees the same data.
     let mut plain = server.client();
     assert_eq!(q(&mut plain, &["GET", "k"]).unwrap(), Value::BulkString(b"v".to_vec()));
+
+    // A reply far larger than the socket buffers arrives whole over TLS (the
+    // end of it must not stay in the TLS session's buffer).
+    let big = "x".repeat(3 << 20);
+    assert_eq!(q(&mut plain, &["SET", "big", &big]).unwrap(), Value::Okay);
+    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for _ in 0..3 {
+        match q(&mut con, &["GET", "big"]) {
+            Ok(Value::BulkString(got)) => assert_eq!(got.len(), big.len()),
+            other => panic!("a large reply over TLS: {other:?}"),
+        }
+    }
     let params = common::pairs(&q(&mut plain, &["CONFIG", "GET", "tls-*"]).unwrap());
     let get = |name: &str| common::lookup(&params, name).and_then(common::as_text);
     assert_eq!(get("tls-port").as_deref(), Some(port_s.as_str()));

@@ -7,6 +7,7 @@
 //! Commands that only touch a connection or the node (`HELLO`, `SUBSCRIBE`,
 //! `INFO`, ...) are listed here with [`Handler::Local`] and run in `server/`.
 
+pub mod acl;
 mod containers;
 mod hashes;
 mod keys;
@@ -99,6 +100,11 @@ pub enum Request {
     /// reply is how that wait ended: the token if it was granted first (even
     /// if the lease has run out since), else nil.
     Dequeue { key: Bytes, owner: Bytes, seq: u64 },
+    /// `ACL SETUSER`/`DELUSER`/`LOAD`: a change of the replicated users.
+    Acl(acl::AclOp),
+    /// `request` from a client authenticated as `user`, whose permissions
+    /// were checked by its node and bind the scripts it runs, on every node.
+    AsUser { user: String, request: Box<Request> },
 }
 
 /// Whether a connection may send `spec` in a [`Request::Pipeline`] with the
@@ -123,6 +129,12 @@ impl Request {
             }
             Request::Pipeline(commands) => commands.iter().map(|c| argv_size(c)).sum::<usize>(),
             Request::Dequeue { key, owner, .. } => key.len() + owner.len() + 32,
+            Request::Acl(op) => match op {
+                acl::AclOp::SetUser { name, rules } => name.len() + argv_size(rules),
+                acl::AclOp::DelUser { names } => names.iter().map(|n| n.len() + 16).sum(),
+                acl::AclOp::Load { users } => users.iter().map(|(n, r)| n.len() + argv_size(r)).sum(),
+            },
+            Request::AsUser { user, request } => user.len() + request.size(),
         }
     }
 }
@@ -193,53 +205,68 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                     }
                 }
                 let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
-                let (reply, is_publish) = match &cmd.request {
-                    Request::Command(argv) => {
-                        // Only LOCK.ACQUIRE itself may wait; not one a script calls.
-                        if argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"lock.acquire")) {
-                            ctx.blocking_origin = Some((cmd.origin.client, cmd.origin.seq));
-                        }
-                        let reply = contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv));
-                        ks.hand_off(&mut ctx);
-                        (reply, argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")))
-                    }
-                    Request::Transaction { watched, commands } => {
-                        let reply = contain_panic(index, || "exec", || transactions::exec(ks, &mut ctx, watched, commands));
-                        // A panic may have left the undo record open.
-                        ks.keep_changes();
-                        ks.hand_off(&mut ctx);
-                        (reply, false)
-                    }
-                    Request::Dequeue { key, owner, seq } => {
-                        (locks::dequeue(ks, &mut ctx, &cmd.origin.client, *seq, key, owner), false)
-                    }
-                    Request::Pipeline(commands) => {
-                        let mut replies = Vec::with_capacity(commands.len());
-                        for (i, argv) in commands.iter().enumerate() {
-                            if i > 0 {
-                                // Each command creates keys with its own version (token).
-                                ctx.version = ks.next_version(ctx.version);
-                            }
-                            let reply = match resolve(argv) {
-                                Ok(spec) if pipelinable(spec) => {
-                                    let reply = contain_panic(index, || command_name(argv), || execute_write(ks, &mut ctx, argv));
-                                    ks.hand_off(&mut ctx);
-                                    reply
-                                }
-                                // Connections never send these; a pipeline
-                                // from elsewhere gets an error for them.
-                                Ok(spec) => Reply::error(format!("ERR '{}' cannot be pipelined", spec.name)),
-                                Err(reply) => reply,
-                            };
-                            replies.push(reply);
-                        }
-                        (Reply::Array(replies), false)
-                    }
-                };
+                let (reply, is_publish) = run_request(ks, &mut ctx, index, &cmd.origin, &cmd.request);
                 ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
                 Applied { reply, events: ctx.events, is_publish, repeated: false }
             })
             .collect(),
+    }
+}
+
+/// Runs one client request of an entry; the reply, and whether it was
+/// `PUBLISH`.
+fn run_request(ks: &mut Keyspace, ctx: &mut ExecCtx, index: u64, origin: &Origin, request: &Request) -> (Reply, bool) {
+    match request {
+        Request::Command(argv) => {
+            // Only LOCK.ACQUIRE itself may wait; not one a script calls.
+            if argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"lock.acquire")) {
+                ctx.blocking_origin = Some((origin.client, origin.seq));
+            }
+            let reply = contain_panic(index, || command_name(argv), || execute_write(ks, ctx, argv));
+            ks.hand_off(ctx);
+            (reply, argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")))
+        }
+        Request::Transaction { watched, commands } => {
+            let reply = contain_panic(index, || "exec", || transactions::exec(ks, ctx, watched, commands));
+            // A panic may have left the undo record open.
+            ks.keep_changes();
+            ks.hand_off(ctx);
+            (reply, false)
+        }
+        Request::Dequeue { key, owner, seq } => {
+            (locks::dequeue(ks, ctx, &origin.client, *seq, key, owner), false)
+        }
+        Request::Pipeline(commands) => {
+            let mut replies = Vec::with_capacity(commands.len());
+            for (i, argv) in commands.iter().enumerate() {
+                if i > 0 {
+                    // Each command creates keys with its own version (token).
+                    ctx.version = ks.next_version(ctx.version);
+                }
+                let reply = match resolve(argv) {
+                    Ok(spec) if pipelinable(spec) => {
+                        let reply = contain_panic(index, || command_name(argv), || execute_write(ks, ctx, argv));
+                        ks.hand_off(ctx);
+                        reply
+                    }
+                    // Connections never send these; a pipeline
+                    // from elsewhere gets an error for them.
+                    Ok(spec) => Reply::error(format!("ERR '{}' cannot be pipelined", spec.name)),
+                    Err(reply) => reply,
+                };
+                replies.push(reply);
+            }
+            (Reply::Array(replies), false)
+        }
+        Request::Acl(op) => (acl::apply_op(ks, op), false),
+        Request::AsUser { user, request } => {
+            if matches!(**request, Request::AsUser { .. } | Request::Acl(_) | Request::Dequeue { .. }) {
+                return (Reply::error("ERR this request cannot be run as a user"), false);
+            }
+            let perms = acl::perms_of(ks, user);
+            let perms = (!perms.unrestricted()).then_some(perms);
+            acl::with_user(perms, || run_request(ks, ctx, index, origin, request))
+        }
     }
 }
 
@@ -263,19 +290,30 @@ pub fn skip(index: u64, proposal: &Proposal) -> Vec<Applied> {
 /// script or transaction, else its first command. For crash reports.
 pub fn suspect_command(proposal: &Proposal) -> &'static str {
     let Op::Commands(commands) = &proposal.op else { return "(expire)" };
-    let name = |cmd: &ClientCommand| match &cmd.request {
-        Request::Command(argv) => command_name(argv),
-        Request::Transaction { .. } => "exec",
-        Request::Pipeline(commands) => commands.iter().find(|a| is_script(a)).or(commands.first()).map_or("(none)", |a| command_name(a)),
-        Request::Dequeue { .. } => "lock.acquire",
-    };
+    fn name(request: &Request) -> &'static str {
+        match request {
+            Request::Command(argv) => command_name(argv),
+            Request::Transaction { .. } => "exec",
+            Request::Pipeline(commands) => {
+                commands.iter().find(|a| is_script(a)).or(commands.first()).map_or("(none)", |a| command_name(a))
+            }
+            Request::Dequeue { .. } => "lock.acquire",
+            Request::Acl(_) => "acl",
+            Request::AsUser { request, .. } => name(request),
+        }
+    }
     // Runs for every entry: only the chosen command's name is looked up.
-    let risky = |cmd: &&ClientCommand| match &cmd.request {
-        Request::Command(argv) => is_script(argv),
-        Request::Transaction { .. } => true,
-        Request::Pipeline(commands) => commands.iter().any(|a| is_script(a)),
-        Request::Dequeue { .. } => false,
-    };
+    fn risky(request: &Request) -> bool {
+        match request {
+            Request::Command(argv) => is_script(argv),
+            Request::Transaction { .. } => true,
+            Request::Pipeline(commands) => commands.iter().any(|a| is_script(a)),
+            Request::Dequeue { .. } | Request::Acl(_) => false,
+            Request::AsUser { request, .. } => risky(request),
+        }
+    }
+    let name = |cmd: &ClientCommand| name(&cmd.request);
+    let risky = |cmd: &&ClientCommand| risky(&cmd.request);
     commands.iter().find(risky).or_else(|| commands.first()).map_or("(none)", name)
 }
 

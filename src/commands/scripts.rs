@@ -63,6 +63,9 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
             Ok(spec) => spec,
             Err(reply) => return reply,
         };
+        if let Err(reply) = super::acl::script_check(spec, cmd) {
+            return reply;
+        }
         match spec.handler {
             Handler::Write(f) => {
                 if version_used {
@@ -89,6 +92,9 @@ fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], arg
         }
         match resolve_for_script(cmd) {
             Err(reply) => reply,
+            Ok(spec) if super::acl::script_check(spec, cmd).is_err() => {
+                super::acl::script_check(spec, cmd).unwrap_err()
+            }
             Ok(spec) => match spec.handler {
                 Handler::Read(f) => f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from),
                 Handler::Write(_) => Reply::error("ERR Write commands are not allowed from read-only scripts."),

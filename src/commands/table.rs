@@ -83,6 +83,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     // server
     cmd!("info", -1, ["loading", "stale"], (0, 0, 0), "server", "1.0.0", "Returns information and statistics about the server.", Local),
     cmd!("command", -1, ["loading", "stale"], (0, 0, 0), "server", "2.8.13", "COMMAND [COUNT|DOCS|INFO|LIST]: details about commands.", Local),
+    cmd!("acl", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "6.0.0", "ACL SETUSER|GETUSER|DELUSER|LIST|USERS|WHOAMI|CAT|GENPASS|LOAD|SAVE: users, replicated through the log.", Local),
     cmd!("config", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "2.0.0", "CONFIG GET|SET|RESETSTAT|REWRITE.", Local),
     cmd!("time", 1, ["loading", "stale", "fast"], (0, 0, 0), "server", "2.6.0", "Returns the server's wall-clock time.", Local),
     cmd!("dbsize", 1, ["readonly", "fast"], (0, 0, 0), "server", "1.0.0", "Returns the number of keys.", Read(server::dbsize)),

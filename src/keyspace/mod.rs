@@ -5,6 +5,7 @@
 //! order yields the same keyspace on every node. Side effects leave as
 //! [`Event`] values for the caller to deliver.
 
+pub mod acl;
 mod glob;
 mod sessions;
 mod waiters;
@@ -220,6 +221,9 @@ pub struct Keyspace {
     freed: Vec<Bytes>,
     /// While a transaction that may have to be undone runs: what it changed.
     undo: Option<Box<Undo>>,
+    /// ACL users. Shared, replaced whole when it changes (rarely), so a
+    /// node publishes it to its connections by pointer.
+    acl: std::sync::Arc<acl::AclTable>,
 }
 
 /// What a transaction changed, to put back if it is undone: each key's entry
@@ -259,6 +263,13 @@ struct SnapshotV2 {
 struct SnapshotV3 {
     v2: SnapshotV2,
     waiters: Vec<(Bytes, Vec<Waiter>)>,
+}
+
+/// Format 4: format 3 and the ACL users (written only when there are any).
+#[derive(Serialize, Deserialize)]
+struct SnapshotV4 {
+    v3: SnapshotV3,
+    acl: acl::AclTable,
 }
 
 /// [`SnapshotV1`] as written: borrowed, serialised to the same bytes.
@@ -302,6 +313,11 @@ impl Keyspace {
     /// Log time of the last applied entry.
     pub fn log_time(&self) -> LogTime {
         self.log_time
+    }
+
+    /// The last version (token) handed out.
+    pub fn last_version(&self) -> Version {
+        self.last_version
     }
 
     /// The version for the next command of the entry at `log_index`: the log
@@ -579,17 +595,30 @@ impl Keyspace {
         };
         let v2 = SnapshotV2Out { v1, sessions: self.sessions.to_list() };
         let snap = SnapshotV3Out { v2, waiters: self.waiters.to_list() };
-        let mut out = vec![3u8];
-        out.extend(bincode::serialize(&snap).expect("serialising plain data cannot fail"));
-        out
+        let serialise = "serialising plain data cannot fail";
+        if self.acl.users.is_empty() {
+            let mut out = vec![3u8];
+            out.extend(bincode::serialize(&snap).expect(serialise));
+            out
+        } else {
+            let mut out = vec![4u8];
+            out.extend(bincode::serialize(&(snap, &*self.acl)).expect(serialise));
+            out
+        }
     }
 
     /// Decodes what [`Keyspace::encode`] produced (and format 1, which had no
     /// sessions).
     pub fn decode(data: &[u8]) -> Result<Keyspace, SnapshotError> {
         let corrupt = |e: bincode::Error| SnapshotError(e.to_string());
+        let mut acl = acl::AclTable::default();
         let (v1, sessions, waiters) = match data.split_first() {
             None => return Ok(Keyspace::new()),
+            Some((4, rest)) => {
+                let snap = bincode::deserialize::<SnapshotV4>(rest).map_err(corrupt)?;
+                acl = snap.acl;
+                (snap.v3.v2.v1, snap.v3.v2.sessions, snap.v3.waiters)
+            }
             Some((1, rest)) => (bincode::deserialize::<SnapshotV1>(rest).map_err(corrupt)?, Vec::new(), Vec::new()),
             Some((2, rest)) => {
                 let snap = bincode::deserialize::<SnapshotV2>(rest).map_err(corrupt)?;
@@ -617,12 +646,23 @@ impl Keyspace {
             scripts: v1.scripts.into_iter().collect(),
             sessions: Sessions::from_list(sessions),
             waiters: Waiters::from_list(waiters),
+            acl: std::sync::Arc::new(acl),
             ..Keyspace::default()
         };
         for (key, entry) in v1.entries {
             ks.insert(key, entry);
         }
         Ok(ks)
+    }
+
+    /// The ACL users defined through the log.
+    pub fn acl(&self) -> &std::sync::Arc<acl::AclTable> {
+        &self.acl
+    }
+
+    /// Changes the ACL users (copying the table if a node still shares it).
+    pub fn acl_mut(&mut self) -> &mut acl::AclTable {
+        std::sync::Arc::make_mut(&mut self.acl)
     }
 
     /// The lock waiters.

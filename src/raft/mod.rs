@@ -525,11 +525,15 @@ impl Consensus {
 
     /// Runs a command on this node, which must be the leader.
     async fn execute_here(&self, command: ClientCommand) -> Result<Reply, ClusterError> {
-        let argv = match &command.request {
-            Request::Transaction { .. } | Request::Pipeline(_) | Request::Dequeue { .. } => {
+        let (argv, user) = match &command.request {
+            Request::Transaction { .. } | Request::Pipeline(_) | Request::Dequeue { .. } | Request::Acl(_) => {
                 return self.write(command, false).await
             }
-            Request::Command(argv) => argv,
+            Request::Command(argv) => (argv, None),
+            Request::AsUser { user, request } => match &**request {
+                Request::Command(argv) => (argv, Some(user.as_str())),
+                _ => return self.write(command, false).await,
+            },
         };
         match crate::commands::resolve(argv) {
             Err(reply) => Ok(reply),
@@ -544,8 +548,25 @@ impl Consensus {
                 };
                 self.write(command, deferrable).await
             }
-            Ok(_) => self.read(move |ks, ctx| crate::commands::execute_read(ks, argv, ctx)).await,
+            Ok(_) => {
+                self.read(move |ks, ctx| {
+                    // A read-only script obeys its caller's permissions.
+                    let perms = user.map(|u| crate::commands::acl::perms_of(ks, u)).filter(|p| !p.unrestricted());
+                    crate::commands::acl::with_user(perms, || crate::commands::execute_read(ks, argv, ctx))
+                })
+                .await
+            }
         }
+    }
+
+    /// The ACL users as applied here, and a number that changes whenever
+    /// they do (connections re-read their user's permissions then).
+    pub fn acl(&self) -> (u64, Arc<crate::keyspace::acl::AclTable>) {
+        self.shared.acl()
+    }
+
+    pub fn acl_epoch(&self) -> u64 {
+        self.shared.acl_epoch()
     }
 
     /// Whether a lock attempt (see [`crate::commands::is_lock_attempt`]) is
@@ -601,7 +622,7 @@ impl Consensus {
                     .await;
                 if reached.is_err() {
                     return Ok(Reply::Error(format!(
-                        "ERR node {id} has not caught up within {} ms (is it running, with this cluster's secret and certificates?); it stays a learner, not a voter: run RAFT.NODE ADD again once it has caught up, or RAFT.NODE REMOVE {id}",
+                        "ERR node {id} has not caught up within {} ms (is it running, at that address, with this cluster's secret and certificates?); it stays a learner, not a voter: run RAFT.NODE ADD again once it has caught up; if the address was wrong, RAFT.NODE REMOVE {id} first",
                         wait.as_millis()
                     )));
                 }

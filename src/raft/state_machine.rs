@@ -18,6 +18,7 @@ use super::audit::AuditLog;
 use super::types::{Entry, LogId, NodeId, NodeInfo, StorageIoError, TypeConfig};
 use crate::clock::LogClock;
 use crate::commands;
+use crate::keyspace::acl::AclTable;
 use crate::keyspace::{Event, Keyspace};
 use crate::planted::{self, Bug};
 
@@ -42,12 +43,37 @@ pub struct SharedState {
     applied: Mutex<Applied>,
     /// Signalled after each applied batch (the expiry timer re-plans).
     pub changed: Notify,
+    /// The ACL users as last applied, for connections to read without the
+    /// state lock, and how many times they changed.
+    acl: std::sync::RwLock<Arc<AclTable>>,
+    acl_epoch: std::sync::atomic::AtomicU64,
 }
 
 impl SharedState {
     /// Locks the applied state. Never held across an `.await`.
     pub fn lock(&self) -> MutexGuard<'_, Applied> {
         self.applied.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes `keyspace`'s ACL users if they changed.
+    fn publish_acl(&self, keyspace: &Keyspace) {
+        if Arc::ptr_eq(&self.acl.read().unwrap_or_else(|p| p.into_inner()), keyspace.acl()) {
+            return;
+        }
+        let mut current = self.acl.write().unwrap_or_else(|p| p.into_inner());
+        if !Arc::ptr_eq(&current, keyspace.acl()) {
+            *current = keyspace.acl().clone();
+            self.acl_epoch.fetch_add(1, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    pub fn acl(&self) -> (u64, Arc<AclTable>) {
+        let table = self.acl.read().unwrap_or_else(|p| p.into_inner()).clone();
+        (self.acl_epoch(), table)
+    }
+
+    pub fn acl_epoch(&self) -> u64 {
+        self.acl_epoch.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -97,7 +123,13 @@ impl StateMachine {
             applied.membership = snap.meta.last_membership.clone();
             clock.applied(applied.keyspace.log_time());
         }
-        let shared = Arc::new(SharedState { applied: Mutex::new(applied), changed: Notify::new() });
+        let acl = std::sync::RwLock::new(applied.keyspace.acl().clone());
+        let shared = Arc::new(SharedState {
+            applied: Mutex::new(applied),
+            changed: Notify::new(),
+            acl,
+            acl_epoch: Default::default(),
+        });
         Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default() })
     }
 
@@ -242,6 +274,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 replies.push(entry_replies);
             }
             crate::metrics::set_waiters(applied.keyspace.waiters().total());
+            self.shared.publish_acl(&applied.keyspace);
         });
         if let Some(audit) = &self.audit {
             audit.flush();
@@ -280,7 +313,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let mut applied = self.shared.lock();
             applied.last_applied = meta.last_log_id;
             applied.membership = meta.last_membership.clone();
-            std::mem::replace(&mut applied.keyspace, keyspace)
+            let replaced = std::mem::replace(&mut applied.keyspace, keyspace);
+            self.shared.publish_acl(&applied.keyspace);
+            replaced
         };
         // Freed outside the lock, and off the runtime.
         let _ = off_runtime(move || drop(replaced)).await;

@@ -1,11 +1,13 @@
-//! Who may talk to this node: the default user's password (`--requirepass`,
-//! `AUTH`, `HELLO ... AUTH`) and protected mode, with Redis 7's replies.
+//! Who may talk to this node: users and their passwords (`AUTH`, `HELLO ...
+//! AUTH`), and protected mode, with Redis 7's replies.
 //!
-//! The password is kept only as its SHA-256 digest (as Redis keeps ACL
-//! passwords), compared in constant time, and never logged or shown (`INFO`,
-//! `CONFIG GET`). It is a node setting, as in Redis: give every node of a
-//! cluster the same one. A forwarded command is not checked again on the
-//! leader: the node the client is connected to checked it, and peers prove
+//! The users are the ACL users the log defined (`commands::acl`), the same
+//! on every node. Until the log defines `default`, it is the built-in one
+//! (every permission) with this node's `--requirepass`, as in Redis: give
+//! every node of a cluster the same. Passwords are kept only as SHA-256
+//! digests, compared in constant time, and never logged or shown (`INFO`,
+//! `CONFIG GET`). A forwarded command is not checked again on the leader:
+//! the node the client is connected to checked it, and peers prove
 //! themselves with the cluster secret.
 
 use std::net::IpAddr;
@@ -14,6 +16,8 @@ use std::sync::RwLock;
 
 use sha2::{Digest, Sha256};
 
+use crate::commands::acl;
+use crate::keyspace::acl::{AclTable, User};
 use crate::protocol::Reply;
 
 /// What Redis 7.0 answers (then closes) to a client from anywhere but the
@@ -36,10 +40,6 @@ fn digest(password: &[u8]) -> [u8; 32] {
     Sha256::digest(password).into()
 }
 
-/// Equal digests, in time that does not depend on where they differ.
-fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 impl Auth {
     /// `password`: the default user's (none or empty: no password).
@@ -56,9 +56,25 @@ impl Auth {
         *self.password.write().unwrap_or_else(|p| p.into_inner()) = hashed;
     }
 
-    /// Whether clients must authenticate before anything else.
-    pub fn required(&self) -> bool {
-        self.password.read().unwrap_or_else(|p| p.into_inner()).is_some()
+    /// The `default` user: as the log defined it, or the built-in one with
+    /// this node's password.
+    pub fn default_user(&self, table: &AclTable) -> User {
+        if let Some(u) = table.users.get("default") {
+            return u.clone();
+        }
+        let mut u = acl::default_user();
+        if let Some(hash) = *self.password.read().unwrap_or_else(|p| p.into_inner()) {
+            u.nopass = false;
+            u.passwords.insert(hash.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        u
+    }
+
+    /// Whether clients must authenticate before anything else (a new
+    /// connection is the default user only if it needs no password).
+    pub fn required(&self, table: &AclTable) -> bool {
+        let u = self.default_user(table);
+        !(u.enabled && u.nopass)
     }
 
     pub fn protected_mode(&self) -> bool {
@@ -73,26 +89,43 @@ impl Auth {
     /// [`PROTECTED_MODE_DENIED`]): protected mode is on, the default user has
     /// no password, and the client is not on the loopback interface (Redis
     /// counts only 127.0.0.1 and ::1 as such).
-    pub fn denies(&self, peer: IpAddr) -> bool {
+    pub fn denies(&self, peer: IpAddr, table: &AclTable) -> bool {
         let loopback = match peer {
             IpAddr::V4(v4) => v4 == std::net::Ipv4Addr::LOCALHOST,
             IpAddr::V6(v6) => v6 == std::net::Ipv6Addr::LOCALHOST || v6.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST),
         };
-        self.protected_mode() && !self.required() && !loopback
+        self.protected_mode() && self.default_user(table).nopass && !loopback
     }
 
-    /// `AUTH [user] password` (`user` None: `default`): `Ok` if it names the
-    /// default user with its password (any password when it has none, as a
-    /// Redis default user with `nopass`), else the error to reply.
-    pub fn check(&self, user: Option<&[u8]>, password: &[u8]) -> Result<(), Reply> {
-        let stored = *self.password.read().unwrap_or_else(|p| p.into_inner());
-        match (user, stored) {
-            (None, None) => Err(Reply::error(NO_PASSWORD_SET)),
-            (Some(b"default"), None) => Ok(()),
-            (None | Some(b"default"), Some(hash)) if same(&hash, &digest(password)) => Ok(()),
-            _ => Err(Reply::error(WRONGPASS)),
+    /// `AUTH [user] password` (`user` None: `default`): the user's name if
+    /// the password is one of its (any, for a user with `nopass`) and it is
+    /// on, else the error to reply.
+    pub fn check(&self, user: Option<&[u8]>, password: &[u8], table: &AclTable) -> Result<String, Reply> {
+        let name = String::from_utf8_lossy(user.unwrap_or(b"default")).into_owned();
+        let u = if name == "default" {
+            self.default_user(table)
+        } else {
+            match table.users.get(&name) {
+                Some(u) => u.clone(),
+                None => return Err(Reply::error(WRONGPASS)),
+            }
+        };
+        if user.is_none() && u.nopass && u.enabled {
+            return Err(Reply::error(NO_PASSWORD_SET));
+        }
+        let given = acl::hash_password(password);
+        let matches = u.passwords.iter().fold(false, |found, h| found | same_text(h, &given));
+        if u.enabled && (u.nopass || matches) {
+            Ok(name)
+        } else {
+            Err(Reply::error(WRONGPASS))
         }
     }
+}
+
+/// Equal strings, in time that does not depend on where they differ.
+fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The commands a client may send before it has authenticated.
@@ -106,31 +139,49 @@ mod tests {
 
     #[test]
     fn passwords_are_checked_for_the_default_user_only() {
+        let none = AclTable::default();
         let auth = Auth::new(Some("s3cret"), true);
-        assert!(auth.required());
-        assert_eq!(auth.check(None, b"s3cret"), Ok(()));
-        assert_eq!(auth.check(Some(b"default"), b"s3cret"), Ok(()));
-        assert_eq!(auth.check(None, b"s3cre"), Err(Reply::error(WRONGPASS)));
-        assert_eq!(auth.check(Some(b"alice"), b"s3cret"), Err(Reply::error(WRONGPASS)));
+        assert!(auth.required(&none));
+        assert_eq!(auth.check(None, b"s3cret", &none), Ok("default".into()));
+        assert_eq!(auth.check(Some(b"default"), b"s3cret", &none), Ok("default".into()));
+        assert_eq!(auth.check(None, b"s3cre", &none), Err(Reply::error(WRONGPASS)));
+        assert_eq!(auth.check(Some(b"alice"), b"s3cret", &none), Err(Reply::error(WRONGPASS)));
         auth.set_password(Some(""));
-        assert!(!auth.required());
-        assert_eq!(auth.check(None, b"x"), Err(Reply::error(NO_PASSWORD_SET)));
-        assert_eq!(auth.check(Some(b"default"), b"anything"), Ok(()));
-        assert_eq!(auth.check(Some(b"alice"), b"anything"), Err(Reply::error(WRONGPASS)));
+        assert!(!auth.required(&none));
+        assert_eq!(auth.check(None, b"x", &none), Err(Reply::error(NO_PASSWORD_SET)));
+        assert_eq!(auth.check(Some(b"default"), b"anything", &none), Ok("default".into()));
+        assert_eq!(auth.check(Some(b"alice"), b"anything", &none), Err(Reply::error(WRONGPASS)));
+    }
+
+    #[test]
+    fn acl_users_authenticate_and_a_defined_default_overrides_requirepass() {
+        let mut table = AclTable::default();
+        table.users.insert("alice".into(), acl::user_from_rules(&["on".into(), ">pw".into()]).unwrap());
+        table.users.insert("bob".into(), acl::user_from_rules(&["off".into(), ">pw".into()]).unwrap());
+        let auth = Auth::new(Some("node-pass"), true);
+        assert_eq!(auth.check(Some(b"alice"), b"pw", &table), Ok("alice".into()));
+        assert_eq!(auth.check(Some(b"alice"), b"nope", &table), Err(Reply::error(WRONGPASS)));
+        assert_eq!(auth.check(Some(b"bob"), b"pw", &table), Err(Reply::error(WRONGPASS)), "bob is off");
+        assert_eq!(auth.check(None, b"node-pass", &table), Ok("default".into()));
+        table.users.insert("default".into(), acl::user_from_rules(&["on".into(), ">cluster-pass".into(), "+@all".into(), "~*".into()]).unwrap());
+        assert_eq!(auth.check(None, b"node-pass", &table), Err(Reply::error(WRONGPASS)));
+        assert_eq!(auth.check(None, b"cluster-pass", &table), Ok("default".into()));
+        assert!(auth.required(&table));
     }
 
     #[test]
     fn protected_mode_turns_away_only_non_loopback_clients_without_a_password() {
+        let none = AclTable::default();
         let auth = Auth::new(None, true);
         let far: IpAddr = "10.1.2.3".parse().unwrap();
         let other_loopback: IpAddr = "127.0.0.2".parse().unwrap();
-        assert!(auth.denies(far) && auth.denies(other_loopback));
-        assert!(!auth.denies("127.0.0.1".parse().unwrap()) && !auth.denies("::1".parse().unwrap()));
-        assert!(!auth.denies("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(auth.denies(far, &none) && auth.denies(other_loopback, &none));
+        assert!(!auth.denies("127.0.0.1".parse().unwrap(), &none) && !auth.denies("::1".parse().unwrap(), &none));
+        assert!(!auth.denies("::ffff:127.0.0.1".parse().unwrap(), &none));
         auth.set_password(Some("pw"));
-        assert!(!auth.denies(far));
+        assert!(!auth.denies(far, &none));
         auth.set_password(None);
         auth.set_protected_mode(false);
-        assert!(!auth.denies(far));
+        assert!(!auth.denies(far, &none));
     }
 }

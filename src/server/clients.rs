@@ -24,6 +24,8 @@ pub struct ClientInfo {
     pub blocked: bool,
     pub created: Instant,
     pub last_active: Instant,
+    /// The ACL user the client authenticated as.
+    pub user: String,
 }
 
 impl ClientInfo {
@@ -32,7 +34,7 @@ impl ClientInfo {
         let now = Instant::now();
         format!(
             "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 multi=-1 \
-             qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default \
+             qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} \
              redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
@@ -50,6 +52,7 @@ impl ClientInfo {
             self.channels,
             self.patterns,
             self.last_command,
+            if self.user.is_empty() { "default" } else { &self.user },
             self.resp,
             self.lib_name,
             self.lib_ver,
@@ -92,6 +95,7 @@ impl ClientRegistry {
                 blocked: false,
                 created: now,
                 last_active: now,
+                user: "default".into(),
             },
         );
         crate::metrics::set_clients(clients.len());

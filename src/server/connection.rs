@@ -58,6 +58,12 @@ struct Connection {
     /// Whether the client may run commands: it authenticated, or no
     /// password is required.
     authenticated: bool,
+    /// The ACL user it is (`default` until `AUTH` says otherwise), and that
+    /// user's permissions (`None`: every permission, nothing to check) as
+    /// of `acl_epoch`.
+    user: String,
+    perms: Option<Arc<commands::acl::Perms>>,
+    acl_epoch: u64,
 }
 
 /// Serves one client until it disconnects, misbehaves or the node stops.
@@ -68,14 +74,17 @@ pub async fn serve(
     local: Option<SocketAddr>,
     mut shutdown: broadcast::Receiver<()>,
 ) {
-    if node.auth.denies(addr.ip()) {
-        let _ = writer.write_all(super::auth::PROTECTED_MODE_DENIED.as_bytes()).await;
+    let (acl_epoch, acl) = node.consensus.acl();
+    if node.auth.denies(addr.ip(), &acl) {
+        let _ = send(&mut writer, super::auth::PROTECTED_MODE_DENIED.as_bytes()).await;
+        let _ = writer.shutdown().await;
         return;
     }
     let limit = node.maxclients.load(Ordering::Relaxed);
     let Some(id) = node.clients.register(addr, local, limit) else {
         crate::metrics::record_rejected_connection();
-        let _ = writer.write_all(b"-ERR max number of clients reached\r\n").await;
+        let _ = send(&mut writer, b"-ERR max number of clients reached\r\n").await;
+        let _ = writer.shutdown().await;
         return;
     };
     let mut frames = FramedRead::new(reader, RequestCodec::new(node.config.limits()));
@@ -92,8 +101,12 @@ pub async fn serve(
         multi_failed: false,
         multi_bytes: 0,
         watched: Vec::new(),
-        authenticated: !node.auth.required(),
+        authenticated: !node.auth.required(&acl),
+        user: "default".into(),
+        perms: None,
+        acl_epoch,
     };
+    conn.refresh_perms(&acl, acl_epoch);
     conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
     conn.unsubscribe_all();
     node.clients.unregister(id);
@@ -167,14 +180,14 @@ impl Connection {
                 if close {
                     break;
                 }
-                if self.out.len() >= FLUSH_AT && writer.write_all(&self.out.split()).await.is_err() {
+                if self.out.len() >= FLUSH_AT && send(writer, &self.out.split()).await.is_err() {
                     return;
                 }
                 if next.is_none() {
                     next = frames.next().now_or_never();
                 }
             }
-            if !self.out.is_empty() && writer.write_all(&self.out.split()).await.is_err() {
+            if !self.out.is_empty() && send(writer, &self.out.split()).await.is_err() {
                 return;
             }
             if close {
@@ -189,7 +202,9 @@ impl Connection {
     /// `MULTI` and subscriptions.
     fn pipelinable(&self, frame: &Option<Result<Vec<Bytes>, ProtocolError>>) -> bool {
         let Some(Ok(argv)) = frame else { return false };
+        // A user with limits has each command checked on its own.
         self.authenticated
+            && self.perms.is_none()
             && !self.node.memory.exceeded()
             && self.multi.is_none()
             && !self.subscribed()
@@ -278,6 +293,22 @@ impl Connection {
             self.reply(&arity_error(spec.name));
             return Next::Continue;
         }
+        if self.authenticated && !super::auth::allowed_before_auth(spec.name) {
+            if self.node.consensus.acl_epoch() != self.acl_epoch {
+                let (epoch, acl) = self.node.consensus.acl();
+                if !self.refresh_perms(&acl, epoch) {
+                    // Its user was deleted: as Redis, the client goes too.
+                    return Next::Close;
+                }
+            }
+            if let Some(perms) = &self.perms {
+                if let Err(denied) = perms.check(spec, &argv) {
+                    self.multi_failed |= self.multi.is_some();
+                    self.reply(&denied.reply());
+                    return Next::Continue;
+                }
+            }
+        }
         if self.node.memory.exceeded() && super::memory::may_grow(spec) {
             self.multi_failed |= self.multi.is_some();
             self.reply(&Reply::error(super::memory::OOM));
@@ -360,7 +391,9 @@ impl Connection {
                 self.unsubscribe_all();
                 self.resp3 = false;
                 // Back to the default user: authenticated only if it needs no password.
-                self.authenticated = !self.node.auth.required();
+                let (epoch, acl) = self.node.consensus.acl();
+                self.authenticated = !self.node.auth.required(&acl);
+                self.set_user("default", &acl, epoch);
                 self.node.clients.update(self.id, |c| {
                     c.name.clear();
                     c.resp = 2;
@@ -373,9 +406,11 @@ impl Connection {
                     return (Some(Reply::error("ERR syntax error")), Next::Continue);
                 }
                 let (user, password) = if argv.len() == 3 { (Some(&argv[1][..]), &argv[2]) } else { (None, &argv[1]) };
-                match self.node.auth.check(user, password) {
-                    Ok(()) => {
+                let (epoch, acl) = self.node.consensus.acl();
+                match self.node.auth.check(user, password, &acl) {
+                    Ok(name) => {
                         self.authenticated = true;
+                        self.set_user(&name, &acl, epoch);
                         Reply::ok()
                     }
                     Err(refused) => refused,
@@ -396,7 +431,8 @@ impl Connection {
                 let (index, digest) = self.node.consensus.digest();
                 Reply::Array(vec![Reply::Int(index as i64), Reply::bulk(digest)])
             }
-            "raft.node" => self.on_leader(Request::Command(argv.to_vec())).await,
+            // Checked here; run as it is (a membership change is not a script).
+            "raft.node" => self.node.consensus.execute(self.id, Request::Command(argv.to_vec())).await.unwrap_or_else(|e| Reply::Error(e.to_string())),
             "multi" if self.multi.is_some() => Reply::error("ERR MULTI calls can not be nested"),
             "multi" => {
                 self.multi = Some(Vec::new());
@@ -435,6 +471,7 @@ impl Connection {
             }
             "command" => command(argv),
             "config" => self.config(argv),
+            "acl" => self.acl(argv).await,
             "time" => {
                 let micros = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -462,8 +499,197 @@ impl Connection {
     }
 
     /// Runs a request on the leader (here or forwarded); errors as replies.
+    /// `ACL ...`: changes go through the log (every node enforces the same
+    /// users); reads answer from this node's applied state.
+    async fn acl(&mut self, argv: &[Bytes]) -> Reply {
+        use commands::acl::{self as rules, AclOp};
+        let sub = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
+        let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+        let (_, table) = self.node.consensus.acl();
+        let user_of = |name: &str| -> Option<crate::keyspace::acl::User> {
+            if name == "default" {
+                Some(self.node.auth.default_user(&table))
+            } else {
+                table.users.get(name).cloned()
+            }
+        };
+        let mut names: Vec<String> = table.users.keys().cloned().collect();
+        if !table.users.contains_key("default") {
+            names.push("default".into());
+            names.sort();
+        }
+        match (sub.as_str(), argv.len()) {
+            ("setuser", n) if n >= 3 => {
+                let name = text(&argv[2]);
+                if name.is_empty() || name.contains(|c: char| c.is_whitespace()) {
+                    return Reply::error("ERR Usernames can't contain spaces or null characters");
+                }
+                // Checked here first, for the error text without a log write.
+                let mut scratch = user_of(&name).unwrap_or_default();
+                for rule in &argv[3..] {
+                    if let Err(e) = rules::apply_rule(&mut scratch, rule) {
+                        return Reply::Error(format!("ERR Error in ACL SETUSER modifier '{}': {e}", text(rule)));
+                    }
+                }
+                // The built-in default (this node's password) becomes the
+                // log's the first time it is changed: start from what it is here.
+                let mut rules_to_apply = argv[3..].to_vec();
+                if name == "default" && !table.users.contains_key("default") {
+                    let mut base = vec![Bytes::from_static(b"reset")];
+                    base.extend(rules::describe(&self.node.auth.default_user(&table)).split(' ').map(|w| Bytes::copy_from_slice(w.as_bytes())));
+                    base.extend(rules_to_apply);
+                    rules_to_apply = base;
+                }
+                self.acl_change(AclOp::SetUser { name, rules: rules_to_apply }).await
+            }
+            ("deluser", n) if n >= 3 => self.acl_change(AclOp::DelUser { names: argv[2..].iter().map(text).collect() }).await,
+            ("getuser", 3) => user_of(&text(&argv[2])).map_or(Reply::Nil, |u| rules::getuser_reply(&u)),
+            ("list", 2) => Reply::Array(
+                names
+                    .iter()
+                    .filter_map(|n| user_of(n).map(|u| Reply::bulk(format!("user {n} {}", rules::describe(&u)))))
+                    .collect(),
+            ),
+            ("users", 2) => Reply::Array(names.iter().map(|n| Reply::bulk(n.clone())).collect()),
+            ("whoami", 2) => Reply::bulk(self.user.clone()),
+            ("cat", 2) => Reply::Array(rules::CATEGORIES.iter().map(|c| Reply::bulk(*c)).collect()),
+            ("cat", 3) => {
+                let cat = text(&argv[2]).to_ascii_lowercase();
+                if !rules::CATEGORIES.contains(&cat.as_str()) {
+                    return Reply::Error(format!("ERR Unknown category '{cat}'"));
+                }
+                Reply::Array(
+                    COMMANDS
+                        .iter()
+                        .filter(|c| rules::categories(c, None).contains(&cat.as_str()))
+                        .map(|c| Reply::bulk(c.name))
+                        .collect(),
+                )
+            }
+            ("genpass", 2 | 3) => {
+                let bits = match argv.get(2).map(|b| parse_i64(b)) {
+                    None => 256,
+                    Some(Some(b)) if (1..=4096).contains(&b) => b as usize,
+                    Some(_) => return Reply::error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096"),
+                };
+                let mut bytes = vec![0u8; bits.div_ceil(8)];
+                if fill_random(&mut bytes).is_err() {
+                    return Reply::error("ERR no random bytes available");
+                }
+                let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                Reply::bulk(hex[..bits.div_ceil(4)].to_string())
+            }
+            ("dryrun", n) if n >= 4 => {
+                let Some(u) = user_of(&text(&argv[2])) else {
+                    return Reply::Error(format!("ERR User '{}' not found", text(&argv[2])));
+                };
+                let cmd = &argv[3..];
+                let Some(spec) = commands::lookup(&cmd[0]) else {
+                    return Reply::Error(format!("ERR Command '{}' not found", text(&cmd[0])));
+                };
+                if !spec.arity_ok(cmd.len()) {
+                    return Reply::Error(format!("ERR wrong number of arguments for '{}' command", spec.name));
+                }
+                match rules::Perms::compile(&u).check(spec, cmd) {
+                    Ok(()) => Reply::ok(),
+                    Err(rules::Denied::Command(name)) => {
+                        Reply::bulk(format!("This user has no permissions to run the '{name}' command"))
+                    }
+                    Err(rules::Denied::Key) => {
+                        Reply::bulk("This user has no permissions to access one of the keys used as arguments")
+                    }
+                    Err(rules::Denied::Channel) => Reply::bulk("This user has no permissions to access one of the channels used as arguments"),
+                }
+            }
+            ("load", 2) | ("save", 2) if self.node.config.aclfile.is_none() => Reply::error(
+                "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
+            ),
+            ("load", 2) => {
+                let path = self.node.config.aclfile.clone().unwrap_or_default();
+                let contents = match tokio::fs::read_to_string(&path).await {
+                    Ok(c) => c,
+                    Err(e) => return Reply::Error(format!("ERR Error loading ACLs, opening file '{}': {e}", path.display())),
+                };
+                match rules::parse_acl_file(&contents) {
+                    Ok(users) => self.acl_change(AclOp::Load { users }).await,
+                    Err(e) => Reply::Error(format!("ERR /{}:{e}", path.display())),
+                }
+            }
+            ("save", 2) => {
+                let path = self.node.config.aclfile.clone().unwrap_or_default();
+                let body = rules::acl_file(&table);
+                match save_file(&path, body).await {
+                    Ok(()) => Reply::ok(),
+                    Err(e) => Reply::Error(format!("ERR There was an error trying to save the ACLs. Please check the server logs for more information ({e})")),
+                }
+            }
+            ("help", 2) => Reply::Array(
+                [
+                    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                    "CAT [<category>]", "DELUSER <username> [<username> ...]", "DRYRUN <username> <command> [<arg> ...]",
+                    "GETUSER <username>", "LIST", "USERS", "SETUSER <username> <attribute> [<attribute> ...]", "WHOAMI",
+                    "GENPASS [<bits>]", "LOAD", "SAVE", "HELP",
+                ]
+                .iter()
+                .map(|l| Reply::Status((*l).into()))
+                .collect(),
+            ),
+            ("setuser" | "deluser" | "getuser" | "list" | "users" | "whoami" | "cat" | "genpass" | "dryrun" | "load" | "save" | "help", _) => {
+                arity_error(&format!("acl|{sub}"))
+            }
+            _ => Reply::Error(format!("ERR unknown subcommand '{}'. Try ACL HELP.", text(&argv[1]))),
+        }
+    }
+
+    /// Proposes an ACL change; this connection sees it (and its own
+    /// permissions as they now are) before the reply.
+    async fn acl_change(&mut self, op: commands::acl::AclOp) -> Reply {
+        let reply = self
+            .node
+            .consensus
+            .execute(self.id, Request::Acl(op))
+            .await
+            .unwrap_or_else(|e| Reply::Error(e.to_string()));
+        let (epoch, acl) = self.node.consensus.acl();
+        self.refresh_perms(&acl, epoch);
+        reply
+    }
+
+    /// Sends `request` to the leader; a user with limits sends it as
+    /// itself, so the scripts it runs keep to its permissions.
     async fn on_leader(&self, request: Request) -> Reply {
+        let request = match &self.perms {
+            Some(_) => Request::AsUser { user: self.user.clone(), request: Box::new(request) },
+            None => request,
+        };
         self.node.consensus.execute(self.id, request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
+    }
+
+    /// Becomes `user` (just authenticated as it).
+    fn set_user(&mut self, user: &str, acl: &crate::keyspace::acl::AclTable, epoch: u64) {
+        self.user = user.to_string();
+        self.node.clients.update(self.id, |c| c.user = user.to_string());
+        self.refresh_perms(acl, epoch);
+    }
+
+    /// Works out the user's permissions from `acl` (numbered `epoch`);
+    /// false if the user no longer exists.
+    fn refresh_perms(&mut self, acl: &crate::keyspace::acl::AclTable, epoch: u64) -> bool {
+        self.acl_epoch = epoch;
+        let user = if self.user == "default" {
+            self.node.auth.default_user(acl)
+        } else {
+            match acl.users.get(&self.user) {
+                Some(u) => u.clone(),
+                None => {
+                    self.perms = Some(Arc::new(commands::acl::Perms::compile(&Default::default())));
+                    return false;
+                }
+            }
+        };
+        let perms = commands::acl::Perms::compile(&user);
+        self.perms = (!perms.unrestricted()).then(|| Arc::new(perms));
+        true
     }
 
     /// `BLPOP`/`BRPOP`: tries to pop through the log; while every list is
@@ -537,12 +763,15 @@ impl Connection {
         }
         let mut name = None;
         let mut authenticated = self.authenticated;
+        let mut as_user = None;
+        let (epoch, acl) = self.node.consensus.acl();
         while i < argv.len() {
             let opt = String::from_utf8_lossy(&argv[i]).to_ascii_uppercase();
             match opt.as_str() {
                 "AUTH" if i + 2 < argv.len() => {
-                    if let Err(refused) = self.node.auth.check(Some(&argv[i + 1][..]), &argv[i + 2]) {
-                        return refused;
+                    match self.node.auth.check(Some(&argv[i + 1][..]), &argv[i + 2], &acl) {
+                        Ok(user) => as_user = Some(user),
+                        Err(refused) => return refused,
                     }
                     authenticated = true;
                     i += 3;
@@ -561,6 +790,9 @@ impl Connection {
             return Reply::error(super::auth::NOAUTH_HELLO);
         }
         self.authenticated = true;
+        if let Some(user) = as_user {
+            self.set_user(&user, &acl, epoch);
+        }
         self.resp3 = resp3;
         self.node.clients.update(self.id, |c| {
             c.resp = if resp3 { 3 } else { 2 };
@@ -658,16 +890,16 @@ impl Connection {
             "SET" if argv.len() >= 4 && argv.len() % 2 == 0 => {
                 // The TLS files change together (a new certificate with its
                 // key), once every argument is read.
-                let mut tls_files = None;
-                let mut tls_name = String::new();
+                let mut tls_edits: Vec<(String, String)> = Vec::new();
                 for pair in argv[2..].chunks(2) {
                     let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
                     let value = String::from_utf8_lossy(&pair[1]).into_owned();
                     let result = match (name.as_str(), &self.node.tls) {
-                        ("tls-cert-file" | "tls-key-file" | "tls-ca-cert-file" | "tls-auth-clients", Some(tls)) => {
-                            let files = tls_files.get_or_insert_with(|| tls.files());
-                            tls_name = name.clone();
-                            set_tls_file(files, &name, &value)
+                        ("tls-cert-file" | "tls-key-file" | "tls-ca-cert-file" | "tls-auth-clients", Some(_)) => {
+                            // Checked now, applied below.
+                            set_tls_file(&mut crate::tls::TlsFiles::placeholder(), &name, &value).map(|()| {
+                                tls_edits.push((name.clone(), value.clone()));
+                            })
                         }
                         _ => self.config_set(&name, &value),
                     };
@@ -677,10 +909,14 @@ impl Connection {
                         ));
                     }
                 }
-                if let (Some(files), Some(tls)) = (tls_files, &self.node.tls) {
-                    if let Err(e) = tls.change(files) {
+                if let (Some((last, _)), Some(tls)) = (tls_edits.last(), &self.node.tls) {
+                    let last = last.clone();
+                    let edit = |files: &mut crate::tls::TlsFiles| {
+                        tls_edits.iter().try_for_each(|(name, value)| set_tls_file(files, name, value))
+                    };
+                    if let Err(e) = tls.update(edit) {
                         return Reply::error(format!(
-                            "ERR CONFIG SET failed (possibly related to argument '{tls_name}') - Unable to update TLS configuration. {e}"
+                            "ERR CONFIG SET failed (possibly related to argument '{last}') - Unable to update TLS configuration. {e}"
                         ));
                     }
                     tracing::info!("CONFIG SET: TLS certificates reloaded");
@@ -717,6 +953,7 @@ impl Connection {
             ("maxmemory-policy", "noeviction".into()),
             ("cluster-enabled", "no".into()),
             ("protected-mode", if self.node.auth.protected_mode() { "yes" } else { "no" }.into()),
+            ("aclfile", c.aclfile.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
             ("tls-port", c.tls_port.to_string()),
             ("tls-cluster", if c.tls_cluster { "yes" } else { "no" }.into()),
             ("tls-cert-file", tls.as_ref().map(|f| f.cert.display().to_string()).unwrap_or_default()),
@@ -852,6 +1089,42 @@ impl Connection {
             )),
         }
     }
+}
+
+/// Random bytes from the kernel (`ACL GENPASS`).
+fn fill_random(out: &mut [u8]) -> std::io::Result<()> {
+    let mut filled = 0;
+    while filled < out.len() {
+        // SAFETY: writes at most the rest of `out`.
+        let n = unsafe { libc::getrandom(out[filled..].as_mut_ptr().cast(), out.len() - filled, 0) };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Writes `body` to `path` whole or not at all (a temporary file renamed
+/// over it), off the runtime's threads.
+async fn save_file(path: &std::path::Path, body: String) -> std::io::Result<()> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, body)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// Writes `bytes` and flushes: a TLS session may hold the end of what it
+/// was given until flushed (plain TCP flushes at once).
+async fn send(writer: &mut Writer, bytes: &[u8]) -> std::io::Result<()> {
+    writer.write_all(bytes).await?;
+    writer.flush().await
 }
 
 /// One `CONFIG SET tls-…` argument, applied to the files to load.

@@ -69,15 +69,20 @@ pub struct Node {
 }
 
 /// Longest a client may take over its TLS handshake.
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most TLS handshakes in progress at once; more connections wait in the
-/// listen backlog.
-const MAX_HANDSHAKES: usize = 256;
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most TLS handshakes in progress at once; a connection beyond them is
+/// closed at once.
+const MAX_HANDSHAKES: usize = 1024;
 
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn run(mut config: Config) -> Result<(), ServerError> {
     // Only its digest is kept.
     let auth = auth::Auth::new(config.requirepass.take().as_deref(), config.protected_mode);
+    // From the start: a SIGHUP while the node starts must not stop it.
+    #[cfg(unix)]
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    #[cfg(not(unix))]
+    let hangups = None::<()>;
     let tls = match config.tls_files() {
         Some(files) => Some(crate::tls::Tls::new(files, config.tls_cluster).map_err(ServerError::Config)?),
         None => None,
@@ -147,6 +152,9 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         tls: tls.clone(),
     });
     let (shutdown_tx, _) = broadcast::channel::<()>(1);
+    if let Some(path) = node.config.aclfile.clone() {
+        tokio::spawn(load_acl_file_at_start(consensus.clone(), path));
+    }
     let expiry = tokio::spawn(expiry::run(consensus.clone(), shutdown_tx.subscribe()));
     {
         // Holds the node weakly, so that shutdown is never kept waiting.
@@ -170,7 +178,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         .into_iter()
         .map(|(listener, tls)| tokio::spawn(accept_loop(node.clone(), listener, tls, shutdown_tx.clone())))
         .collect();
-    let reloads = tokio::spawn(reload_on_sighup(tls));
+    let reloads = tokio::spawn(reload_on_sighup(tls, hangups));
     shutdown_signal().await;
     reloads.abort();
     loops.iter().for_each(|l| l.abort());
@@ -225,26 +233,54 @@ async fn shutdown_signal() {
     }
 }
 
+/// `--aclfile`: the users of a cluster that has none yet come from the file
+/// (through the log, so every node has them). Once the cluster has users,
+/// the file changes them only by `ACL LOAD`.
+async fn load_acl_file_at_start(consensus: Arc<Consensus>, path: std::path::PathBuf) {
+    let contents = match tokio::fs::read_to_string(&path).await {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            tracing::error!("cannot read the ACL file {}: {e}", path.display());
+            return;
+        }
+    };
+    let users = match crate::commands::acl::parse_acl_file(&contents) {
+        Ok(users) => users,
+        Err(e) => {
+            tracing::error!("the ACL file {} is not valid, not loaded: {e}", path.display());
+            return;
+        }
+    };
+    if !consensus.wait_for_leader(Duration::from_secs(60)).await || !consensus.acl().1.users.is_empty() {
+        return;
+    }
+    let op = crate::commands::acl::AclOp::Load { users };
+    match consensus.execute(0, crate::commands::Request::Acl(op)).await {
+        Ok(crate::protocol::Reply::Error(e)) => tracing::error!("the ACL file {} was refused: {e}", path.display()),
+        Ok(_) => tracing::info!("loaded the ACL users of {}", path.display()),
+        Err(e) => tracing::error!("could not load the ACL file {}: {e}", path.display()),
+    }
+}
+
 /// SIGHUP reads the TLS certificates again (and, as in Redis, never stops
 /// the node).
-async fn reload_on_sighup(tls: Option<Arc<crate::tls::Tls>>) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
-        while hup.recv().await.is_some() {
-            match &tls {
-                Some(tls) => match tls.reload() {
-                    Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
-                    Err(e) => tracing::error!("SIGHUP: TLS certificates not reloaded, the old ones stay: {e}"),
-                },
-                None => tracing::info!("SIGHUP ignored: no TLS certificates to reload"),
-            }
+#[cfg(unix)]
+async fn reload_on_sighup(tls: Option<Arc<crate::tls::Tls>>, hangups: Option<tokio::signal::unix::Signal>) {
+    let Some(mut hup) = hangups else { return };
+    while hup.recv().await.is_some() {
+        match &tls {
+            Some(tls) => match tls.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
+                Err(e) => tracing::error!("SIGHUP: TLS certificates not reloaded, the old ones stay: {e}"),
+            },
+            None => tracing::info!("SIGHUP ignored: no TLS certificates to reload"),
         }
     }
-    #[cfg(not(unix))]
-    let _ = tls;
 }
+
+#[cfg(not(unix))]
+async fn reload_on_sighup(_tls: Option<Arc<crate::tls::Tls>>, _hangups: Option<()>) {}
 
 async fn accept_loop(node: Arc<Node>, listener: TcpListener, tls: Option<Arc<crate::tls::Tls>>, shutdown: broadcast::Sender<()>) {
     let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
@@ -273,21 +309,32 @@ async fn accept_loop(node: Arc<Node>, listener: TcpListener, tls: Option<Arc<cra
             tokio::spawn(connection::serve(node, (Box::new(reader), Box::new(writer)), addr, local, shutdown));
             continue;
         };
-        let Ok(permit) = handshakes.clone().acquire_owned().await else { return };
+        // Connections that do not finish their handshake must not hold up
+        // the others: past the bound, a new one is closed at once.
+        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+            tracing::debug!(%addr, "too many TLS handshakes in progress: connection closed");
+            crate::metrics::record_tls_handshake_failure();
+            continue;
+        };
         let acceptor = tls.client_acceptor();
+        let mut stopping = shutdown.resubscribe();
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    tracing::debug!(%addr, "TLS handshake failed: {e}");
-                    crate::metrics::record_tls_handshake_failure();
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%addr, "TLS handshake timed out");
-                    crate::metrics::record_tls_handshake_failure();
-                    return;
-                }
+            let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket));
+            let stream = tokio::select! {
+                _ = stopping.recv() => return,
+                done = handshake => match done {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%addr, "TLS handshake failed: {e}");
+                        crate::metrics::record_tls_handshake_failure();
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%addr, "TLS handshake timed out");
+                        crate::metrics::record_tls_handshake_failure();
+                        return;
+                    }
+                },
             };
             drop(permit);
             let (reader, writer) = tokio::io::split(stream);

@@ -359,9 +359,16 @@ if wanted auth && [ -x "$BIN" ] && ! grep -q $'^setup\traftlock\t' "$RESULTS"; t
     else
         say "== auth: a one-node raftlock with --requirepass on 127.0.0.1:$AUTH_PORT"
         a=(--port "$AUTH_PORT" --check-port "$AUTH_PORT" --prefix "$PREFIX-auth" --password "$AUTH_PASS")
+        # An ACL user that may lock its own keys and nothing else.
+        ACL_PASS="acl$$x$RANDOM"
+        acl_ok="$(cli "$AUTH_PORT" --no-auth-warning -a "$AUTH_PASS" ACL SETUSER interop-locker on ">$ACL_PASS" \
+            +@lock +@scripting +get +set +del +exists +pexpire +pttl +evalsha +script "~$PREFIX-auth-acl:*")"
+        [ "$acl_ok" = "OK" ] || record auth raftlock "ACL SETUSER" FAIL "ACL SETUSER answered: $acl_ok"
         for proto in 2 3; do
-            [ -x "$PY8" ] && run_group auth "redis-py-8-auth-resp$proto" 60 "$PY8" python/auth_cases.py "${a[@]}" --protocol "$proto"
-            [ -x "$PY5" ] && run_group auth "redis-py-5-auth-resp$proto" 60 "$PY5" python/auth_cases.py "${a[@]}" --protocol "$proto"
+            [ -x "$PY8" ] && run_group auth "redis-py-8-auth-resp$proto" 60 "$PY8" python/auth_cases.py "${a[@]}" --protocol "$proto" \
+                --acl-user interop-locker --acl-pass "$ACL_PASS"
+            [ -x "$PY5" ] && run_group auth "redis-py-5-auth-resp$proto" 60 "$PY5" python/auth_cases.py "${a[@]}" --protocol "$proto" \
+                --acl-user interop-locker --acl-pass "$ACL_PASS"
         done
         if node_ok; then
             run_group auth ioredis6-auth 60 node node/auth_cases.js --lib ioredis6 "${a[@]}"

@@ -1,0 +1,713 @@
+//! ACL rules as Redis 7 has them (without selectors): `ACL SETUSER` rules,
+//! categories, the description `ACL LIST`/`GETUSER` give, and the check of
+//! a command, its keys and its channels against a user. The users
+//! themselves are replicated state ([`crate::keyspace::acl`]); changes are
+//! log entries ([`AclOp`]), so every node enforces the same rules, scripts
+//! included (they run on every node with their caller's permissions).
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::table::{lookup, CommandSpec, COMMANDS};
+use crate::keyspace::acl::{AclTable, User, KEY_READ, KEY_WRITE};
+use crate::keyspace::{glob_match, Keyspace};
+use crate::protocol::{parse_i64, Reply};
+
+/// Redis 7's categories, and `lock` for `LOCK.*`.
+pub const CATEGORIES: &[&str] = &[
+    "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap", "hyperloglog", "geo",
+    "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection", "transaction", "scripting",
+    "lock",
+];
+
+/// `ACL`'s subcommands, whose categories differ.
+const ACL_SUBCOMMANDS: &[&str] =
+    &["setuser", "getuser", "deluser", "list", "users", "whoami", "cat", "genpass", "dryrun", "load", "save", "help"];
+
+/// Commands with subcommands: permissions may name `command|subcommand`.
+const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "raft.node"];
+
+/// The categories of a command (of one subcommand, for `ACL`).
+pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
+    let mut cats = Vec::new();
+    let flag = |f: &str| spec.flags.contains(&f);
+    if spec.name.starts_with("lock.") {
+        cats.push("lock");
+    } else {
+        match spec.group {
+            "string" => cats.push("string"),
+            "hash" => cats.push("hash"),
+            "list" => cats.push("list"),
+            "sorted-set" => cats.push("sortedset"),
+            "generic" => cats.push("keyspace"),
+            "pubsub" => cats.push("pubsub"),
+            "scripting" => cats.push("scripting"),
+            "transactions" => cats.push("transaction"),
+            "connection" => cats.push("connection"),
+            _ => {}
+        }
+    }
+    if flag("readonly") {
+        cats.push("read");
+    }
+    if flag("write") {
+        cats.push("write");
+    }
+    cats.push(if flag("fast") { "fast" } else { "slow" });
+    if flag("blocking") {
+        cats.push("blocking");
+    }
+    let dangerous = match spec.name {
+        "flushall" | "flushdb" => {
+            cats.push("keyspace");
+            true
+        }
+        "keys" | "info" => true,
+        "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass")),
+        _ => flag("admin"),
+    };
+    if dangerous {
+        if flag("admin") || spec.name == "acl" {
+            cats.push("admin");
+        }
+        cats.push("dangerous");
+    }
+    cats
+}
+
+/// The subcommand `argv` names, for a container command.
+fn subcommand(spec: &CommandSpec, argv: &[Bytes]) -> Option<String> {
+    if CONTAINERS.contains(&spec.name) {
+        argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+    } else {
+        None
+    }
+}
+
+/// Why a command was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// The command (`name` or `name|sub`).
+    Command(String),
+    Key,
+    Channel,
+}
+
+impl Denied {
+    /// What Redis 7 answers a client.
+    pub fn reply(&self) -> Reply {
+        Reply::Error(match self {
+            Denied::Command(name) => format!("NOPERM this user has no permissions to run the '{name}' command"),
+            Denied::Key => "NOPERM this user has no permissions to access one of the keys used as arguments".into(),
+            Denied::Channel => {
+                "NOPERM this user has no permissions to access one of the channels used as arguments".into()
+            }
+        })
+    }
+
+    /// What Redis 7 raises in a script that calls it.
+    pub fn script_reply(&self) -> Reply {
+        Reply::Error(format!(
+            "ERR The user executing the script {}",
+            match self {
+                Denied::Command(_) => "can't run this command or subcommand",
+                Denied::Key => "can't access at least one of the keys mentioned in the command arguments",
+                Denied::Channel => "can't publish to the channel mentioned in the command",
+            }
+        ))
+    }
+}
+
+/// A user's rules, worked out for checking commands quickly.
+#[derive(Debug, Clone)]
+pub struct Perms {
+    user: User,
+    commands: HashSet<&'static str>,
+    allowed_subs: HashSet<String>,
+    denied_subs: HashSet<String>,
+}
+
+impl Perms {
+    pub fn compile(user: &User) -> Perms {
+        let mut p = Perms {
+            user: user.clone(),
+            commands: if user.all_commands { COMMANDS.iter().map(|c| c.name).collect() } else { HashSet::new() },
+            allowed_subs: HashSet::new(),
+            denied_subs: HashSet::new(),
+        };
+        for rule in &user.command_rules {
+            p.apply(rule);
+        }
+        p
+    }
+
+    fn apply(&mut self, rule: &str) {
+        let (add, what) = (rule.starts_with('+'), &rule[1..]);
+        if let Some(cat) = what.strip_prefix('@') {
+            for spec in COMMANDS {
+                if spec.name == "acl" && cat != "all" {
+                    // Its subcommands differ: WHOAMI is not @dangerous.
+                    for sub in ACL_SUBCOMMANDS {
+                        if categories(spec, Some(sub)).contains(&cat) {
+                            self.set_sub(format!("acl|{sub}"), add);
+                        }
+                    }
+                } else if cat == "all" || categories(spec, None).contains(&cat) {
+                    self.set(spec.name, add);
+                }
+            }
+        } else if let Some((name, sub)) = what.split_once('|') {
+            self.set_sub(format!("{name}|{sub}"), add);
+        } else if let Some(spec) = lookup(what.as_bytes()) {
+            self.set(spec.name, add);
+        }
+    }
+
+    fn set_sub(&mut self, full: String, add: bool) {
+        if add {
+            self.denied_subs.remove(&full);
+            self.allowed_subs.insert(full);
+        } else {
+            self.allowed_subs.remove(&full);
+            self.denied_subs.insert(full);
+        }
+    }
+
+    fn set(&mut self, name: &'static str, add: bool) {
+        let prefix = format!("{name}|");
+        self.allowed_subs.retain(|s| !s.starts_with(&prefix));
+        self.denied_subs.retain(|s| !s.starts_with(&prefix));
+        if add {
+            self.commands.insert(name);
+        } else {
+            self.commands.remove(name);
+        }
+    }
+
+    /// Everything is allowed: no check needed.
+    pub fn unrestricted(&self) -> bool {
+        self.user.unrestricted()
+    }
+
+    /// Whether the user may run `argv` (already resolved to `spec`).
+    pub fn check(&self, spec: &CommandSpec, argv: &[Bytes]) -> Result<(), Denied> {
+        if self.unrestricted() {
+            return Ok(());
+        }
+        let sub = subcommand(spec, argv);
+        let allowed = match &sub {
+            Some(sub) => {
+                let full = format!("{}|{sub}", spec.name);
+                self.allowed_subs.contains(&full) || (self.commands.contains(spec.name) && !self.denied_subs.contains(&full))
+            }
+            None => self.commands.contains(spec.name),
+        };
+        if !allowed {
+            return Err(Denied::Command(match sub {
+                Some(sub) => format!("{}|{sub}", spec.name),
+                None => spec.name.to_string(),
+            }));
+        }
+        if !self.user.all_keys {
+            let need = if spec.name.starts_with("eval") {
+                KEY_READ | KEY_WRITE
+            } else if spec.is_write() {
+                KEY_WRITE
+            } else {
+                KEY_READ
+            };
+            for key in command_keys(spec, argv) {
+                let ok = self.user.key_patterns.iter().any(|(access, p)| access & need == need && glob_match(p, key));
+                if !ok {
+                    return Err(Denied::Key);
+                }
+            }
+        }
+        if !self.user.all_channels {
+            let (channels, literal): (&[Bytes], bool) = match spec.name {
+                "publish" => (&argv[1..2.min(argv.len())], false),
+                "subscribe" => (&argv[1..], false),
+                "psubscribe" => (&argv[1..], true),
+                _ => (&[], false),
+            };
+            for ch in channels {
+                let ok = self
+                    .user
+                    .channel_patterns
+                    .iter()
+                    .any(|p| if literal { p == ch } else { glob_match(p, ch) });
+                if !ok {
+                    return Err(Denied::Channel);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The key arguments of `argv`: the table's positions, or `numkeys` for
+/// the `EVAL` family.
+pub fn command_keys<'a>(spec: &CommandSpec, argv: &'a [Bytes]) -> Vec<&'a Bytes> {
+    if spec.name.starts_with("eval") {
+        let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
+        return argv.iter().skip(3).take(n).collect();
+    }
+    spec.keys(argv).collect()
+}
+
+/// The user `name` as the table has it; `default` is the built-in one
+/// (every permission, no password) until the log defines it. `None`: no
+/// such user.
+pub fn user<'a>(table: &'a AclTable, name: &str) -> Option<std::borrow::Cow<'a, User>> {
+    match table.users.get(name) {
+        Some(u) => Some(std::borrow::Cow::Borrowed(u)),
+        None if name == "default" => Some(std::borrow::Cow::Owned(default_user())),
+        None => None,
+    }
+}
+
+/// `user default on nopass ~* &* +@all`.
+pub fn default_user() -> User {
+    User { enabled: true, nopass: true, all_commands: true, all_keys: true, all_channels: true, ..User::new() }
+}
+
+/// SHA-256 of a password, lower-case hex, as Redis stores and shows it.
+pub fn hash_password(password: &[u8]) -> String {
+    Sha256::digest(password).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Applies one `ACL SETUSER` rule to `u`; the error is Redis's text.
+pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
+    const SYNTAX: &str = "Syntax error";
+    const UNKNOWN: &str = "Unknown command or category name in ACL";
+    let text = std::str::from_utf8(rule).map_err(|_| SYNTAX)?;
+    let lower = text.to_ascii_lowercase();
+    match lower.as_str() {
+        "on" => u.enabled = true,
+        "off" => u.enabled = false,
+        "nopass" => {
+            u.nopass = true;
+            u.passwords.clear();
+        }
+        "resetpass" => {
+            u.nopass = false;
+            u.passwords.clear();
+        }
+        "allkeys" => {
+            u.all_keys = true;
+            u.key_patterns.clear();
+        }
+        "resetkeys" => {
+            u.all_keys = false;
+            u.key_patterns.clear();
+        }
+        "allchannels" => {
+            u.all_channels = true;
+            u.channel_patterns.clear();
+        }
+        "resetchannels" => {
+            u.all_channels = false;
+            u.channel_patterns.clear();
+        }
+        "allcommands" | "+@all" => {
+            u.all_commands = true;
+            u.command_rules.clear();
+        }
+        "nocommands" | "-@all" => {
+            u.all_commands = false;
+            u.command_rules.clear();
+        }
+        "reset" => *u = User::new(),
+        "sanitize-payload" | "skip-sanitize-payload" => {}
+        _ => match text.as_bytes()[0] {
+            b'>' => {
+                u.passwords.insert(hash_password(&rule[1..]));
+                u.nopass = false;
+            }
+            b'<' => {
+                if !u.passwords.remove(&hash_password(&rule[1..])) {
+                    return Err("The password you are trying to remove from the user does not exist");
+                }
+            }
+            b'#' | b'!' => {
+                let hash = &text[1..];
+                if hash.len() != 64 || !hash.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+                    return Err("The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters");
+                }
+                if text.starts_with('#') {
+                    u.passwords.insert(hash.to_string());
+                    u.nopass = false;
+                } else if !u.passwords.remove(hash) {
+                    return Err("The password you are trying to remove from the user does not exist");
+                }
+            }
+            b'~' | b'%' => {
+                let (access, pattern) = if text.starts_with('~') {
+                    (KEY_READ | KEY_WRITE, &rule[1..])
+                } else {
+                    let tilde = text.find('~').ok_or(SYNTAX)?;
+                    let mut access = 0;
+                    for c in lower[1..tilde].chars() {
+                        access |= match c {
+                            'r' => KEY_READ,
+                            'w' => KEY_WRITE,
+                            _ => return Err(SYNTAX),
+                        };
+                    }
+                    if access == 0 {
+                        return Err(SYNTAX);
+                    }
+                    (access, &rule[tilde + 1..])
+                };
+                if u.all_keys {
+                    return Err("Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns");
+                }
+                if pattern == b"*" && access == KEY_READ | KEY_WRITE {
+                    u.all_keys = true;
+                    u.key_patterns.clear();
+                } else {
+                    u.key_patterns.push((access, Bytes::copy_from_slice(pattern)));
+                }
+            }
+            b'&' => {
+                if u.all_channels {
+                    return Err("Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and does not have any effect. Try 'resetchannels' to start with an empty list of channels");
+                }
+                if &rule[1..] == b"*" {
+                    u.all_channels = true;
+                    u.channel_patterns.clear();
+                } else {
+                    u.channel_patterns.push(Bytes::copy_from_slice(&rule[1..]));
+                }
+            }
+            b'+' | b'-' => {
+                let what = &lower[1..];
+                let known = if let Some(cat) = what.strip_prefix('@') {
+                    CATEGORIES.contains(&cat)
+                } else if let Some((name, sub)) = what.split_once('|') {
+                    if text.starts_with('+') && sub.is_empty() {
+                        return Err(SYNTAX);
+                    }
+                    lookup(name.as_bytes()).is_some_and(|s| CONTAINERS.contains(&s.name)) && !sub.contains('|')
+                } else {
+                    lookup(what.as_bytes()).is_some()
+                };
+                if !known {
+                    return Err(UNKNOWN);
+                }
+                let canonical = match what.strip_prefix('@') {
+                    Some(_) => lower.clone(),
+                    None => format!("{}{}", &lower[..1], what),
+                };
+                u.command_rules.push(canonical);
+            }
+            _ => return Err(SYNTAX),
+        },
+    }
+    Ok(())
+}
+
+/// How a user reads in `ACL LIST` (and an ACL file), after `user <name> `.
+pub fn describe(u: &User) -> String {
+    let mut out = Vec::new();
+    out.push(if u.enabled { "on" } else { "off" }.to_string());
+    if u.nopass {
+        out.push("nopass".into());
+    }
+    out.push("sanitize-payload".into());
+    out.extend(u.passwords.iter().map(|h| format!("#{h}")));
+    if u.all_keys {
+        out.push("~*".into());
+    } else {
+        out.extend(u.key_patterns.iter().map(|(a, p)| key_pattern(*a, p)));
+    }
+    if u.all_channels {
+        out.push("&*".into());
+    } else {
+        out.push("resetchannels".into());
+        out.extend(u.channel_patterns.iter().map(|p| format!("&{}", String::from_utf8_lossy(p))));
+    }
+    out.push(command_description(u));
+    out.join(" ")
+}
+
+fn key_pattern(access: u8, pattern: &[u8]) -> String {
+    let prefix = match access {
+        KEY_READ => "%R~",
+        KEY_WRITE => "%W~",
+        _ => "~",
+    };
+    format!("{prefix}{}", String::from_utf8_lossy(pattern))
+}
+
+/// `+@all` or `-@all`, then the rules since.
+pub fn command_description(u: &User) -> String {
+    let mut out = vec![if u.all_commands { "+@all" } else { "-@all" }.to_string()];
+    out.extend(u.command_rules.iter().cloned());
+    out.join(" ")
+}
+
+/// `ACL GETUSER`'s map.
+pub fn getuser_reply(u: &User) -> Reply {
+    let text = |s: &str| Reply::text(s);
+    let mut flags = vec![text(if u.enabled { "on" } else { "off" })];
+    if u.nopass {
+        flags.push(text("nopass"));
+    }
+    flags.push(text("sanitize-payload"));
+    let keys = if u.all_keys {
+        "~*".to_string()
+    } else {
+        u.key_patterns.iter().map(|(a, p)| key_pattern(*a, p)).collect::<Vec<_>>().join(" ")
+    };
+    let channels = if u.all_channels {
+        "&*".to_string()
+    } else {
+        u.channel_patterns.iter().map(|p| format!("&{}", String::from_utf8_lossy(p))).collect::<Vec<_>>().join(" ")
+    };
+    Reply::Map(vec![
+        (text("flags"), Reply::Set(flags)),
+        (text("passwords"), Reply::Array(u.passwords.iter().map(|h| text(h)).collect())),
+        (text("commands"), Reply::bulk(command_description(u))),
+        (text("keys"), Reply::bulk(keys)),
+        (text("channels"), Reply::bulk(channels)),
+        (text("selectors"), Reply::Array(Vec::new())),
+    ])
+}
+
+/// An ACL change, as a log entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AclOp {
+    /// `ACL SETUSER name rule ...`: creates the user if needed, then applies
+    /// the rules in order; any invalid rule leaves the user as it was.
+    SetUser { name: String, rules: Vec<Bytes> },
+    /// `ACL DELUSER name ...`.
+    DelUser { names: Vec<String> },
+    /// `ACL LOAD`: the whole table, from the file the node read.
+    Load { users: Vec<(String, Vec<Bytes>)> },
+}
+
+/// Builds a user from rules (an ACL file line, `ACL LOAD`).
+pub fn user_from_rules(rules: &[Bytes]) -> Result<User, String> {
+    let mut u = User::new();
+    for rule in rules {
+        apply_rule(&mut u, rule)
+            .map_err(|e| format!("Error in ACL SETUSER modifier '{}': {e}", String::from_utf8_lossy(rule)))?;
+    }
+    Ok(u)
+}
+
+/// Applies an ACL change to the keyspace (every node, in log order).
+pub fn apply_op(ks: &mut Keyspace, op: &AclOp) -> Reply {
+    match op {
+        AclOp::SetUser { name, rules } => {
+            let mut u = user(ks.acl(), name).map(|u| u.into_owned()).unwrap_or_default();
+            for rule in rules {
+                if let Err(e) = apply_rule(&mut u, rule) {
+                    return Reply::Error(format!(
+                        "ERR Error in ACL SETUSER modifier '{}': {e}",
+                        String::from_utf8_lossy(rule)
+                    ));
+                }
+            }
+            ks.acl_mut().users.insert(name.clone(), u);
+            Reply::ok()
+        }
+        AclOp::DelUser { names } => {
+            if names.iter().any(|n| n == "default") {
+                return Reply::error("ERR The 'default' user cannot be removed");
+            }
+            let removed = names.iter().filter(|n| ks.acl().users.contains_key(n.as_str())).count();
+            if removed > 0 {
+                let table = ks.acl_mut();
+                for n in names {
+                    table.users.remove(n);
+                }
+            }
+            Reply::Int(removed as i64)
+        }
+        AclOp::Load { users } => {
+            let mut table = AclTable::default();
+            for (name, rules) in users {
+                match user_from_rules(rules) {
+                    Ok(u) => {
+                        table.users.insert(name.clone(), u);
+                    }
+                    Err(e) => return Reply::Error(format!("ERR /user {name}: {e}")),
+                }
+            }
+            *ks.acl_mut() = table;
+            Reply::ok()
+        }
+    }
+}
+
+/// Parses an ACL file (Redis's format: `user <name> <rule> ...` per line,
+/// `#` comments): the users and their rules, or the first error.
+pub fn parse_acl_file(text: &str) -> Result<Vec<(String, Vec<Bytes>)>, String> {
+    let mut users: Vec<(String, Vec<Bytes>)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        if words.next() != Some("user") {
+            return Err(format!("line {}: should start with user keyword", i + 1));
+        }
+        let name = words.next().ok_or_else(|| format!("line {}: a user needs a name", i + 1))?.to_string();
+        if users.iter().any(|(n, _)| *n == name) {
+            return Err(format!(
+                "line {}: Duplicate user found. A user can only be defined once in config files",
+                i + 1
+            ));
+        }
+        let rules: Vec<Bytes> = words.map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
+        user_from_rules(&rules).map_err(|e| format!("line {}: {e}", i + 1))?;
+        users.push((name, rules));
+    }
+    Ok(users)
+}
+
+/// The ACL file text for `table` (`ACL SAVE`); the built-in default user
+/// is written too, so the file is complete.
+pub fn acl_file(table: &AclTable) -> String {
+    let mut out = String::new();
+    if !table.users.contains_key("default") {
+        out.push_str(&format!("user default {}\n", describe(&default_user())));
+    }
+    for (name, u) in &table.users {
+        out.push_str(&format!("user {name} {}\n", describe(u)));
+    }
+    out
+}
+
+thread_local! {
+    /// The permissions of the user whose request is being applied or read
+    /// here (set for the duration of it), which scripts it runs obey.
+    static SCRIPT_USER: RefCell<Option<Arc<Perms>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with scripts limited to `perms` (none: unlimited).
+pub fn with_user<T>(perms: Option<Arc<Perms>>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Arc<Perms>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            SCRIPT_USER.with(|u| *u.borrow_mut() = previous);
+        }
+    }
+    let previous = SCRIPT_USER.with(|u| std::mem::replace(&mut *u.borrow_mut(), perms));
+    let _restore = Restore(previous);
+    f()
+}
+
+/// Whether the script running now may call `argv` (resolved to `spec`).
+pub fn script_check(spec: &CommandSpec, argv: &[Bytes]) -> Result<(), Reply> {
+    SCRIPT_USER.with(|u| match &*u.borrow() {
+        Some(perms) => perms.check(spec, argv).map_err(|d| d.script_reply()),
+        None => Ok(()),
+    })
+}
+
+/// The permissions of user `name` in `ks` (a user that no longer exists
+/// may do nothing).
+pub fn perms_of(ks: &Keyspace, name: &str) -> Arc<Perms> {
+    let u = user(ks.acl(), name).map(|u| u.into_owned()).unwrap_or_default();
+    Arc::new(Perms::compile(&u))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Vec<Bytes> {
+        s.split_whitespace().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+    }
+
+    fn user_with(rules: &str) -> Perms {
+        Perms::compile(&user_from_rules(&b(rules)).unwrap())
+    }
+
+    fn check(p: &Perms, cmd: &str) -> Result<(), Denied> {
+        let argv = b(cmd);
+        p.check(lookup(&argv[0]).unwrap(), &argv)
+    }
+
+    #[test]
+    fn a_lock_user_locks_its_keys_only() {
+        let p = user_with("on >pw +@lock ~orders:*");
+        assert_eq!(check(&p, "LOCK.ACQUIRE orders:1 me 1000"), Ok(()));
+        assert_eq!(check(&p, "LOCK.ACQUIRE locks:1 me 1000"), Err(Denied::Key));
+        assert_eq!(check(&p, "FLUSHALL"), Err(Denied::Command("flushall".into())));
+        assert_eq!(check(&p, "KEYS *"), Err(Denied::Command("keys".into())));
+        assert_eq!(check(&p, "GET orders:1"), Err(Denied::Command("get".into())));
+    }
+
+    #[test]
+    fn rules_apply_in_order_with_subcommands() {
+        let p = user_with("+@all -@dangerous ~*");
+        assert_eq!(check(&p, "GET k"), Ok(()));
+        assert_eq!(check(&p, "FLUSHALL"), Err(Denied::Command("flushall".into())));
+        assert_eq!(check(&p, "ACL WHOAMI"), Ok(()));
+        assert_eq!(check(&p, "ACL SETUSER x"), Err(Denied::Command("acl|setuser".into())));
+        let p = user_with("-@all +client|id +acl -acl|setuser");
+        assert_eq!(check(&p, "CLIENT ID"), Ok(()));
+        assert_eq!(check(&p, "CLIENT LIST"), Err(Denied::Command("client|list".into())));
+        assert_eq!(check(&p, "ACL LIST"), Ok(()));
+        assert_eq!(check(&p, "ACL SETUSER x"), Err(Denied::Command("acl|setuser".into())));
+    }
+
+    #[test]
+    fn read_and_write_key_patterns_and_channels() {
+        let p = user_with("+@all %R~r:* %W~w:* &news.* ");
+        assert_eq!(check(&p, "GET r:1"), Ok(()));
+        assert_eq!(check(&p, "SET r:1 v"), Err(Denied::Key));
+        assert_eq!(check(&p, "SET w:1 v"), Ok(()));
+        assert_eq!(check(&p, "GET w:1"), Err(Denied::Key));
+        assert_eq!(check(&p, "EVAL x 1 r:1"), Err(Denied::Key), "scripts' keys need both");
+        assert_eq!(check(&p, "PUBLISH news.a m"), Ok(()));
+        assert_eq!(check(&p, "PUBLISH sport m"), Err(Denied::Channel));
+        assert_eq!(check(&p, "SUBSCRIBE news.x"), Ok(()));
+        assert_eq!(check(&p, "PSUBSCRIBE news.*"), Ok(()));
+        assert_eq!(check(&p, "PSUBSCRIBE news.x*"), Err(Denied::Channel), "a pattern must be one the user has");
+    }
+
+    #[test]
+    fn setuser_errors_are_redis_texts_and_change_nothing() {
+        let mut ks = Keyspace::new();
+        assert_eq!(apply_op(&mut ks, &AclOp::SetUser { name: "a".into(), rules: b("on >pw +get ~k") }), Reply::ok());
+        let before = ks.acl().clone();
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "a".into(), rules: b("-get +nosuch") });
+        assert_eq!(r, Reply::error("ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL"));
+        assert_eq!(ks.acl(), &before);
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "b".into(), rules: b("allkeys ~x") });
+        assert!(matches!(r, Reply::Error(e) if e.contains("Adding a pattern after the * pattern")));
+        assert_eq!(apply_op(&mut ks, &AclOp::DelUser { names: vec!["default".into()] }), Reply::error("ERR The 'default' user cannot be removed"));
+        assert_eq!(apply_op(&mut ks, &AclOp::DelUser { names: vec!["a".into(), "zz".into()] }), Reply::Int(1));
+    }
+
+    #[test]
+    fn descriptions_and_files_round_trip() {
+        let u = user_from_rules(&b("on >pw ~orders:* %R~ro:* &chan -@all +@lock +get")).unwrap();
+        let line = describe(&u);
+        assert_eq!(
+            line,
+            format!("on sanitize-payload #{} ~orders:* %R~ro:* resetchannels &chan -@all +@lock +get", hash_password(b"pw"))
+        );
+        let back = user_from_rules(&b(&line)).unwrap();
+        assert_eq!(back, u);
+        assert_eq!(describe(&default_user()), "on nopass sanitize-payload ~* &* +@all");
+        let mut table = AclTable::default();
+        table.users.insert("alice".into(), u);
+        let parsed = parse_acl_file(&acl_file(&table)).unwrap();
+        assert_eq!(parsed.len(), 2);
+        assert!(parse_acl_file("user a on\nuser a off\n").unwrap_err().contains("Duplicate user"));
+        assert!(parse_acl_file("usr a on\n").is_err());
+    }
+}

@@ -1,0 +1,69 @@
+//! ACL users: replicated state, as the log decides it (`ACL SETUSER`,
+//! `ACL DELUSER`, `ACL LOAD` are log entries), so every node enforces the
+//! same rules. Pure data; what the rules mean (which commands a category
+//! holds, which keys a pattern allows) is in `commands::acl`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// Access a key pattern gives: `~p` both, `%R~p` reads, `%W~p` writes.
+pub const KEY_READ: u8 = 1;
+pub const KEY_WRITE: u8 = 2;
+
+/// One user, as Redis 7 describes it (without selectors).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub enabled: bool,
+    /// Any password is accepted.
+    pub nopass: bool,
+    /// SHA-256 of each password, lower-case hex.
+    pub passwords: BTreeSet<String>,
+    /// Commands: from all (`+@all`) or from none (`-@all`), then each rule
+    /// since, in order (`+@read`, `-flushall`, `+client|id`, ...).
+    pub all_commands: bool,
+    pub command_rules: Vec<String>,
+    /// Keys: every key (`allkeys`), else these patterns with their access.
+    pub all_keys: bool,
+    pub key_patterns: Vec<(u8, Bytes)>,
+    /// Pub/sub channels: every one (`allchannels`), else these patterns.
+    pub all_channels: bool,
+    pub channel_patterns: Vec<Bytes>,
+}
+
+impl User {
+    /// A user as `ACL SETUSER` creates it: off, no password, no commands,
+    /// no keys, no channels.
+    pub fn new() -> User {
+        User {
+            enabled: false,
+            nopass: false,
+            passwords: BTreeSet::new(),
+            all_commands: false,
+            command_rules: Vec::new(),
+            all_keys: false,
+            key_patterns: Vec::new(),
+            all_channels: false,
+            channel_patterns: Vec::new(),
+        }
+    }
+
+    /// Everything allowed (the default user of a server without ACL rules).
+    pub fn unrestricted(&self) -> bool {
+        self.all_commands && self.command_rules.is_empty() && self.all_keys && self.all_channels
+    }
+}
+
+impl Default for User {
+    fn default() -> Self {
+        User::new()
+    }
+}
+
+/// Every user defined through the log. `default` is here only once an ACL
+/// command defined it; until then each node's `--requirepass` decides it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclTable {
+    pub users: BTreeMap<String, User>,
+}
