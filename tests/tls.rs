@@ -153,6 +153,51 @@ fn tls_ping(port: u16, ca: &Path, client: Option<&Pem>) -> Result<String, String
     })
 }
 
+/// Over TLS (with `client`'s certificate): sends `argv`, then reads
+/// slowly, so the server keeps finding the socket full; Ok once `expected`
+/// bytes arrived, or why they did not.
+fn tls_read_slowly(port: u16, ca: &Path, client: &Pem, argv: &[&str], expected: usize) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            CertificateDer::pem_file_iter(&client.cert).unwrap().map(|c| c.unwrap()).collect(),
+            PrivateKeyDer::from_pem_file(&client.key).unwrap(),
+        )
+        .unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| e.to_string())?;
+        let mut tls = connector.connect(ServerName::try_from("127.0.0.1").unwrap(), tcp).await.map_err(|e| e.to_string())?;
+        let mut cmd = format!("*{}\r\n", argv.len());
+        for a in argv {
+            cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        tls.write_all(cmd.as_bytes()).await.map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut got = 0;
+        let mut buf = vec![0u8; 16384];
+        while got < expected {
+            match tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf)).await {
+                Ok(Ok(0)) => return Err(format!("closed after {got} of {expected} bytes")),
+                Ok(Ok(n)) => got += n,
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(_) => return Err(format!("the rest of the reply never came ({got} of {expected} bytes arrived)")),
+            }
+            if got % (1 << 20) < 16384 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        Ok(())
+    })
+}
+
 fn redis_cli(args: &[&str]) -> (bool, String) {
     let out = Command::new("redis-cli").args(args).output().expect("run redis-cli (Debian: redis-tools)");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -273,14 +318,21 @@ fn clients_use_the_tls_port_with_a_certificate_and_are_refused_without_one() {
 
     // A reply far larger than the socket buffers arrives whole over TLS (the
     // end of it must not stay in the TLS session's buffer).
-    let big = "x".repeat(3 << 20);
-    assert_eq!(q(&mut plain, &["SET", "big", &big]).unwrap(), Value::Okay);
+    let big = "x".repeat(6 << 20);
+    let keys: Vec<String> = (0..5).map(|i| format!("big{i}")).collect();
+    for k in &keys {
+        assert_eq!(q(&mut plain, &["SET", k, &big]).unwrap(), Value::Okay);
+    }
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(|k| k.as_str()));
+    let expected = 4 + keys.len() * (format!("${}\r\n", big.len()).len() + big.len() + 2);
     con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    match q(&mut con, &mget) {
+        Ok(Value::Array(values)) => assert_eq!(values.len(), keys.len()),
+        other => panic!("a large reply over TLS: {:?}", other.map(|_| "not an array")),
+    }
     for _ in 0..3 {
-        match q(&mut con, &["GET", "big"]) {
-            Ok(Value::BulkString(got)) => assert_eq!(got.len(), big.len()),
-            other => panic!("a large reply over TLS: {other:?}"),
-        }
+        assert_eq!(tls_read_slowly(port, &pki.ca.cert, &pki.client, &mget, expected), Ok(()));
     }
     let params = common::pairs(&q(&mut plain, &["CONFIG", "GET", "tls-*"]).unwrap());
     let get = |name: &str| common::lookup(&params, name).and_then(common::as_text);
