@@ -228,4 +228,89 @@ fn users_defined_on_the_leader_hold_on_every_node_after_a_failover() {
     }
     let mut admin = c.node(new_leader).client();
     assert_eq!(q(&mut admin, &["EXISTS", "locks:1", "locks:2"]).unwrap(), Value::Int(0));
+
+    // Defined through a follower: the same connection can log in as the
+    // new user at once, there.
+    let follower = c.ids().into_iter().find(|&id| id != new_leader && id != leader).unwrap();
+    let mut via_follower = c.node(follower).client();
+    q(&mut via_follower, &["ACL", "SETUSER", "bob", "on", ">pw", "+@all", "~bob:*"]).unwrap();
+    assert_eq!(q(&mut via_follower, &["AUTH", "bob", "pw"]).unwrap(), Value::Okay);
+    let e = expect_err(q(&mut via_follower, &["EVAL_RO", "return redis.call('GET', 'orders:1')", "0"]));
+    assert!(e.contains("can't access"), "{e}");
+    // Two changes of the default user in a row, through the follower: the
+    // second starts from the first.
+    let mut admin2 = c.node(follower).client();
+    q(&mut admin2, &["ACL", "SETUSER", "default", ">s3cret"]).unwrap();
+    q(&mut admin2, &["ACL", "SETUSER", "default", "-flushall"]).unwrap();
+    let mut anon = common::RawConn::connect(&c.node(new_leader).addr());
+    common::poll_until(Duration::from_secs(10), "the default user's password on the leader", || {
+        matches!(anon.cmd(&["PING"]), common::Resp::Error(e) if e.starts_with("NOAUTH")).then_some(())
+    });
+    let anon_ok = anon.cmd(&["AUTH", "s3cret"]);
+    assert_eq!(anon_ok.text().as_deref(), Some("OK"));
+    assert!(matches!(anon.cmd(&["FLUSHALL"]), common::Resp::Error(e) if e.starts_with("NOPERM")), "the first change was lost");
+}
+
+#[test]
+fn changed_rules_reach_pipelines_transactions_and_subscribers_at_once() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    let enc = |a: &[&str]| common::RawConn::encode(&a.iter().map(|s| s.as_bytes()).collect::<Vec<_>>());
+    // Every permission: this client's writes are pipelined together.
+    q(&mut admin, &["ACL", "SETUSER", "alice", "on", ">pw", "+@all", "~*", "&*"]).unwrap();
+    let mut alice = server.raw();
+    assert_eq!(alice.cmd(&["AUTH", "alice", "pw"]).text().as_deref(), Some("OK"));
+    let batch = |keys: [&str; 3]| {
+        let mut b = Vec::new();
+        for k in keys {
+            b.extend(enc(&["SET", k, "v"]));
+        }
+        b
+    };
+    alice.send(&batch(["x:1", "x:2", "x:3"]));
+    for _ in 0..3 {
+        assert_eq!(alice.read().unwrap().text().as_deref(), Some("OK"));
+    }
+    q(&mut admin, &["ACL", "SETUSER", "alice", "resetkeys", "~safe:*"]).unwrap();
+    alice.send(&batch(["x:4", "safe:1", "x:5"]));
+    assert!(matches!(alice.read().unwrap(), common::Resp::Error(e) if e == KEY_DENIED));
+    assert_eq!(alice.read().unwrap().text().as_deref(), Some("OK"));
+    assert!(matches!(alice.read().unwrap(), common::Resp::Error(e) if e == KEY_DENIED));
+    assert_eq!(q(&mut admin, &["EXISTS", "x:4", "x:5"]).unwrap(), Value::Int(0));
+
+    // A transaction queued before the rules changed is checked again at EXEC.
+    q(&mut admin, &["ACL", "SETUSER", "alice", "allkeys"]).unwrap();
+    assert_eq!(alice.cmd(&["MULTI"]).text().as_deref(), Some("OK"));
+    assert_eq!(alice.cmd(&["SET", "x:6", "v"]).text().as_deref(), Some("QUEUED"));
+    q(&mut admin, &["ACL", "SETUSER", "alice", "resetkeys", "~safe:*"]).unwrap();
+    assert!(matches!(alice.cmd(&["EXEC"]), common::Resp::Error(e) if e.starts_with("NOPERM ACLs rules changed")));
+    assert_eq!(q(&mut admin, &["EXISTS", "x:6"]).unwrap(), Value::Int(0));
+
+    // Write-only keys: commands that return the value need read access too.
+    q(&mut admin, &["ACL", "SETUSER", "w", "on", ">pw", "+@all", "%W~s:*"]).unwrap();
+    let mut w = as_user(server.port, "w", "pw");
+    assert_eq!(q(&mut w, &["SET", "s:1", "secret"]).unwrap(), Value::Okay);
+    assert_eq!(expect_err(q(&mut w, &["GETDEL", "s:1"])), KEY_DENIED);
+    assert_eq!(expect_err(q(&mut w, &["SET", "s:1", "x", "GET"])), KEY_DENIED);
+    assert_eq!(expect_err(q(&mut w, &["GET", "s:1"])), KEY_DENIED);
+
+    // A subscriber whose channel is taken away is disconnected, as is a
+    // client whose user is deleted, without sending anything.
+    q(&mut admin, &["ACL", "SETUSER", "listener", "on", ">pw", "+@all", "~*", "resetchannels", "&news"]).unwrap();
+    let mut listener = server.raw();
+    assert_eq!(listener.cmd(&["AUTH", "listener", "pw"]).text().as_deref(), Some("OK"));
+    listener.send(&enc(&["SUBSCRIBE", "news"]));
+    assert!(!matches!(listener.read().unwrap(), common::Resp::Error(_)));
+    let mut idle = server.raw();
+    assert_eq!(idle.cmd(&["AUTH", "w", "pw"]).text().as_deref(), Some("OK"));
+    q(&mut admin, &["ACL", "SETUSER", "listener", "resetchannels", "&sport"]).unwrap();
+    assert!(matches!(listener.read(), Err(common::RawErr::Closed)), "the subscriber kept a channel it lost");
+    q(&mut admin, &["ACL", "DELUSER", "w"]).unwrap();
+    assert!(matches!(idle.read(), Err(common::RawErr::Closed)), "a deleted user's idle connection stayed");
+
+    // Once the log defines the default user, this node's password no longer
+    // decides it.
+    q(&mut admin, &["ACL", "SETUSER", "default", "-keys"]).unwrap();
+    let e = expect_err(q(&mut admin, &["CONFIG", "SET", "requirepass", "x"]));
+    assert!(e.contains("ACL SETUSER default"), "{e}");
 }

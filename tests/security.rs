@@ -239,3 +239,69 @@ fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
     }
 }
 
+
+/// `client-output-buffer-limit pubsub`: a subscriber that does not read is
+/// disconnected once its unsent messages pass the hard limit, or stay over
+/// the soft limit for the soft seconds, as Redis; other clients are served
+/// meanwhile, and the setting reads back as Redis writes it.
+#[test]
+fn a_slow_subscriber_is_disconnected_past_its_output_limit() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let get = |c: &mut redis::Connection| {
+        let v = q(c, &["CONFIG", "GET", "client-output-buffer-limit"]).unwrap();
+        format!("{v:?}")
+    };
+    assert!(get(&mut c).contains("pubsub 33554432 8388608 60"), "{}", get(&mut c));
+    assert!(q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb"]).is_err());
+    assert!(q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "friends 1mb 1mb 1"]).is_err());
+    let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 0 0 0 pubsub 2mb 0 0"]);
+    assert_eq!(set.unwrap(), Value::Okay);
+    assert!(get(&mut c).contains("pubsub 2097152 0 0"));
+
+    // Hard limit: a subscriber that never reads, and 64 MiB published to it.
+    let mut slow = RawConn::connect(&s.addr());
+    slow.send(&RawConn::encode(&[b"SUBSCRIBE", b"firehose"]));
+    let mut busy = RawConn::connect(&s.addr());
+    let payload = "m".repeat(64 * 1024);
+    let mut receivers = Vec::new();
+    for _ in 0..1024 {
+        match busy.cmd(&["PUBLISH", "firehose", &payload]) {
+            Resp::Int(n) => receivers.push(n),
+            other => panic!("PUBLISH: {other:?}"),
+        }
+    }
+    assert_eq!(receivers.last(), Some(&0), "the slow subscriber was never let go");
+    assert_eq!(busy.cmd(&["PING"]), Resp::Simple("PONG".into()));
+    // It was cut off: after what the kernel held, the connection ends.
+    let mut gone = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        match slow.read() {
+            Ok(_) => {}
+            Err(common::RawErr::Closed) => {
+                gone = true;
+                break;
+            }
+            Err(e) => panic!("reading the slow subscriber: {e:?}"),
+        }
+    }
+    assert!(gone, "the slow subscriber's connection is still open");
+
+    // Soft limit: over 100 KB for 1 s is too long.
+    let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 0 100kb 1"]);
+    assert_eq!(set.unwrap(), Value::Okay);
+    let mut slow = RawConn::connect(&s.addr());
+    slow.send(&RawConn::encode(&[b"SUBSCRIBE", b"drip"]));
+    std::thread::sleep(Duration::from_millis(200));
+    let mut delivered = Vec::new();
+    for _ in 0..40 {
+        for _ in 0..64 {
+            if let Resp::Int(n) = busy.cmd(&["PUBLISH", "drip", &payload]) {
+                delivered.push(n);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(delivered.last(), Some(&0), "over the soft limit for 4 s and still subscribed");
+}

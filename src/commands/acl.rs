@@ -28,6 +28,31 @@ pub const CATEGORIES: &[&str] = &[
 /// `ACL`'s subcommands, whose categories differ.
 const ACL_SUBCOMMANDS: &[&str] =
     &["setuser", "getuser", "deluser", "list", "users", "whoami", "cat", "genpass", "dryrun", "load", "save", "help"];
+/// `CLIENT`'s.
+const CLIENT_SUBCOMMANDS: &[&str] = &[
+    "id", "setname", "getname", "setinfo", "info", "list", "kill", "pause", "unpause", "no-evict", "no-touch", "reply",
+    "help",
+];
+
+fn subcommands_with_own_categories(name: &str) -> Option<&'static [&'static str]> {
+    match name {
+        "acl" => Some(ACL_SUBCOMMANDS),
+        "client" => Some(CLIENT_SUBCOMMANDS),
+        _ => None,
+    }
+}
+
+/// Write commands that also return what the key held (or a value made from
+/// it): they need read access to their keys as well, as Redis's key specs
+/// say.
+fn reads_while_writing(spec: &CommandSpec, argv: &[Bytes]) -> bool {
+    match spec.name {
+        "getdel" | "getset" | "lpop" | "rpop" | "blpop" | "brpop" | "incr" | "incrby" | "decr" | "decrby" | "hincrby"
+        | "zincrby" | "append" | "zadd" => true,
+        "set" => argv.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")),
+        _ => false,
+    }
+}
 
 /// Commands with subcommands: permissions may name `command|subcommand`.
 const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "raft.node"];
@@ -52,7 +77,7 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
             _ => {}
         }
     }
-    if flag("readonly") {
+    if flag("readonly") && !spec.name.starts_with("eval") {
         cats.push("read");
     }
     if flag("write") {
@@ -68,11 +93,13 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
             true
         }
         "keys" | "info" => true,
-        "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass")),
+        "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
+        // Another client's address, name and user, or power over them.
+        "client" => matches!(sub, Some("list" | "kill" | "pause" | "unpause" | "no-evict" | "no-touch")),
         _ => flag("admin"),
     };
     if dangerous {
-        if flag("admin") || spec.name == "acl" {
+        if flag("admin") || matches!(spec.name, "acl" | "client") {
             cats.push("admin");
         }
         cats.push("dangerous");
@@ -147,14 +174,16 @@ impl Perms {
     }
 
     fn apply(&mut self, rule: &str) {
-        let (add, what) = (rule.starts_with('+'), &rule[1..]);
+        let add = rule.starts_with('+');
+        let Some(what) = rule.strip_prefix('+').or_else(|| rule.strip_prefix('-')) else { return };
         if let Some(cat) = what.strip_prefix('@') {
             for spec in COMMANDS {
-                if spec.name == "acl" && cat != "all" {
-                    // Its subcommands differ: WHOAMI is not @dangerous.
-                    for sub in ACL_SUBCOMMANDS {
+                if let Some(subs) = subcommands_with_own_categories(spec.name).filter(|_| cat != "all") {
+                    // Their subcommands differ: ACL WHOAMI is not @dangerous,
+                    // CLIENT LIST is.
+                    for sub in subs {
                         if categories(spec, Some(sub)).contains(&cat) {
-                            self.set_sub(format!("acl|{sub}"), add);
+                            self.set_sub(format!("{}|{sub}", spec.name), add);
                         }
                     }
                 } else if cat == "all" || categories(spec, None).contains(&cat) {
@@ -214,10 +243,12 @@ impl Perms {
             }));
         }
         if !self.user.all_keys {
-            let need = if spec.name.starts_with("eval") {
+            let need = if spec.name == "eval_ro" || spec.name == "evalsha_ro" {
+                KEY_READ
+            } else if spec.name.starts_with("eval") {
                 KEY_READ | KEY_WRITE
             } else if spec.is_write() {
-                KEY_WRITE
+                KEY_WRITE | if reads_while_writing(spec, argv) { KEY_READ } else { 0 }
             } else {
                 KEY_READ
             };
@@ -285,6 +316,25 @@ pub fn hash_password(password: &[u8]) -> String {
 pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
     const SYNTAX: &str = "Syntax error";
     const UNKNOWN: &str = "Unknown command or category name in ACL";
+    // Passwords may be any bytes.
+    match rule.first() {
+        None => return Err(SYNTAX),
+        Some(b'>') => {
+            u.passwords.insert(hash_password(&rule[1..]));
+            u.nopass = false;
+            return Ok(());
+        }
+        Some(b'<') => {
+            return if u.passwords.remove(&hash_password(&rule[1..])) {
+                Ok(())
+            } else {
+                Err("The password you are trying to remove from the user does not exist")
+            };
+        }
+        // Patterns are written to the ACL file one word each.
+        Some(b'~' | b'%' | b'&') if rule.iter().any(|c| c.is_ascii_whitespace() || *c == 0) => return Err(SYNTAX),
+        _ => {}
+    }
     let text = std::str::from_utf8(rule).map_err(|_| SYNTAX)?;
     let lower = text.to_ascii_lowercase();
     match lower.as_str() {
@@ -324,16 +374,7 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
         }
         "reset" => *u = User::new(),
         "sanitize-payload" | "skip-sanitize-payload" => {}
-        _ => match text.as_bytes()[0] {
-            b'>' => {
-                u.passwords.insert(hash_password(&rule[1..]));
-                u.nopass = false;
-            }
-            b'<' => {
-                if !u.passwords.remove(&hash_password(&rule[1..])) {
-                    return Err("The password you are trying to remove from the user does not exist");
-                }
-            }
+        _ => match rule[0] {
             b'#' | b'!' => {
                 let hash = &text[1..];
                 if hash.len() != 64 || !hash.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
@@ -484,12 +525,17 @@ pub fn getuser_reply(u: &User) -> Reply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AclOp {
     /// `ACL SETUSER name rule ...`: creates the user if needed, then applies
-    /// the rules in order; any invalid rule leaves the user as it was.
-    SetUser { name: String, rules: Vec<Bytes> },
+    /// the rules in order; any invalid rule leaves the user as it was. For
+    /// `default` not yet defined through the log, `base` (the built-in
+    /// default as the proposing node has it) is where the rules start.
+    SetUser { name: String, rules: Vec<Bytes>, base: Vec<Bytes> },
     /// `ACL DELUSER name ...`.
     DelUser { names: Vec<String> },
     /// `ACL LOAD`: the whole table, from the file the node read.
     Load { users: Vec<(String, Vec<Bytes>)> },
+    /// `--aclfile` at start: like `Load`, only if there are no users yet
+    /// when it is applied.
+    LoadIfEmpty { users: Vec<(String, Vec<Bytes>)> },
 }
 
 /// Builds a user from rules (an ACL file line, `ACL LOAD`).
@@ -505,8 +551,15 @@ pub fn user_from_rules(rules: &[Bytes]) -> Result<User, String> {
 /// Applies an ACL change to the keyspace (every node, in log order).
 pub fn apply_op(ks: &mut Keyspace, op: &AclOp) -> Reply {
     match op {
-        AclOp::SetUser { name, rules } => {
-            let mut u = user(ks.acl(), name).map(|u| u.into_owned()).unwrap_or_default();
+        AclOp::SetUser { name, rules, base } => {
+            let mut u = match ks.acl().users.get(name) {
+                Some(u) => u.clone(),
+                None if name == "default" && !base.is_empty() => match user_from_rules(base) {
+                    Ok(u) => u,
+                    Err(e) => return Reply::Error(format!("ERR {e}")),
+                },
+                None => user(ks.acl(), name).map(|u| u.into_owned()).unwrap_or_default(),
+            };
             for rule in rules {
                 if let Err(e) = apply_rule(&mut u, rule) {
                     return Reply::Error(format!(
@@ -522,7 +575,8 @@ pub fn apply_op(ks: &mut Keyspace, op: &AclOp) -> Reply {
             if names.iter().any(|n| n == "default") {
                 return Reply::error("ERR The 'default' user cannot be removed");
             }
-            let removed = names.iter().filter(|n| ks.acl().users.contains_key(n.as_str())).count();
+            let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+            let removed = distinct.iter().filter(|n| ks.acl().users.contains_key(n.as_str())).count();
             if removed > 0 {
                 let table = ks.acl_mut();
                 for n in names {
@@ -530,6 +584,12 @@ pub fn apply_op(ks: &mut Keyspace, op: &AclOp) -> Reply {
                 }
             }
             Reply::Int(removed as i64)
+        }
+        AclOp::LoadIfEmpty { users } => {
+            if !ks.acl().users.is_empty() {
+                return Reply::error("ERR the cluster already has ACL users: ACL LOAD replaces them");
+            }
+            apply_op(ks, &AclOp::Load { users: users.clone() })
         }
         AclOp::Load { users } => {
             let mut table = AclTable::default();
@@ -671,6 +731,10 @@ mod tests {
         assert_eq!(check(&p, "SET w:1 v"), Ok(()));
         assert_eq!(check(&p, "GET w:1"), Err(Denied::Key));
         assert_eq!(check(&p, "EVAL x 1 r:1"), Err(Denied::Key), "scripts' keys need both");
+        assert_eq!(check(&p, "EVAL_RO x 1 r:1"), Ok(()), "read-only scripts' keys need reading");
+        for reads in ["GETDEL w:1", "SET w:1 v GET", "INCR w:1", "LPOP w:1", "GETSET w:1 v"] {
+            assert_eq!(check(&p, reads), Err(Denied::Key), "{reads} returns what a write-only user may not read");
+        }
         assert_eq!(check(&p, "PUBLISH news.a m"), Ok(()));
         assert_eq!(check(&p, "PUBLISH sport m"), Err(Denied::Channel));
         assert_eq!(check(&p, "SUBSCRIBE news.x"), Ok(()));
@@ -681,15 +745,19 @@ mod tests {
     #[test]
     fn setuser_errors_are_redis_texts_and_change_nothing() {
         let mut ks = Keyspace::new();
-        assert_eq!(apply_op(&mut ks, &AclOp::SetUser { name: "a".into(), rules: b("on >pw +get ~k") }), Reply::ok());
+        assert_eq!(apply_op(&mut ks, &AclOp::SetUser { name: "a".into(), rules: b("on >pw +get ~k"), base: vec![] }), Reply::ok());
         let before = ks.acl().clone();
-        let r = apply_op(&mut ks, &AclOp::SetUser { name: "a".into(), rules: b("-get +nosuch") });
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "a".into(), rules: b("-get +nosuch"), base: vec![] });
         assert_eq!(r, Reply::error("ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL"));
         assert_eq!(ks.acl(), &before);
-        let r = apply_op(&mut ks, &AclOp::SetUser { name: "b".into(), rules: b("allkeys ~x") });
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "b".into(), rules: b("allkeys ~x"), base: vec![] });
         assert!(matches!(r, Reply::Error(e) if e.contains("Adding a pattern after the * pattern")));
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "b".into(), rules: vec![Bytes::new()], base: vec![] });
+        assert!(matches!(r, Reply::Error(e) if e.contains("Syntax error")), "an empty rule");
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "b".into(), rules: vec![Bytes::from("~a b")], base: vec![] });
+        assert!(matches!(r, Reply::Error(e) if e.contains("Syntax error")), "a pattern with a space");
         assert_eq!(apply_op(&mut ks, &AclOp::DelUser { names: vec!["default".into()] }), Reply::error("ERR The 'default' user cannot be removed"));
-        assert_eq!(apply_op(&mut ks, &AclOp::DelUser { names: vec!["a".into(), "zz".into()] }), Reply::Int(1));
+        assert_eq!(apply_op(&mut ks, &AclOp::DelUser { names: vec!["a".into(), "a".into(), "zz".into()] }), Reply::Int(1));
     }
 
     #[test]

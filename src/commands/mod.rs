@@ -130,9 +130,11 @@ impl Request {
             Request::Pipeline(commands) => commands.iter().map(|c| argv_size(c)).sum::<usize>(),
             Request::Dequeue { key, owner, .. } => key.len() + owner.len() + 32,
             Request::Acl(op) => match op {
-                acl::AclOp::SetUser { name, rules } => name.len() + argv_size(rules),
+                acl::AclOp::SetUser { name, rules, base } => name.len() + argv_size(rules) + argv_size(base),
                 acl::AclOp::DelUser { names } => names.iter().map(|n| n.len() + 16).sum(),
-                acl::AclOp::Load { users } => users.iter().map(|(n, r)| n.len() + argv_size(r)).sum(),
+                acl::AclOp::Load { users } | acl::AclOp::LoadIfEmpty { users } => {
+                    users.iter().map(|(n, r)| n.len() + argv_size(r)).sum()
+                }
             },
             Request::AsUser { user, request } => user.len() + request.size(),
         }
@@ -258,7 +260,7 @@ fn run_request(ks: &mut Keyspace, ctx: &mut ExecCtx, index: u64, origin: &Origin
             }
             (Reply::Array(replies), false)
         }
-        Request::Acl(op) => (acl::apply_op(ks, op), false),
+        Request::Acl(op) => (contain_panic(index, || "acl", || acl::apply_op(ks, op)), false),
         Request::AsUser { user, request } => {
             if matches!(**request, Request::AsUser { .. } | Request::Acl(_) | Request::Dequeue { .. }) {
                 return (Reply::error("ERR this request cannot be run as a user"), false);

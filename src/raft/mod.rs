@@ -569,6 +569,11 @@ impl Consensus {
         self.shared.acl_epoch()
     }
 
+    /// Changes whenever the ACL users do.
+    pub fn acl_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.acl_watch()
+    }
+
     /// Whether a lock attempt (see [`crate::commands::is_lock_attempt`]) is
     /// refused as things stand: then it is answered nil as a read (after a
     /// ReadIndex round), with no log write, so clients spinning on a held

@@ -47,6 +47,8 @@ pub struct SharedState {
     /// state lock, and how many times they changed.
     acl: std::sync::RwLock<Arc<AclTable>>,
     acl_epoch: std::sync::atomic::AtomicU64,
+    /// Told each new epoch (idle connections re-check their user then).
+    acl_watch: tokio::sync::watch::Sender<u64>,
 }
 
 impl SharedState {
@@ -63,17 +65,24 @@ impl SharedState {
         let mut current = self.acl.write().unwrap_or_else(|p| p.into_inner());
         if !Arc::ptr_eq(&current, keyspace.acl()) {
             *current = keyspace.acl().clone();
-            self.acl_epoch.fetch_add(1, std::sync::atomic::Ordering::Release);
+            let epoch = self.acl_epoch.fetch_add(1, std::sync::atomic::Ordering::Release) + 1;
+            self.acl_watch.send_replace(epoch);
         }
     }
 
+    /// The users and their epoch, read together (the epoch changes under
+    /// the write lock).
     pub fn acl(&self) -> (u64, Arc<AclTable>) {
-        let table = self.acl.read().unwrap_or_else(|p| p.into_inner()).clone();
-        (self.acl_epoch(), table)
+        let table = self.acl.read().unwrap_or_else(|p| p.into_inner());
+        (self.acl_epoch(), table.clone())
     }
 
     pub fn acl_epoch(&self) -> u64 {
         self.acl_epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn acl_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.acl_watch.subscribe()
     }
 }
 
@@ -129,6 +138,7 @@ impl StateMachine {
             changed: Notify::new(),
             acl,
             acl_epoch: Default::default(),
+            acl_watch: tokio::sync::watch::channel(0).0,
         });
         Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default() })
     }

@@ -326,9 +326,18 @@ impl Vm {
                     _ => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script."))),
                 }
             }
-            Ok((false, other)) => Err(Reply::Error(format!("ERR Error running script: {other:?}"))),
+            // Not an error table (Lua raises memory errors as a bare string,
+            // past the error handler): Redis 7's text for that.
+            Ok((false, other)) => {
+                let msg = match &other {
+                    Value::String(s) => s.to_string_lossy().to_string(),
+                    _ => "execution failure".to_string(),
+                };
+                let msg: String = msg.chars().take(100).collect();
+                Err(Reply::Error(format!("ERR Error running script f_{sha}, {msg}")))
+            }
             Err(e) if matches!(root(&e), mlua::Error::MemoryError(_)) => {
-                Err(Reply::Error("ERR Script exceeded its memory limit".into()))
+                Err(Reply::Error(format!("ERR Error running script f_{sha}, not enough memory")))
             }
             Err(e) => Err(Reply::Error(format!("ERR Error running script: {}", lua_message(&e)))),
         }

@@ -159,6 +159,9 @@ fn c_loops_a_script_controls_are_bounded() {
     assert_eq!(eval("return #string.rep('ab', 3)", &[], &[]), Reply::Int(6));
     assert_eq!(eval("return string.rep('x', -1)", &[], &[]), Reply::bulk(""));
     assert!(is_err(&eval("return string.rep('x', 2^40)", &[], &[]), "not enough memory"));
+    // Redis 7's text for an error that is not an error table.
+    let oom = eval("local s = 'x' for i = 1, 40 do s = s .. s end return #s", &[], &[]);
+    assert!(matches!(&oom, Reply::Error(e) if e.starts_with("ERR Error running script f_") && e.ends_with(", not enough memory")), "{oom:?}");
     assert!(is_err(&eval("return string.rep('x', 'many')", &[], &[]), "bad argument #2 to 'rep'"));
     assert!(is_err(&eval("return ('x'):rep(2^40)", &[], &[]), "not enough memory"));
     // table.insert at -2^31 would shift 2^31 slots.

@@ -88,7 +88,7 @@ pub async fn serve(
         return;
     };
     let mut frames = FramedRead::new(reader, RequestCodec::new(node.config.limits()));
-    let (subscriber, mut pushes, overflow) = Subscriber::new();
+    let (subscriber, mut pushes, overflow) = Subscriber::new(node.hub.pubsub_limit().clone());
     let mut conn = Connection {
         id,
         node: node.clone(),
@@ -121,12 +121,21 @@ impl Connection {
         overflow: &Notify,
         shutdown: &mut broadcast::Receiver<()>,
     ) {
+        let mut acl_changes = self.node.consensus.acl_watch();
         loop {
             // Redis's `timeout`: an idle client is let go, unless it subscribes.
             let idle = self.node.idle_timeout_secs.load(Ordering::Relaxed);
             let idle_for = (idle > 0 && !self.subscribed()).then(|| std::time::Duration::from_secs(idle));
             let first = tokio::select! {
                 _ = shutdown.recv() => return,
+                // Its user changed: a deleted user, or channels it may no
+                // longer listen to, end the connection (as Redis).
+                Ok(()) = acl_changes.changed() => {
+                    if !self.acl_current() {
+                        return;
+                    }
+                    None
+                }
                 _ = async { match idle_for { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {
                     tracing::debug!(client = self.id, "idle client timed out");
                     return;
@@ -148,6 +157,10 @@ impl Connection {
             // Answer everything already received before writing once.
             let mut next = first;
             while let Some(frame) = next.take() {
+                if self.node.consensus.acl_epoch() != self.acl_epoch && !self.acl_current() {
+                    close = true;
+                    break;
+                }
                 if self.pipelinable(&frame) {
                     // Consecutive writes already received go to the leader
                     // together, as one request (one log entry), and are
@@ -257,6 +270,7 @@ impl Connection {
     }
 
     fn encode_push(&mut self, msg: PushMsg) {
+        self.subscriber.sent(&msg);
         let items = match msg {
             PushMsg::Message { channel, payload } => {
                 vec![Reply::text("message"), Reply::Bulk(channel), Reply::Bulk(payload)]
@@ -453,6 +467,16 @@ impl Connection {
                     self.watched.clear();
                     Reply::error(super::memory::OOM)
                 }
+                // Checked when queued, and again now: the rules may have
+                // changed since.
+                Some(commands)
+                    if self.perms.as_ref().is_some_and(|perms| {
+                        commands.iter().any(|c| commands::lookup(&c[0]).is_some_and(|spec| perms.check(spec, c).is_err()))
+                    }) =>
+                {
+                    self.watched.clear();
+                    Reply::error("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call; the transaction was discarded")
+                }
                 Some(commands) => {
                     let watched = std::mem::take(&mut self.watched);
                     self.on_leader(Request::Transaction { watched, commands }).await
@@ -521,7 +545,7 @@ impl Connection {
         match (sub.as_str(), argv.len()) {
             ("setuser", n) if n >= 3 => {
                 let name = text(&argv[2]);
-                if name.is_empty() || name.contains(|c: char| c.is_whitespace()) {
+                if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '\0') {
                     return Reply::error("ERR Usernames can't contain spaces or null characters");
                 }
                 // Checked here first, for the error text without a log write.
@@ -532,15 +556,17 @@ impl Connection {
                     }
                 }
                 // The built-in default (this node's password) becomes the
-                // log's the first time it is changed: start from what it is here.
-                let mut rules_to_apply = argv[3..].to_vec();
-                if name == "default" && !table.users.contains_key("default") {
-                    let mut base = vec![Bytes::from_static(b"reset")];
-                    base.extend(rules::describe(&self.node.auth.default_user(&table)).split(' ').map(|w| Bytes::copy_from_slice(w.as_bytes())));
-                    base.extend(rules_to_apply);
-                    rules_to_apply = base;
-                }
-                self.acl_change(AclOp::SetUser { name, rules: rules_to_apply }).await
+                // log's the first time it is changed: it starts from what it
+                // is here, unless the log defined it first.
+                let base = if name == "default" {
+                    rules::describe(&self.node.auth.default_user(&table))
+                        .split(' ')
+                        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                self.acl_change(AclOp::SetUser { name, rules: argv[3..].to_vec(), base }).await
             }
             ("deluser", n) if n >= 3 => self.acl_change(AclOp::DelUser { names: argv[2..].iter().map(text).collect() }).await,
             ("getuser", 3) => user_of(&text(&argv[2])).map_or(Reply::Nil, |u| rules::getuser_reply(&u)),
@@ -644,12 +670,21 @@ impl Connection {
     /// Proposes an ACL change; this connection sees it (and its own
     /// permissions as they now are) before the reply.
     async fn acl_change(&mut self, op: commands::acl::AclOp) -> Reply {
+        let before = self.node.consensus.acl_epoch();
         let reply = self
             .node
             .consensus
             .execute(self.id, Request::Acl(op))
             .await
             .unwrap_or_else(|e| Reply::Error(e.to_string()));
+        // A follower applies the change a moment after the leader answered:
+        // wait for it here, so that this client's next command (AUTH as the
+        // new user, ACL GETUSER) sees it.
+        let changed = matches!(&reply, Reply::Status(_)) || matches!(&reply, Reply::Int(n) if *n > 0);
+        let deadline = Instant::now() + std::time::Duration::from_millis(self.node.config.request_timeout_ms);
+        while changed && self.node.consensus.acl_epoch() == before && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
         let (epoch, acl) = self.node.consensus.acl();
         self.refresh_perms(&acl, epoch);
         reply
@@ -670,6 +705,25 @@ impl Connection {
         self.user = user.to_string();
         self.node.clients.update(self.id, |c| c.user = user.to_string());
         self.refresh_perms(acl, epoch);
+    }
+
+    /// Brings the user's permissions up to date; false if the connection
+    /// must end: its user was deleted, or it listens to channels it may no
+    /// longer.
+    fn acl_current(&mut self) -> bool {
+        if !self.authenticated {
+            return true;
+        }
+        let (epoch, acl) = self.node.consensus.acl();
+        if !self.refresh_perms(&acl, epoch) {
+            return false;
+        }
+        let Some(perms) = &self.perms else { return true };
+        let allowed = |name: &str, target: &Bytes| {
+            let spec = commands::lookup(name.as_bytes()).expect("in the table");
+            perms.check(spec, &[Bytes::copy_from_slice(name.as_bytes()), target.clone()]).is_ok()
+        };
+        self.channels.iter().all(|c| allowed("subscribe", c)) && self.patterns.iter().all(|p| allowed("psubscribe", p))
     }
 
     /// Works out the user's permissions from `acl` (numbered `epoch`);
@@ -954,6 +1008,16 @@ impl Connection {
             ("cluster-enabled", "no".into()),
             ("protected-mode", if self.node.auth.protected_mode() { "yes" } else { "no" }.into()),
             ("aclfile", c.aclfile.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
+            ("client-output-buffer-limit", {
+                let l = self.node.hub.pubsub_limit();
+                let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                format!(
+                    "normal 0 0 0 slave 268435456 67108864 60 pubsub {} {} {}",
+                    get(&l.hard),
+                    get(&l.soft),
+                    get(&l.soft_secs)
+                )
+            }),
             ("tls-port", c.tls_port.to_string()),
             ("tls-cluster", if c.tls_cluster { "yes" } else { "no" }.into()),
             ("tls-cert-file", tls.as_ref().map(|f| f.cert.display().to_string()).unwrap_or_default()),
@@ -976,6 +1040,9 @@ impl Connection {
             }
             // Not in CONFIG GET: only its digest is kept.
             "requirepass" => {
+                if self.node.consensus.acl().1.users.contains_key("default") {
+                    return Err("the default user is defined through ACL for the whole cluster: use ACL SETUSER default resetpass >password".into());
+                }
                 self.node.auth.set_password(Some(value));
                 Ok(())
             }
@@ -996,6 +1063,38 @@ impl Connection {
                     return Err("argument must be between 0 and 2147483647 inclusive".into());
                 }
                 self.node.idle_timeout_secs.store(secs as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            "client-output-buffer-limit" => {
+                // Groups of <class> <hard> <soft> <soft-seconds>. Only pubsub
+                // acts: a normal client that does not read its replies is
+                // not read from (no output grows), and there are no replicas.
+                let words: Vec<&str> = value.split_whitespace().collect();
+                if words.is_empty() || words.len() % 4 != 0 {
+                    return Err("Wrong number of arguments in buffer limit configuration.".into());
+                }
+                let mut pubsub = None;
+                for group in words.chunks(4) {
+                    let class = group[0].to_ascii_lowercase();
+                    if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
+                        return Err("Invalid client class specified in buffer limit configuration.".into());
+                    }
+                    let hard = super::memory::parse_bytes(group[1]);
+                    let soft = super::memory::parse_bytes(group[2]);
+                    let secs = group[3].parse::<u64>().ok();
+                    let (Some(hard), Some(soft), Some(secs)) = (hard, soft, secs) else {
+                        return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into());
+                    };
+                    if class == "pubsub" {
+                        pubsub = Some((hard, soft, secs));
+                    }
+                }
+                if let Some((hard, soft, secs)) = pubsub {
+                    let l = self.node.hub.pubsub_limit();
+                    l.hard.store(hard, Ordering::Relaxed);
+                    l.soft.store(soft, Ordering::Relaxed);
+                    l.soft_secs.store(secs, Ordering::Relaxed);
+                }
                 Ok(())
             }
             "maxclients" => {

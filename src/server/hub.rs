@@ -6,7 +6,7 @@
 //! subscribers, so notifications arrive in log order on any node.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -21,32 +21,99 @@ pub enum PushMsg {
     PMessage { pattern: Bytes, channel: Bytes, payload: Bytes },
 }
 
-/// How the hub reaches one connection. A connection that falls this many
-/// messages behind is disconnected, as Redis does past its pub/sub output
-/// buffer limit, rather than let it grow without bound.
-pub const PUSH_QUEUE: usize = 10_000;
+impl PushMsg {
+    /// Bytes it takes until sent, as Redis counts a reply in an output
+    /// buffer (the data and a little framing).
+    pub fn size(&self) -> u64 {
+        let data = match self {
+            PushMsg::Message { channel, payload } => channel.len() + payload.len(),
+            PushMsg::PMessage { pattern, channel, payload } => pattern.len() + channel.len() + payload.len(),
+        };
+        (data + 48) as u64
+    }
+}
+
+/// Most messages one connection may have waiting, whatever their size (the
+/// byte limits below are the ones that normally act).
+pub const PUSH_QUEUE: usize = 1_000_000;
+
+/// `client-output-buffer-limit pubsub <hard> <soft> <soft-seconds>`, as
+/// Redis: a subscriber whose unsent messages take more than `hard` bytes,
+/// or more than `soft` bytes for `soft_secs` seconds on end, is
+/// disconnected (0: no such limit). Redis's defaults: 32mb 8mb 60.
+pub struct PubsubLimit {
+    pub hard: AtomicU64,
+    pub soft: AtomicU64,
+    pub soft_secs: AtomicU64,
+}
+
+impl Default for PubsubLimit {
+    fn default() -> Self {
+        PubsubLimit { hard: AtomicU64::new(32 << 20), soft: AtomicU64::new(8 << 20), soft_secs: AtomicU64::new(60) }
+    }
+}
+
+/// What one subscriber has waiting.
+#[derive(Default)]
+struct Backlog {
+    bytes: AtomicU64,
+    over_soft_since: Mutex<Option<std::time::Instant>>,
+}
 
 #[derive(Clone)]
 pub struct Subscriber {
     tx: mpsc::Sender<PushMsg>,
     overflow: Arc<Notify>,
+    limit: Arc<PubsubLimit>,
+    backlog: Arc<Backlog>,
 }
 
 impl Subscriber {
-    pub fn new() -> (Subscriber, mpsc::Receiver<PushMsg>, Arc<Notify>) {
+    pub fn new(limit: Arc<PubsubLimit>) -> (Subscriber, mpsc::Receiver<PushMsg>, Arc<Notify>) {
         let (tx, rx) = mpsc::channel(PUSH_QUEUE);
         let overflow = Arc::new(Notify::new());
-        (Subscriber { tx, overflow: overflow.clone() }, rx, overflow)
+        (Subscriber { tx, overflow: overflow.clone(), limit, backlog: Arc::default() }, rx, overflow)
+    }
+
+    /// The connection took `msg` to send it: it no longer counts.
+    pub fn sent(&self, msg: &PushMsg) {
+        self.backlog.bytes.fetch_sub(msg.size(), Ordering::Relaxed);
+    }
+
+    fn over_limit(&self, backlog: u64) -> bool {
+        let hard = self.limit.hard.load(Ordering::Relaxed);
+        if hard > 0 && backlog > hard {
+            return true;
+        }
+        let soft = self.limit.soft.load(Ordering::Relaxed);
+        let mut since = self.backlog.over_soft_since.lock().unwrap_or_else(|p| p.into_inner());
+        if soft == 0 || backlog <= soft {
+            *since = None;
+            return false;
+        }
+        let first = *since.get_or_insert_with(std::time::Instant::now);
+        first.elapsed().as_secs() >= self.limit.soft_secs.load(Ordering::Relaxed)
     }
 
     fn send(&self, msg: PushMsg) -> bool {
+        let size = msg.size();
+        let backlog = self.backlog.bytes.fetch_add(size, Ordering::Relaxed) + size;
+        if self.over_limit(backlog) {
+            self.backlog.bytes.fetch_sub(size, Ordering::Relaxed);
+            self.overflow.notify_one();
+            return false;
+        }
         match self.tx.try_send(msg) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
+                self.backlog.bytes.fetch_sub(size, Ordering::Relaxed);
                 self.overflow.notify_one();
                 false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.backlog.bytes.fetch_sub(size, Ordering::Relaxed);
+                false
+            }
         }
     }
 }
@@ -116,6 +183,8 @@ pub struct Hub {
     /// Connections of this node blocked in `LOCK.ACQUIRE ... WAIT`: where
     /// the end of their wait (command number, outcome) is sent.
     lock_waits: Mutex<HashMap<keyspace::ClientId, mpsc::UnboundedSender<(u64, WaitStep)>>>,
+    /// `client-output-buffer-limit pubsub`.
+    pubsub_limit: Arc<PubsubLimit>,
 }
 
 /// A connection's registration for the end of its lock waits; unregisters
@@ -166,7 +235,13 @@ impl Hub {
             notify_flags: AtomicU32::new(parse_notify_flags(DEFAULT_NOTIFY).unwrap_or(0)),
             list_waiters: Mutex::new(HashMap::new()),
             lock_waits: Mutex::new(HashMap::new()),
+            pubsub_limit: Arc::default(),
         }
+    }
+
+    /// The pub/sub output limits every subscriber of this node obeys.
+    pub fn pubsub_limit(&self) -> &Arc<PubsubLimit> {
+        &self.pubsub_limit
     }
 
     /// Registers `client` (a connection of this node) for the end of its
@@ -359,7 +434,7 @@ mod tests {
     #[test]
     fn keyspace_notifications_follow_flags() {
         let hub = Hub::new();
-        let (sub, mut rx, _) = Subscriber::new();
+        let (sub, mut rx, _) = Subscriber::new(Arc::default());
         hub.subscribe(1, &sub, &Bytes::from("__keyspace@0__:k"));
         hub.psubscribe(1, &sub, &Bytes::from("__keyevent@0__:*"));
         // Default flags: lock events only.
@@ -394,8 +469,8 @@ mod tests {
     #[test]
     fn publish_counts_receivers_and_unsubscribe_stops_delivery() {
         let hub = Hub::new();
-        let (a, _ra, _) = Subscriber::new();
-        let (b, _rb, _) = Subscriber::new();
+        let (a, _ra, _) = Subscriber::new(Arc::default());
+        let (b, _rb, _) = Subscriber::new(Arc::default());
         let ch = Bytes::from("news");
         hub.subscribe(1, &a, &ch);
         hub.subscribe(2, &b, &ch);

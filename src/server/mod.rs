@@ -255,9 +255,10 @@ async fn load_acl_file_at_start(consensus: Arc<Consensus>, path: std::path::Path
     if !consensus.wait_for_leader(Duration::from_secs(60)).await || !consensus.acl().1.users.is_empty() {
         return;
     }
-    let op = crate::commands::acl::AclOp::Load { users };
+    // Decided when applied: a cluster that has users keeps them.
+    let op = crate::commands::acl::AclOp::LoadIfEmpty { users };
     match consensus.execute(0, crate::commands::Request::Acl(op)).await {
-        Ok(crate::protocol::Reply::Error(e)) => tracing::error!("the ACL file {} was refused: {e}", path.display()),
+        Ok(crate::protocol::Reply::Error(e)) => tracing::info!("the ACL file {} was not loaded: {e}", path.display()),
         Ok(_) => tracing::info!("loaded the ACL users of {}", path.display()),
         Err(e) => tracing::error!("could not load the ACL file {}: {e}", path.display()),
     }
