@@ -305,3 +305,51 @@ fn a_slow_subscriber_is_disconnected_past_its_output_limit() {
     }
     assert_eq!(delivered.last(), Some(&0), "over the soft limit for 4 s and still subscribed");
 }
+
+/// `client-output-buffer-limit normal`: a reply over the hard limit, or
+/// output left unread over the soft limit for the soft seconds, ends the
+/// connection (Redis's default, `normal 0 0 0`, limits nothing).
+#[test]
+fn normal_clients_obey_their_output_limit_when_one_is_set() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let big = "b".repeat(4 << 20);
+    assert_eq!(q(&mut c, &["SET", "big", &big]).unwrap(), Value::Okay);
+    // No limit by default: the whole reply arrives.
+    assert!(matches!(q(&mut c, &["GET", "big"]).unwrap(), Value::BulkString(v) if v.len() == big.len()));
+    let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0"]);
+    assert_eq!(set.unwrap(), Value::Okay);
+    let mut raw = RawConn::connect(&s.addr());
+    assert_eq!(raw.cmd(&["PING"]), Resp::Simple("PONG".into()));
+    raw.send(&RawConn::encode(&[b"GET", b"big"]));
+    assert!(matches!(raw.read(), Err(common::RawErr::Closed)), "a 4 MiB reply passed a 1 MiB hard limit");
+    // Small replies are fine.
+    let mut raw = RawConn::connect(&s.addr());
+    assert_eq!(raw.cmd(&["PING"]), Resp::Simple("PONG".into()));
+
+    // Soft: 1 MiB for 1 s. A client that does not read 40 MiB of replies
+    // for 3 s is let go; one that reads them is not.
+    let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 0 1mb 1"]);
+    assert_eq!(set.unwrap(), Value::Okay);
+    let mut stalled = RawConn::connect(&s.addr());
+    let mut ten = Vec::new();
+    for _ in 0..10 {
+        ten.extend(RawConn::encode(&[b"GET", b"big"]));
+    }
+    stalled.send(&ten);
+    std::thread::sleep(Duration::from_secs(3));
+    let mut closed = false;
+    for _ in 0..11 {
+        match stalled.read() {
+            Ok(_) => {}
+            Err(common::RawErr::Closed) => {
+                closed = true;
+                break;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(closed, "a client that left 40 MiB unread for 3 s is still served");
+    assert!(matches!(q(&mut c, &["GET", "big"]).unwrap(), Value::BulkString(v) if v.len() == big.len()));
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 0 0 0"]).unwrap(), Value::Okay);
+}

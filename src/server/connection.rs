@@ -193,14 +193,14 @@ impl Connection {
                 if close {
                     break;
                 }
-                if self.out.len() >= FLUSH_AT && send(writer, &self.out.split()).await.is_err() {
+                if self.out.len() >= FLUSH_AT && !self.flush_out(writer).await {
                     return;
                 }
                 if next.is_none() {
                     next = frames.next().now_or_never();
                 }
             }
-            if !self.out.is_empty() && send(writer, &self.out.split()).await.is_err() {
+            if !self.out.is_empty() && !self.flush_out(writer).await {
                 return;
             }
             if close {
@@ -263,6 +263,32 @@ impl Connection {
             Some(Err(ProtocolError::Io(_))) => Next::Close,
             Some(Ok(argv)) => self.execute(argv, frames).await,
         }
+    }
+
+    /// Writes what is buffered; false if the connection must end: the
+    /// write failed, or (`client-output-buffer-limit normal`, for clients
+    /// that do not subscribe) the output is over the hard limit, or stays
+    /// over the soft limit, unsent, for the soft seconds.
+    async fn flush_out(&mut self, writer: &mut Writer) -> bool {
+        let out = self.out.split();
+        let (hard, soft, soft_secs) =
+            if self.subscribed() { (0, 0, 0) } else { self.node.hub.normal_limit().get() };
+        let len = out.len() as u64;
+        if hard > 0 && len > hard {
+            tracing::warn!(client = self.id, bytes = len, "output over client-output-buffer-limit normal: disconnected");
+            return false;
+        }
+        if soft > 0 && len > soft {
+            let limit = std::time::Duration::from_secs(soft_secs);
+            return match tokio::time::timeout(limit, send(writer, &out)).await {
+                Ok(sent) => sent.is_ok(),
+                Err(_) => {
+                    tracing::warn!(client = self.id, bytes = len, "output over the soft client-output-buffer-limit for too long: disconnected");
+                    false
+                }
+            };
+        }
+        send(writer, &out).await.is_ok()
     }
 
     fn reply(&mut self, reply: &Reply) {
@@ -1009,14 +1035,9 @@ impl Connection {
             ("protected-mode", if self.node.auth.protected_mode() { "yes" } else { "no" }.into()),
             ("aclfile", c.aclfile.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
             ("client-output-buffer-limit", {
-                let l = self.node.hub.pubsub_limit();
-                let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-                format!(
-                    "normal 0 0 0 slave 268435456 67108864 60 pubsub {} {} {}",
-                    get(&l.hard),
-                    get(&l.soft),
-                    get(&l.soft_secs)
-                )
+                let (nh, ns, nt) = self.node.hub.normal_limit().get();
+                let (ph, ps, pt) = self.node.hub.pubsub_limit().get();
+                format!("normal {nh} {ns} {nt} slave 268435456 67108864 60 pubsub {ph} {ps} {pt}")
             }),
             ("tls-port", c.tls_port.to_string()),
             ("tls-cluster", if c.tls_cluster { "yes" } else { "no" }.into()),
@@ -1066,14 +1087,13 @@ impl Connection {
                 Ok(())
             }
             "client-output-buffer-limit" => {
-                // Groups of <class> <hard> <soft> <soft-seconds>. Only pubsub
-                // acts: a normal client that does not read its replies is
-                // not read from (no output grows), and there are no replicas.
+                // Groups of <class> <hard> <soft> <soft-seconds>. There are
+                // no replicas: that class is accepted and does nothing.
                 let words: Vec<&str> = value.split_whitespace().collect();
                 if words.is_empty() || words.len() % 4 != 0 {
                     return Err("Wrong number of arguments in buffer limit configuration.".into());
                 }
-                let mut pubsub = None;
+                let (mut pubsub, mut normal) = (None, None);
                 for group in words.chunks(4) {
                     let class = group[0].to_ascii_lowercase();
                     if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
@@ -1085,16 +1105,14 @@ impl Connection {
                     let (Some(hard), Some(soft), Some(secs)) = (hard, soft, secs) else {
                         return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into());
                     };
-                    if class == "pubsub" {
-                        pubsub = Some((hard, soft, secs));
+                    match class.as_str() {
+                        "pubsub" => pubsub = Some((hard, soft, secs)),
+                        "normal" => normal = Some((hard, soft, secs)),
+                        _ => {}
                     }
                 }
-                if let Some((hard, soft, secs)) = pubsub {
-                    let l = self.node.hub.pubsub_limit();
-                    l.hard.store(hard, Ordering::Relaxed);
-                    l.soft.store(soft, Ordering::Relaxed);
-                    l.soft_secs.store(secs, Ordering::Relaxed);
-                }
+                pubsub.into_iter().for_each(|l| self.node.hub.pubsub_limit().set(l));
+                normal.into_iter().for_each(|l| self.node.hub.normal_limit().set(l));
                 Ok(())
             }
             "maxclients" => {

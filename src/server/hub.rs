@@ -37,19 +37,37 @@ impl PushMsg {
 /// byte limits below are the ones that normally act).
 pub const PUSH_QUEUE: usize = 1_000_000;
 
-/// `client-output-buffer-limit pubsub <hard> <soft> <soft-seconds>`, as
-/// Redis: a subscriber whose unsent messages take more than `hard` bytes,
-/// or more than `soft` bytes for `soft_secs` seconds on end, is
-/// disconnected (0: no such limit). Redis's defaults: 32mb 8mb 60.
-pub struct PubsubLimit {
+/// One class of `client-output-buffer-limit <class> <hard> <soft>
+/// <soft-seconds>`, as Redis: a client whose unsent output takes more than
+/// `hard` bytes, or more than `soft` bytes for `soft_secs` seconds on end,
+/// is disconnected (0: no such limit). Redis's defaults: `normal 0 0 0`,
+/// `pubsub 32mb 8mb 60`.
+pub struct OutputLimit {
     pub hard: AtomicU64,
     pub soft: AtomicU64,
     pub soft_secs: AtomicU64,
 }
 
-impl Default for PubsubLimit {
+impl OutputLimit {
+    pub fn new(hard: u64, soft: u64, soft_secs: u64) -> OutputLimit {
+        OutputLimit { hard: AtomicU64::new(hard), soft: AtomicU64::new(soft), soft_secs: AtomicU64::new(soft_secs) }
+    }
+
+    pub fn get(&self) -> (u64, u64, u64) {
+        (self.hard.load(Ordering::Relaxed), self.soft.load(Ordering::Relaxed), self.soft_secs.load(Ordering::Relaxed))
+    }
+
+    pub fn set(&self, (hard, soft, soft_secs): (u64, u64, u64)) {
+        self.hard.store(hard, Ordering::Relaxed);
+        self.soft.store(soft, Ordering::Relaxed);
+        self.soft_secs.store(soft_secs, Ordering::Relaxed);
+    }
+}
+
+impl Default for OutputLimit {
+    /// The pub/sub class's.
     fn default() -> Self {
-        PubsubLimit { hard: AtomicU64::new(32 << 20), soft: AtomicU64::new(8 << 20), soft_secs: AtomicU64::new(60) }
+        OutputLimit::new(32 << 20, 8 << 20, 60)
     }
 }
 
@@ -64,12 +82,12 @@ struct Backlog {
 pub struct Subscriber {
     tx: mpsc::Sender<PushMsg>,
     overflow: Arc<Notify>,
-    limit: Arc<PubsubLimit>,
+    limit: Arc<OutputLimit>,
     backlog: Arc<Backlog>,
 }
 
 impl Subscriber {
-    pub fn new(limit: Arc<PubsubLimit>) -> (Subscriber, mpsc::Receiver<PushMsg>, Arc<Notify>) {
+    pub fn new(limit: Arc<OutputLimit>) -> (Subscriber, mpsc::Receiver<PushMsg>, Arc<Notify>) {
         let (tx, rx) = mpsc::channel(PUSH_QUEUE);
         let overflow = Arc::new(Notify::new());
         (Subscriber { tx, overflow: overflow.clone(), limit, backlog: Arc::default() }, rx, overflow)
@@ -183,8 +201,9 @@ pub struct Hub {
     /// Connections of this node blocked in `LOCK.ACQUIRE ... WAIT`: where
     /// the end of their wait (command number, outcome) is sent.
     lock_waits: Mutex<HashMap<keyspace::ClientId, mpsc::UnboundedSender<(u64, WaitStep)>>>,
-    /// `client-output-buffer-limit pubsub`.
-    pubsub_limit: Arc<PubsubLimit>,
+    /// `client-output-buffer-limit pubsub` and `normal`.
+    pubsub_limit: Arc<OutputLimit>,
+    normal_limit: Arc<OutputLimit>,
 }
 
 /// A connection's registration for the end of its lock waits; unregisters
@@ -236,12 +255,18 @@ impl Hub {
             list_waiters: Mutex::new(HashMap::new()),
             lock_waits: Mutex::new(HashMap::new()),
             pubsub_limit: Arc::default(),
+            normal_limit: Arc::new(OutputLimit::new(0, 0, 0)),
         }
     }
 
     /// The pub/sub output limits every subscriber of this node obeys.
-    pub fn pubsub_limit(&self) -> &Arc<PubsubLimit> {
+    pub fn pubsub_limit(&self) -> &Arc<OutputLimit> {
         &self.pubsub_limit
+    }
+
+    /// The output limits of clients that do not subscribe.
+    pub fn normal_limit(&self) -> &Arc<OutputLimit> {
+        &self.normal_limit
     }
 
     /// Registers `client` (a connection of this node) for the end of its

@@ -10,7 +10,8 @@
 #
 # Groups: redispy (redis-py 8.x and 5.x, RESP2 and RESP3), prl (python-redis-lock),
 # pottery, node (ioredis 5/6, node-redis 4/latest), redlock (node-redlock 5),
-# rust (redis crate, rslock), cli (redis-cli in tmux, redis-benchmark), auth
+# rust (redis crate, rslock), go (go-redis v9, redsync v4), cli (redis-cli in
+# tmux, redis-benchmark), auth
 # (redis-py, ioredis and node-redis with their password options, against a
 # third target: a one-node server started with --requirepass), tls (redis-py,
 # ioredis and node-redis with their TLS options, against a one-node server with
@@ -18,7 +19,8 @@
 #
 # It installs what it needs, once, into ${INTEROP_CACHE:-/var/tmp/raftlock-interop}:
 # two Python venvs (redis-py 8.x with python-redis-lock and pottery; redis-py 5.x),
-# the npm packages, and the Rust project tests/interop/rust (its own target dir).
+# the npm packages, the Rust project tests/interop/rust (its own target dir), and
+# the Go module tests/interop/go (its module and build caches under go/).
 # Every case prints a RESULT line; a case passes only if the library reports
 # success AND a separate plain client reads back the state the library believes
 # in. The summary counts cases per library; the last line is `N passed, N failed`
@@ -30,7 +32,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${INTEROP_CACHE:-/var/tmp/raftlock-interop}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/raftlock-target}"
 BIN="$CARGO_TARGET_DIR/release/raftlock"
-ONLY="${INTEROP_ONLY:-redispy prl pottery node redlock rust cli auth tls}"
+ONLY="${INTEROP_ONLY:-redispy prl pottery node redlock rust go cli auth tls}"
 TARGETS="${INTEROP_TARGETS:-single follower}"
 PREFIX="interop-$$-$RANDOM"
 TMUX_SOCKET="raftlock-interop-$$"
@@ -87,6 +89,9 @@ apt_install() {
 "$ROOT/scripts/deps.sh" || say "scripts/deps.sh failed"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     apt_install nodejs npm || say "could not install nodejs/npm"
+fi
+if wanted go && ! command -v go >/dev/null; then
+    apt_install golang-go || say "could not install golang-go"
 fi
 if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     apt_install python3-venv || say "could not install python3-venv"
@@ -168,6 +173,27 @@ if wanted rust; then
         --manifest-path "$HERE/rust/Cargo.toml" >"$WORK/rust-build.log" 2>&1); then
         tail -20 "$WORK/rust-build.log"
         record setup "rust interop project" build FAIL "cargo build of tests/interop/rust failed: $(tail -3 "$WORK/rust-build.log")"
+    fi
+fi
+
+# The Go module's dependencies (go.mod, go.sum) and build cache live in the
+# interop cache; a go older than go.mod's `go` line fetches that toolchain
+# itself. Built on every run (the build cache makes it quick).
+GO_BIN="$CACHE/go/bin/raftlock-interop-go"
+go_env() {
+    env GOPATH="$CACHE/go" GOMODCACHE="$CACHE/go/pkg/mod" GOCACHE="$CACHE/go/cache" \
+        GOFLAGS="-mod=mod -buildvcs=false" "$@"
+}
+if wanted go; then
+    rm -f "$GO_BIN"
+    if command -v go >/dev/null; then
+        say "building tests/interop/go (go-redis v9, redsync v4)"
+        if ! (cd "$HERE/go" && go_env timeout 900 go build -o "$GO_BIN" . >"$WORK/go-build.log" 2>&1); then
+            tail -20 "$WORK/go-build.log"
+            record setup "go interop program" build FAIL "go build of tests/interop/go failed: $(tail -3 "$WORK/go-build.log")"
+        fi
+    else
+        record setup "go toolchain" install FAIL "go is not installed and apt-get install golang-go failed"
     fi
 fi
 
@@ -328,6 +354,11 @@ run_target() { # target port check-port
     fi
     if wanted rust && [ -x "$RUST_BIN" ]; then
         run_group "$t" rust 120 "$RUST_BIN" "${a[@]}"
+    fi
+    if wanted go && [ -x "$GO_BIN" ]; then
+        for proto in 2 3; do
+            run_group "$t" "go-resp$proto" 90 "$GO_BIN" "${a[@]}" --protocol "$proto"
+        done
     fi
     if wanted cli; then
         run_group "$t" cli 240 python3 python/cli_cases.py "${a[@]}" --tmux-socket "$TMUX_SOCKET"
