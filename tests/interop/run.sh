@@ -10,8 +10,8 @@
 #
 # Groups: redispy (redis-py 8.x and 5.x, RESP2 and RESP3), prl (python-redis-lock),
 # pottery, node (ioredis 5/6, node-redis 4/latest), redlock (node-redlock 5),
-# rust (redis crate, rslock), go (go-redis v9, redsync v4), cli (redis-cli in
-# tmux, redis-benchmark), auth
+# rust (redis crate, rslock), go (go-redis v9, redsync v4), java (Jedis 8,
+# Lettuce 7), cli (redis-cli in tmux, redis-benchmark), auth
 # (redis-py, ioredis and node-redis with their password options, against a
 # third target: a one-node server started with --requirepass), tls (redis-py,
 # ioredis and node-redis with their TLS options, against a one-node server with
@@ -19,8 +19,10 @@
 #
 # It installs what it needs, once, into ${INTEROP_CACHE:-/var/tmp/raftlock-interop}:
 # two Python venvs (redis-py 8.x with python-redis-lock and pottery; redis-py 5.x),
-# the npm packages, the Rust project tests/interop/rust (its own target dir), and
-# the Go module tests/interop/go (its module and build caches under go/).
+# the npm packages, the Rust project tests/interop/rust (its own target dir),
+# the Go module tests/interop/go (its module and build caches under go/), and the
+# Maven project tests/interop/java (its local repository and build output under
+# java/).
 # Every case prints a RESULT line; a case passes only if the library reports
 # success AND a separate plain client reads back the state the library believes
 # in. The summary counts cases per library; the last line is `N passed, N failed`
@@ -32,7 +34,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${INTEROP_CACHE:-/var/tmp/raftlock-interop}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/raftlock-target}"
 BIN="$CARGO_TARGET_DIR/release/raftlock"
-ONLY="${INTEROP_ONLY:-redispy prl pottery node redlock rust go cli auth tls}"
+ONLY="${INTEROP_ONLY:-redispy prl pottery node redlock rust go java cli auth tls}"
 TARGETS="${INTEROP_TARGETS:-single follower}"
 PREFIX="interop-$$-$RANDOM"
 TMUX_SOCKET="raftlock-interop-$$"
@@ -92,6 +94,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 if wanted go && ! command -v go >/dev/null; then
     apt_install golang-go || say "could not install golang-go"
+fi
+if wanted java && { ! command -v mvn >/dev/null || ! command -v java >/dev/null; }; then
+    apt_install maven default-jdk-headless || say "could not install maven/default-jdk-headless"
 fi
 if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     apt_install python3-venv || say "could not install python3-venv"
@@ -194,6 +199,27 @@ if wanted go; then
         fi
     else
         record setup "go toolchain" install FAIL "go is not installed and apt-get install golang-go failed"
+    fi
+fi
+
+# The Maven project (Jedis, Lettuce, pinned in its pom.xml): Maven's local
+# repository and the build output live in the interop cache, nothing is written
+# under tests/. Built once per run into one shaded jar (the local repository
+# makes it quick after the first run).
+JAVA_DIR="$CACHE/java"
+JAVA_JAR="$JAVA_DIR/target/raftlock-interop-java.jar"
+if wanted java; then
+    rm -f "$JAVA_JAR"
+    if command -v mvn >/dev/null && command -v java >/dev/null; then
+        say "building tests/interop/java (Jedis, Lettuce)"
+        if ! (cd "$HERE/java" && timeout 900 mvn -B -ntp -Dstyle.color=never -Dmaven.repo.local="$JAVA_DIR/m2" \
+            -Dinterop.build.dir="$JAVA_DIR/target" clean package >"$WORK/java-build.log" 2>&1) || [ ! -f "$JAVA_JAR" ]; then
+            tail -20 "$WORK/java-build.log"
+            rm -f "$JAVA_JAR"
+            record setup "java interop program" build FAIL "mvn package of tests/interop/java failed: $(grep -m3 '^\[ERROR\]' "$WORK/java-build.log" || tail -3 "$WORK/java-build.log")"
+        fi
+    else
+        record setup "java toolchain" install FAIL "mvn or java is not installed and apt-get install maven default-jdk-headless failed"
     fi
 fi
 
@@ -358,6 +384,11 @@ run_target() { # target port check-port
     if wanted go && [ -x "$GO_BIN" ]; then
         for proto in 2 3; do
             run_group "$t" "go-resp$proto" 90 "$GO_BIN" "${a[@]}" --protocol "$proto"
+        done
+    fi
+    if wanted java && [ -f "$JAVA_JAR" ]; then
+        for proto in 2 3; do
+            run_group "$t" "java-resp$proto" 60 java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar "$JAVA_JAR" "${a[@]}" --protocol "$proto"
         done
     fi
     if wanted cli; then
