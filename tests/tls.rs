@@ -485,3 +485,37 @@ fn a_cluster_over_mutual_tls_refuses_a_peer_without_the_cas_certificate() {
     let mut con = c.node(follower).client();
     assert!(matches!(q(&mut con, &["LOCK.INFO", "orders:2"]).unwrap(), Value::Array(_) | Value::Map(_)));
 }
+
+#[test]
+fn a_node_can_serve_tls_only() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let ports = free_ports(2);
+    let (tls_port, peer_port) = (ports[0], ports[1]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_raftlock"))
+        .args(["--port", "0", "--tls-port", &tls_port.to_string(), "--peer-port", &peer_port.to_string()])
+        .args(["--tls-cert-file", s(&pki.server.cert), "--tls-key-file", s(&pki.server.key)])
+        .args(["--tls-ca-cert-file", s(&pki.ca.cert), "--metrics-addr", "off", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start raftlock");
+    let served = common::poll_until(Duration::from_secs(30), "the TLS-only node", || {
+        tls_ping(tls_port, &pki.ca.cert, Some(&pki.client)).ok()
+    });
+    assert_eq!(served, "+PONG");
+    let mut con = rust_client(tls_port, &pki, Some(&pki.client)).unwrap();
+    assert!(matches!(q(&mut con, &["LOCK.ACQUIRE", "l", "me", "10000"]).unwrap(), Value::Int(t) if t > 0));
+    let params = common::pairs(&q(&mut con, &["CONFIG", "GET", "port"]).unwrap());
+    assert_eq!(common::lookup(&params, "port").and_then(common::as_text).as_deref(), Some("0"));
+    // Without --tls-port, --port 0 is refused: there would be no client port.
+    let refused = Command::new(env!("CARGO_BIN_EXE_raftlock"))
+        .args(["--port", "0", "--data-dir"])
+        .arg(dir.path().join("other"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--tls-port"));
+    let _ = child.kill();
+    let _ = child.wait();
+}
