@@ -23,6 +23,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// `--tls-auth-clients`.
@@ -134,6 +137,37 @@ impl Tls {
         *files = next;
         Ok(())
     }
+}
+
+/// The server side of a handshake, within `limit`. A failure or a timeout
+/// is counted (`raftlock_tls_handshake_failures_total`) and described.
+pub async fn accept<IO: AsyncRead + AsyncWrite + Unpin>(
+    acceptor: &TlsAcceptor,
+    io: IO,
+    limit: Duration,
+) -> Result<tokio_rustls::server::TlsStream<IO>, String> {
+    counted(tokio::time::timeout(limit, acceptor.accept(io)).await)
+}
+
+/// The client side of a handshake with a peer at `addr`, within `limit`;
+/// counted and described as [`accept`].
+pub async fn connect<IO: AsyncRead + AsyncWrite + Unpin>(
+    connector: &TlsConnector,
+    addr: &str,
+    io: IO,
+    limit: Duration,
+) -> Result<tokio_rustls::client::TlsStream<IO>, String> {
+    counted(tokio::time::timeout(limit, connector.connect(peer_server_name(addr), io)).await)
+}
+
+fn counted<S>(done: Result<std::io::Result<S>, tokio::time::error::Elapsed>) -> Result<S, String> {
+    let why = match done {
+        Ok(Ok(stream)) => return Ok(stream),
+        Ok(Err(e)) => format!("TLS handshake failed: {e}"),
+        Err(_) => "TLS handshake timed out".to_string(),
+    };
+    crate::metrics::record_tls_handshake_failure();
+    Err(why)
 }
 
 /// The name a peer is reached by, for SNI. It is not checked (see above).

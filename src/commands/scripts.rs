@@ -59,13 +59,10 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
         if let Some(reply) = super::execute_local(cmd) {
             return reply;
         }
-        let spec = match resolve_for_script(cmd) {
+        let spec = match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
             Ok(spec) => spec,
             Err(reply) => return reply,
         };
-        if let Err(reply) = super::acl::script_check(spec, cmd) {
-            return reply;
-        }
         match spec.handler {
             Handler::Write(f) => {
                 if version_used {
@@ -90,11 +87,8 @@ fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], arg
         if let Some(reply) = super::execute_local(cmd) {
             return reply;
         }
-        match resolve_for_script(cmd) {
+        match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
             Err(reply) => reply,
-            Ok(spec) if super::acl::script_check(spec, cmd).is_err() => {
-                super::acl::script_check(spec, cmd).unwrap_err()
-            }
             Ok(spec) => match spec.handler {
                 Handler::Read(f) => f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from),
                 Handler::Write(_) => Reply::error("ERR Write commands are not allowed from read-only scripts."),

@@ -201,7 +201,8 @@ pub fn command_info(spec: &CommandSpec) -> Reply {
         Reply::Int(spec.first_key),
         Reply::Int(spec.last_key),
         Reply::Int(spec.key_step),
-        statuses(&[&format!("@{}", spec.group)]),
+        // ACL categories: the ones `ACL SETUSER +@cat` and `ACL CAT` use.
+        Reply::Set(super::acl::categories(spec, None).iter().map(|c| Reply::Status(format!("@{c}"))).collect()),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
@@ -220,6 +221,20 @@ pub fn command_docs(spec: &CommandSpec) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_info_shows_the_acl_categories() {
+        for c in COMMANDS {
+            let Reply::Array(info) = command_info(c) else { panic!("{}", c.name) };
+            let Reply::Set(cats) = &info[6] else { panic!("{}", c.name) };
+            for cat in cats {
+                let Reply::Status(cat) = cat else { panic!("{}", c.name) };
+                assert!(super::super::acl::CATEGORIES.contains(&&cat[1..]), "{}: {cat} is not an ACL category", c.name);
+            }
+        }
+        let Reply::Array(info) = command_info(lookup(b"lock.acquire").unwrap()) else { unreachable!() };
+        assert!(matches!(&info[6], Reply::Set(c) if c.contains(&Reply::Status("@lock".into()))));
+    }
 
     #[test]
     fn names_are_unique_lowercase_and_found_in_any_case() {

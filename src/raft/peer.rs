@@ -133,9 +133,8 @@ fn proven(secret: &str, role: &[u8], caller_nonce: &[u8; 32], peer_nonce: &[u8; 
     proof(secret, role, caller_nonce, peer_nonce).verify_slice(shown).is_ok()
 }
 
-/// 32 random bytes from the kernel.
-fn nonce() -> [u8; 32] {
-    let mut out = [0u8; 32];
+/// Fills `out` with random bytes from the kernel.
+pub fn fill_random(out: &mut [u8]) -> std::io::Result<()> {
     let mut filled = 0;
     while filled < out.len() {
         // SAFETY: writes at most the rest of `out`.
@@ -143,9 +142,16 @@ fn nonce() -> [u8; 32] {
         if n > 0 {
             filled += n as usize;
         } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            panic!("the kernel has no random bytes to give: {}", std::io::Error::last_os_error());
+            return Err(std::io::Error::last_os_error());
         }
     }
+    Ok(())
+}
+
+/// 32 random bytes from the kernel.
+fn nonce() -> [u8; 32] {
+    let mut out = [0u8; 32];
+    fill_random(&mut out).unwrap_or_else(|e| panic!("the kernel has no random bytes to give: {e}"));
     out
 }
 
@@ -172,16 +178,10 @@ pub async fn serve(
         tokio::spawn(async move {
             let socket: PeerSocket = match acceptor {
                 None => Box::new(socket),
-                Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
-                    Ok(Ok(stream)) => Box::new(stream),
-                    Ok(Err(e)) => {
-                        tracing::warn!(%addr, "refused a peer connection: TLS handshake failed: {e}");
-                        crate::metrics::record_tls_handshake_failure();
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::warn!(%addr, "refused a peer connection: TLS handshake timed out");
-                        crate::metrics::record_tls_handshake_failure();
+                Some(acceptor) => match crate::tls::accept(&acceptor, socket, TLS_HANDSHAKE_TIMEOUT).await {
+                    Ok(stream) => Box::new(stream),
+                    Err(why) => {
+                        tracing::warn!(%addr, "refused a peer connection: {why}");
                         return;
                     }
                 },
@@ -401,17 +401,7 @@ async fn connect(
     let _ = socket.set_nodelay(true);
     let socket: PeerSocket = match tls.and_then(|t| t.peer()) {
         None => Box::new(socket),
-        Some((_, connector)) => {
-            let name = crate::tls::peer_server_name(addr);
-            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, connector.connect(name, socket)).await {
-                Ok(Ok(stream)) => Box::new(stream),
-                Ok(Err(e)) => {
-                    crate::metrics::record_tls_handshake_failure();
-                    return Err(format!("TLS handshake failed: {e}"));
-                }
-                Err(_) => return Err("TLS handshake timed out".into()),
-            }
-        }
+        Some((_, connector)) => Box::new(crate::tls::connect(&connector, addr, socket, TLS_HANDSHAKE_TIMEOUT).await?),
     };
     let mut framed = Framed::new(socket, codec());
     let ours = nonce();

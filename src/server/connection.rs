@@ -625,7 +625,7 @@ impl Connection {
                     Some(_) => return Reply::error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096"),
                 };
                 let mut bytes = vec![0u8; bits.div_ceil(8)];
-                if fill_random(&mut bytes).is_err() {
+                if crate::raft::fill_random(&mut bytes).is_err() {
                     return Reply::error("ERR no random bytes available");
                 }
                 let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -1206,21 +1206,6 @@ impl Connection {
             )),
         }
     }
-}
-
-/// Random bytes from the kernel (`ACL GENPASS`).
-fn fill_random(out: &mut [u8]) -> std::io::Result<()> {
-    let mut filled = 0;
-    while filled < out.len() {
-        // SAFETY: writes at most the rest of `out`.
-        let n = unsafe { libc::getrandom(out[filled..].as_mut_ptr().cast(), out.len() - filled, 0) };
-        if n > 0 {
-            filled += n as usize;
-        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// Writes `body` to `path` whole or not at all (a temporary file renamed

@@ -320,19 +320,12 @@ async fn accept_loop(node: Arc<Node>, listener: TcpListener, tls: Option<Arc<cra
         let acceptor = tls.client_acceptor();
         let mut stopping = shutdown.resubscribe();
         tokio::spawn(async move {
-            let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket));
             let stream = tokio::select! {
                 _ = stopping.recv() => return,
-                done = handshake => match done {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%addr, "TLS handshake failed: {e}");
-                        crate::metrics::record_tls_handshake_failure();
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%addr, "TLS handshake timed out");
-                        crate::metrics::record_tls_handshake_failure();
+                done = crate::tls::accept(&acceptor, socket, TLS_HANDSHAKE_TIMEOUT) => match done {
+                    Ok(stream) => stream,
+                    Err(why) => {
+                        tracing::debug!(%addr, "{why}");
                         return;
                     }
                 },
