@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::table::{lookup, CommandSpec, COMMANDS};
 use crate::keyspace::acl::{AclTable, User, KEY_READ, KEY_WRITE};
 use crate::keyspace::{glob_match, Keyspace};
-use crate::protocol::{parse_i64, Reply};
+use crate::protocol::Reply;
 
 /// Redis 7's categories, and `lock` for `LOCK.*`.
 pub const CATEGORIES: &[&str] = &[
@@ -55,7 +55,7 @@ fn reads_while_writing(spec: &CommandSpec, argv: &[Bytes]) -> bool {
 }
 
 /// Commands with subcommands: permissions may name `command|subcommand`.
-const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "raft.node"];
+const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "object", "raft.node"];
 
 /// The categories of a command (of one subcommand, for `ACL`).
 pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
@@ -69,6 +69,8 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
             "hash" => cats.push("hash"),
             "list" => cats.push("list"),
             "sorted-set" => cats.push("sortedset"),
+            "set" => cats.push("set"),
+            "bitmap" => cats.push("bitmap"),
             "generic" => cats.push("keyspace"),
             "pubsub" => cats.push("pubsub"),
             "scripting" => cats.push("scripting"),
@@ -281,13 +283,8 @@ impl Perms {
     }
 }
 
-/// The key arguments of `argv`: the table's positions, or `numkeys` for
-/// the `EVAL` family.
+/// The key arguments of `argv` (see [`CommandSpec::keys`]).
 pub fn command_keys<'a>(spec: &CommandSpec, argv: &'a [Bytes]) -> Vec<&'a Bytes> {
-    if spec.name.starts_with("eval") {
-        let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
-        return argv.iter().skip(3).take(n).collect();
-    }
     spec.keys(argv).collect()
 }
 

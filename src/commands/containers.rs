@@ -1,12 +1,14 @@
-//! Typed access to hash, list and sorted-set values, with `WRONGTYPE` for a key
+//! Typed access to hash, list, set and sorted-set values, with `WRONGTYPE` for a key
 //! of another type and Redis's rule that an emptied container is deleted.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
-use crate::keyspace::{Entry, ExecCtx, Keyspace, LogTime, Value};
+use crate::keyspace::{Entry, ExecCtx, Glob, Keyspace, LogTime, Value};
+use crate::protocol::{ArgError, Args, Reply};
 
+use super::keys::{matches_or_gives_up, scan_position};
 use super::CmdError;
 
 /// A container value type.
@@ -49,6 +51,18 @@ impl Container for BTreeMap<Bytes, f64> {
     }
     fn of_mut(v: &mut Value) -> Option<&mut Self> {
         if let Value::ZSet(z) = v { Some(z) } else { None }
+    }
+}
+
+impl Container for BTreeSet<Bytes> {
+    fn empty() -> Value {
+        Value::Set(BTreeSet::new())
+    }
+    fn of(v: &Value) -> Option<&Self> {
+        if let Value::Set(s) = v { Some(s) } else { None }
+    }
+    fn of_mut(v: &mut Value) -> Option<&mut Self> {
+        if let Value::Set(s) = v { Some(s) } else { None }
     }
 }
 
@@ -100,5 +114,131 @@ pub(super) fn drop_if_empty(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) {
     if ks.get_mut(key, ctx).is_some_and(|e| e.value.is_empty_container()) {
         ks.remove(key);
         ctx.key_event('g', "del", key);
+    }
+}
+
+/// Containers up to this size are scanned in one call (cursor 0 at once), as
+/// Redis scans its small encodings (listpacks, intsets, small tables).
+const SCAN_ALL_BELOW: usize = 128;
+
+/// A `SCAN`-family cursor as Redis reads it (C's `strtoul`): decimal digits
+/// after an optional sign, a negative number wrapping around (`-1` is
+/// 2^64 - 1), nothing else.
+pub(super) fn parse_cursor(raw: &[u8]) -> Result<u64, CmdError> {
+    let (negative, digits) = match raw.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, raw),
+    };
+    if digits.is_empty() && raw.is_empty() {
+        return Ok(0);
+    }
+    let value: u64 = std::str::from_utf8(digits)
+        .ok()
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|d| d.parse().ok())
+        .ok_or(CmdError::InvalidCursor)?;
+    Ok(if negative { value.wrapping_neg() } else { value })
+}
+
+/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH pattern] [COUNT count]`: the
+/// options after the cursor, for the container found under the key.
+/// `items` are its members, each with the replies that follow it (a hash
+/// field's value, a score as a string; none for a set).
+/// `[next-cursor, [member, ...]]`; a next cursor of 0 ends the iteration. A
+/// large container is walked in the order of a fixed hash of its members
+/// (as `SCAN` walks keys), so a member present throughout a scan is
+/// returned; a small one is returned whole whatever the cursor, as Redis
+/// returns its compact encodings.
+pub(super) fn scan_container<'a>(
+    items: impl Iterator<Item = (&'a Bytes, Vec<Reply>)>,
+    len: usize,
+    cursor: u64,
+    mut args: Args,
+) -> Result<Reply, CmdError> {
+    let (mut pattern, mut count) = (None, 10usize);
+    while args.remaining() > 0 {
+        match args.next_keyword()?.as_str() {
+            "MATCH" => pattern = Some(args.next_bytes()?),
+            "COUNT" => {
+                let n = args.next_i64()?;
+                if n < 1 {
+                    return Err(CmdError::Arg(ArgError::Syntax));
+                }
+                count = n.min(1 << 20) as usize;
+            }
+            _ => return Err(CmdError::Arg(ArgError::Syntax)),
+        }
+    }
+    let mut glob = pattern.map(|p| Glob::new(p));
+    let (chosen, next): (Vec<(&Bytes, Vec<Reply>)>, u64) = if len <= SCAN_ALL_BELOW {
+        (items.collect(), 0)
+    } else {
+        let mut candidates: Vec<(u64, &Bytes, Vec<Reply>)> =
+            items.map(|(m, rest)| (scan_position(m), m, rest)).filter(|(pos, _, _)| *pos >= cursor).collect();
+        candidates.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        // Members sharing a position are returned together so none is skipped.
+        let mut end = count.min(candidates.len());
+        while end < candidates.len() && end > 0 && candidates[end].0 == candidates[end - 1].0 {
+            end += 1;
+        }
+        let next = candidates.get(end).map(|c| c.0).unwrap_or(0);
+        candidates.truncate(end);
+        (candidates.into_iter().map(|(_, m, rest)| (m, rest)).collect(), next)
+    };
+    let mut out = Vec::new();
+    for (member, rest) in chosen {
+        if glob.as_mut().map_or(Ok(true), |g| matches_or_gives_up(g, member))? {
+            out.push(Reply::Bulk(member.clone()));
+            out.extend(rest);
+        }
+    }
+    Ok(Reply::Array(vec![Reply::text(&next.to_string()), Reply::Array(out)]))
+}
+
+/// The reply to a `SCAN`-family command on a missing key.
+pub(super) fn empty_scan() -> Reply {
+    Reply::Array(vec![Reply::text("0"), Reply::Array(vec![])])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_parse_as_strtoul() {
+        assert_eq!(parse_cursor(b"0"), Ok(0));
+        assert_eq!(parse_cursor(b"42"), Ok(42));
+        assert_eq!(parse_cursor(b"+7"), Ok(7));
+        assert_eq!(parse_cursor(b"-1"), Ok(u64::MAX));
+        assert_eq!(parse_cursor(b""), Ok(0));
+        for bad in [&b"abc"[..], b"1x", b" 1", b"-", b"18446744073709551616", b"1.5"] {
+            assert_eq!(parse_cursor(bad), Err(CmdError::InvalidCursor), "{:?}", bad);
+        }
+    }
+
+    #[test]
+    fn a_large_container_is_scanned_whole_across_calls() {
+        let members: Vec<Bytes> = (0..1000).map(|i| Bytes::from(format!("m{i}"))).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut cursor = 0u64;
+        let mut calls = 0;
+        loop {
+            let argv = vec![Bytes::from_static(b"sscan"), Bytes::from_static(b"COUNT"), Bytes::from_static(b"33")];
+            let reply = scan_container(members.iter().map(|m| (m, vec![])), members.len(), cursor, Args::new(&argv)).unwrap();
+            let Reply::Array(parts) = reply else { panic!() };
+            let [Reply::Bulk(next), Reply::Array(found)] = &parts[..] else { panic!("{parts:?}") };
+            for f in found {
+                let Reply::Bulk(m) = f else { panic!() };
+                seen.insert(m.clone());
+            }
+            cursor = std::str::from_utf8(next).unwrap().parse().unwrap();
+            calls += 1;
+            if cursor == 0 {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 1000);
+        assert!(calls > 20, "COUNT 33 over 1000 members took {calls} calls");
     }
 }

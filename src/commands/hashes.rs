@@ -1,15 +1,17 @@
-//! Hash commands: HSET, HSETNX, HGET, HMGET, HEXISTS, HINCRBY, HDEL, HLEN,
-//! HKEYS, HVALS, HGETALL.
+//! Hash commands: HSET, HSETNX, HGET, HMGET, HEXISTS, HINCRBY,
+//! HINCRBYFLOAT, HDEL, HLEN, HSTRLEN, HKEYS, HVALS, HGETALL, HSCAN,
+//! HRANDFIELD.
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
-use crate::protocol::{parse_i64, Args, Reply};
+use crate::keyspace::{ExecCtx, Keyspace, ReadCtx, Rng};
+use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
-use super::containers::{drop_if_empty, read, write};
+use super::containers::{drop_if_empty, empty_scan, parse_cursor, read, scan_container, write};
 use super::{CmdError, CmdResult};
+use super::long_double::{self, Float, LongDouble};
 
 type Hash = BTreeMap<Bytes, Bytes>;
 
@@ -155,4 +157,220 @@ pub fn hgetall(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     Ok(Reply::Map(
         hash.into_iter().flat_map(|h| h.iter().map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))).collect(),
     ))
+}
+
+/// ```text
+/// HINCRBYFLOAT key field increment
+/// ```
+/// The value after adding `increment`; a missing field counts as 0. As in
+/// Redis the sum is taken in x86-64's `long double` (80-bit, emulated in
+/// `long_double` below, so that every node computes the same bits) and stored
+/// and replied as `%.17Lf` without trailing zeros: `5000 + 0.01` is
+/// `5000.00999999999999979`.
+pub fn hincrbyfloat(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?.clone();
+    let field = args.next_bytes()?.clone();
+    let not_finite = || CmdError::Other("ERR increment would produce NaN or Infinity".into());
+    let by = match long_double::parse(args.next_bytes()?) {
+        None => return Err(CmdError::Other("ERR value is not a valid float".into())),
+        Some(Float::Infinite) => return Err(CmdError::Other("ERR value is NaN or Infinity".into())),
+        Some(Float::Finite(by)) => by,
+    };
+    let current = match read::<Hash>(ks, ctx.log_time, &key)?.and_then(|h| h.get(&field)) {
+        None => LongDouble::ZERO,
+        Some(v) => match long_double::parse(v) {
+            None => return Err(CmdError::Other("ERR hash value is not a float".into())),
+            // A stored "inf" plus anything finite stays infinite.
+            Some(Float::Infinite) => return Err(not_finite()),
+            Some(Float::Finite(v)) => v,
+        },
+    };
+    let sum = long_double::add(current, by).ok_or_else(not_finite)?;
+    let text = Bytes::from(long_double::to_human(sum));
+    let hash = write::<Hash>(ks, ctx, &key, true)?.ok_or(CmdError::WrongType)?;
+    hash.insert(field, text.clone());
+    ctx.key_event('h', "hincrbyfloat", &key);
+    Ok(Reply::Bulk(text))
+}
+
+/// ```text
+/// HSTRLEN key field
+/// ```
+/// The length of the field's value; 0 if the field or the key is missing.
+pub fn hstrlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let field = args.next_bytes()?;
+    let len = read::<Hash>(ks, ctx.now, key)?.and_then(|h| h.get(field)).map_or(0, |v| v.len());
+    Ok(Reply::Int(len as i64))
+}
+
+/// ```text
+/// HSCAN key cursor [MATCH pattern] [COUNT count]
+/// ```
+/// `[next-cursor, [field, value, ...]]` (see `containers::scan_container`);
+/// `[0, []]` for a missing key.
+pub fn hscan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    // As Redis: a bad cursor is reported before the key's type.
+    let cursor = parse_cursor(args.next_bytes()?)?;
+    let Some(hash) = read::<Hash>(ks, ctx.now, key)? else { return Ok(empty_scan()) };
+    scan_container(hash.iter().map(|(f, v)| (f, vec![Reply::Bulk(v.clone())])), hash.len(), cursor, args)
+}
+
+/// The most reply entries (fields and values) `HRANDFIELD key -count` builds:
+/// Redis would stream any number of them, raftlock builds its reply in memory
+/// and refuses a count past this instead.
+const MAX_RANDOM_REPEATS: u64 = 10_000_000;
+
+/// The most bytes of fields and values such a reply may repeat.
+const MAX_RANDOM_REPLY_BYTES: u64 = 512 * 1024 * 1024;
+
+/// ```text
+/// HRANDFIELD key [count [WITHVALUES]]
+/// ```
+/// A random field (nil for a missing key). With `count`: an array of
+/// `count` distinct fields (all of them if the hash has fewer), or with a
+/// negative `count`, exactly `-count` fields that may repeat; `WITHVALUES`
+/// puts each field's value after it (a flat array, RESP2's shape; Redis 7
+/// nests each pair in RESP3). Random from `ctx.seed`, so a script's call
+/// chooses alike on every node.
+pub fn hrandfield(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let mut count = None;
+    let mut with_values = false;
+    if args.remaining() > 0 {
+        let n = match parse_i64(args.next_bytes()?) {
+            None => return Err(CmdError::Arg(ArgError::NotInteger)),
+            Some(i64::MIN) => {
+                return Err(CmdError::Other(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into(),
+                ))
+            }
+            Some(n) => n,
+        };
+        with_values = match args.remaining() {
+            0 => false,
+            1 if args.next_bytes()?.eq_ignore_ascii_case(b"withvalues") => true,
+            _ => return Err(CmdError::Arg(ArgError::Syntax)),
+        };
+        // Redis's bound for a reply of two entries per field.
+        if with_values && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&n) {
+            return Err(CmdError::Other("ERR value is out of range".into()));
+        }
+        count = Some(n);
+    }
+    let hash = read::<Hash>(ks, ctx.now, key)?.filter(|h| !h.is_empty());
+    let mut rng = Rng::new(ctx.seed);
+    let Some(count) = count else {
+        let field = hash.and_then(|h| h.keys().nth(rng.below(h.len())));
+        return Ok(field.map_or(Reply::Nil, |f| Reply::Bulk(f.clone())));
+    };
+    let Some(hash) = hash.filter(|_| count != 0) else { return Ok(Reply::Array(vec![])) };
+    let entries: Vec<(&Bytes, &Bytes)> = hash.iter().collect();
+    let per_field = if with_values { 2 } else { 1 };
+    let chosen = if count < 0 {
+        let n = count.unsigned_abs();
+        if n.saturating_mul(per_field) > MAX_RANDOM_REPEATS {
+            let most = MAX_RANDOM_REPEATS / per_field;
+            return Err(CmdError::Other(format!("ERR count is too large: at most {most} fields with repetition")));
+        }
+        let largest = entries.iter().map(|(f, v)| f.len() + if with_values { v.len() } else { 0 }).max().unwrap_or(0);
+        if n.saturating_mul(largest as u64) > MAX_RANDOM_REPLY_BYTES {
+            return Err(CmdError::Other(format!(
+                "ERR count is too large: the reply would repeat more than {MAX_RANDOM_REPLY_BYTES} bytes"
+            )));
+        }
+        (0..n).map(|_| entries[rng.below(entries.len())]).collect()
+    } else {
+        choose_distinct(entries, count as u64, &mut rng)
+    };
+    if with_values {
+        return Ok(Reply::Pairs(chosen.into_iter().map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone()))).collect()));
+    }
+    Ok(Reply::Array(chosen.into_iter().map(|(f, _)| Reply::Bulk(f.clone())).collect()))
+}
+
+/// `n` distinct items chosen at random (all of them, in order, if there are
+/// no more than `n`).
+fn choose_distinct<T>(mut items: Vec<T>, n: u64, rng: &mut Rng) -> Vec<T> {
+    if n >= items.len() as u64 {
+        return items;
+    }
+    // A partial Fisher-Yates shuffle: the first `n` places get distinct items.
+    let n = n as usize;
+    for i in 0..n {
+        let j = i + rng.below(items.len() - i);
+        items.swap(i, j);
+    }
+    items.truncate(n);
+    items
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+    }
+
+    fn hash_of(n: usize) -> Keyspace {
+        let mut ks = Keyspace::new();
+        let mut words = vec!["hset".to_string(), "h".to_string()];
+        for i in 0..n {
+            words.push(format!("f{i}"));
+            words.push(format!("v{i}"));
+        }
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        hset(&mut ks, &mut ExecCtx::new(1, 10, 0), Args::new(&argv(&words))).unwrap();
+        ks
+    }
+
+    fn rand(ks: &Keyspace, seed: u64, words: &[&str]) -> Reply {
+        let ctx = ReadCtx { now: 10, unix_ms: 0, seed };
+        hrandfield(ks, &ctx, Args::new(&argv(words))).unwrap_or_else(Reply::from)
+    }
+
+    fn items(reply: Reply) -> Vec<Bytes> {
+        let items = match reply {
+            Reply::Array(items) => items,
+            Reply::Pairs(pairs) => pairs.into_iter().flat_map(|(f, v)| [f, v]).collect(),
+            other => panic!("{other:?}"),
+        };
+        items.into_iter().map(|r| if let Reply::Bulk(b) = r { b } else { panic!("{r:?}") }).collect()
+    }
+
+    #[test]
+    fn hrandfield_counts() {
+        let ks = hash_of(10);
+        let distinct = items(rand(&ks, 1, &["hrandfield", "h", "4"]));
+        assert_eq!(distinct.iter().collect::<std::collections::BTreeSet<_>>().len(), 4);
+        assert_eq!(distinct, items(rand(&ks, 1, &["hrandfield", "h", "4"])), "the same seed, the same choice");
+        assert_eq!(items(rand(&ks, 1, &["hrandfield", "h", "100"])).len(), 10);
+        let repeated = items(rand(&ks, 2, &["hrandfield", "h", "-50"]));
+        assert_eq!(repeated.len(), 50);
+        let pairs = items(rand(&ks, 3, &["hrandfield", "h", "-5", "WITHVALUES"]));
+        assert_eq!(pairs.len(), 10);
+        for pair in pairs.chunks(2) {
+            assert_eq!(&pair[0][1..], &pair[1][1..], "each field is followed by its value");
+        }
+        // Every field can be chosen.
+        let seen: std::collections::BTreeSet<Bytes> =
+            (0..200).flat_map(|seed| items(rand(&ks, seed, &["hrandfield", "h", "1"]))).collect();
+        assert_eq!(seen.len(), 10);
+    }
+
+    #[test]
+    fn hrandfield_refuses_counts_it_cannot_serve() {
+        let ks = hash_of(3);
+        let too_many = rand(&ks, 1, &["hrandfield", "h", "-1000000000000"]);
+        assert!(matches!(&too_many, Reply::Error(e) if e.starts_with("ERR count is too large")), "{too_many:?}");
+        let too_many = rand(&ks, 1, &["hrandfield", "h", "-6000000", "WITHVALUES"]);
+        assert!(matches!(&too_many, Reply::Error(e) if e.starts_with("ERR count is too large")), "{too_many:?}");
+        assert_eq!(rand(&ks, 1, &["hrandfield", "h", "-4611686018427387904", "WITHVALUES"]), Reply::error("ERR value is out of range"));
+        assert!(rand(&ks, 1, &["hrandfield", "h", "-9223372036854775808"]).is_error());
+        assert_eq!(items(rand(&ks, 1, &["hrandfield", "h", "4611686018427387903", "WITHVALUES"])).len(), 6);
+        assert_eq!(rand(&ks, 1, &["hrandfield", "h", "1", "WITHVALUES", "x"]), Reply::error("ERR syntax error"));
+    }
 }

@@ -1,9 +1,10 @@
-//! Generic key commands: DEL, EXISTS, EXPIRE family, TTL, PTTL, PERSIST, TYPE,
-//! KEYS, SCAN.
+//! Generic key commands: DEL, EXISTS, EXPIRE family, TTL, PTTL, EXPIRETIME,
+//! PEXPIRETIME, PERSIST, TYPE, KEYS, SCAN, RANDOMKEY, RENAME, RENAMENX, COPY,
+//! OBJECT.
 
 use bytes::Bytes;
 
-use crate::keyspace::{Event, Glob, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx};
+use crate::keyspace::{Entry, Event, Glob, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx, Rng, Value};
 use crate::protocol::{ArgError, Args, Reply};
 
 use super::{relative_expiry, CmdError, CmdResult};
@@ -170,6 +171,39 @@ pub fn pttl(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
     ttl_generic(ks, ctx, args, 1)
 }
 
+fn expiretime_generic(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, unit_ms: u64) -> CmdResult {
+    let key = args.next_bytes()?;
+    Ok(Reply::Int(match ks.get(key, ctx.now) {
+        None => -2,
+        Some(e) => match e.expires_at {
+            None => -1,
+            Some(at) => {
+                // Log time back to the wall clock of the view (see ReadCtx):
+                // exact for an expiry set as an absolute time.
+                let unix_ms = (ctx.unix_ms as i64).saturating_add(at as i64 - ctx.now as i64).max(0) as u64;
+                ((unix_ms + unit_ms / 2) / unit_ms) as i64
+            }
+        },
+    }))
+}
+
+/// ```text
+/// EXPIRETIME key
+/// ```
+/// The Unix time in seconds at which the key expires; -1 without expiry; -2
+/// if it does not exist.
+pub fn expiretime(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
+    expiretime_generic(ks, ctx, args, 1000)
+}
+
+/// ```text
+/// PEXPIRETIME key
+/// ```
+/// The same in milliseconds.
+pub fn pexpiretime(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
+    expiretime_generic(ks, ctx, args, 1)
+}
+
 /// ```text
 /// PERSIST key
 /// ```
@@ -216,14 +250,14 @@ pub fn keys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// command's keys has cost more than its budget (see `keyspace::Glob`). The
 /// error names no key: keys are visited in an order that differs from node to
 /// node, and a script may store the error.
-fn matches_or_gives_up(glob: &mut Glob, key: &[u8]) -> Result<bool, CmdError> {
+pub(super) fn matches_or_gives_up(glob: &mut Glob, key: &[u8]) -> Result<bool, CmdError> {
     glob.matches(key).ok_or_else(|| CmdError::Other("ERR pattern too complex to match against these keys".into()))
 }
 
 /// A key's position in SCAN order: a fixed hash (FNV-1a), so a cursor stays
 /// meaningful while keys come and go, and every key present for the whole
 /// scan is returned.
-fn scan_position(key: &[u8]) -> u64 {
+pub(super) fn scan_position(key: &[u8]) -> u64 {
     key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
@@ -232,10 +266,7 @@ fn scan_position(key: &[u8]) -> u64 {
 /// ```
 /// `[next-cursor, [keys...]]`; a next cursor of 0 ends the iteration.
 pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
-    let cursor: u64 = std::str::from_utf8(args.next_bytes()?)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or(CmdError::InvalidCursor)?;
+    let cursor = super::containers::parse_cursor(args.next_bytes()?)?;
     let (mut pattern, mut count, mut type_name) = (None, 10usize, None);
     while args.remaining() > 0 {
         match args.next_keyword()?.as_str() {
@@ -272,4 +303,208 @@ pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
         }
     }
     Ok(Reply::Array(vec![Reply::text(&next.to_string()), Reply::Array(keys)]))
+}
+
+/// Keyspaces up to this size choose `RANDOMKEY` uniformly, by position.
+const UNIFORM_RANDOM_KEYS: usize = 100_000;
+
+/// ```text
+/// RANDOMKEY
+/// ```
+/// A live key chosen at random, or nil if there is none. Uniform up to
+/// 100,000 keys; above, a point is drawn between the first and last key and
+/// the key at or after it is taken, in time logarithmic in the keyspace
+/// (keys after sparse stretches come up more often, as Redis's own choice is
+/// not uniform either).
+pub fn randomkey(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
+    let mut rng = Rng::new(ctx.seed);
+    let len = ks.len(ctx.now);
+    if len == 0 {
+        return Ok(Reply::Nil);
+    }
+    if len <= UNIFORM_RANDOM_KEYS {
+        let pick = rng.below(len);
+        return Ok(ks.iter(ctx.now).nth(pick).map(|(k, _)| Reply::Bulk(k.clone())).unwrap_or(Reply::Nil));
+    }
+    // A few tries: the key found may have expired.
+    for _ in 0..16 {
+        let point = ks.random_point(&mut rng);
+        if let Some((key, _)) = ks.iter_from(&point, ctx.now).next() {
+            return Ok(Reply::Bulk(key.clone()));
+        }
+    }
+    Ok(ks.iter(ctx.now).next().map(|(k, _)| Reply::Bulk(k.clone())).unwrap_or(Reply::Nil))
+}
+
+/// Removes `key` (live) as a rename or move does: its lock, if it was one,
+/// is released; no `del` event.
+fn take_for_move(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> Option<Entry> {
+    ks.get_mut(key, ctx)?;
+    let entry = ks.remove(key)?;
+    if entry.lease {
+        let held_ms = ctx.log_time.saturating_sub(entry.since);
+        let ttl_ms = entry.expires_at.unwrap_or(0).saturating_sub(entry.since);
+        let (owner, token) = (entry.owner(), entry.version);
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Released, key: key.clone(), owner, token, ttl_ms, held_ms });
+    }
+    Some(entry)
+}
+
+fn rename_generic(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, nx: bool) -> CmdResult {
+    let src = args.next_bytes()?.clone();
+    let dst = args.next_bytes()?.clone();
+    if ks.get_mut(&src, ctx).is_none() {
+        return Err(CmdError::Other("ERR no such key".into()));
+    }
+    if src == dst {
+        return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
+    }
+    let dst_exists = ks.get_mut(&dst, ctx).is_some();
+    if nx && dst_exists {
+        return Ok(Reply::Int(0));
+    }
+    let Some(mut entry) = take_for_move(ks, ctx, &src) else { return Err(CmdError::Other("ERR no such key".into())) };
+    if dst_exists {
+        take_for_move(ks, ctx, &dst);
+    }
+    // A new key under its new name: a new version (a lock's token changes
+    // with its name, so no holder of the old one can fence with it here).
+    entry.version = ctx.version;
+    entry.modified = ctx.version;
+    entry.since = ctx.log_time;
+    ks.insert(dst.clone(), entry);
+    ctx.key_event('g', "rename_from", &src);
+    ctx.key_event('g', "rename_to", &dst);
+    Ok(if nx { Reply::Int(1) } else { Reply::ok() })
+}
+
+/// ```text
+/// RENAME key newkey
+/// ```
+/// `OK`; the value and expiry move to `newkey`, replacing what it held.
+/// `ERR no such key` if `key` does not exist.
+pub fn rename(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
+    rename_generic(ks, ctx, args, false)
+}
+
+/// ```text
+/// RENAMENX key newkey
+/// ```
+/// 1 if renamed, 0 if `newkey` exists.
+pub fn renamenx(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
+    rename_generic(ks, ctx, args, true)
+}
+
+/// ```text
+/// COPY source destination [DB destination-db] [REPLACE]
+/// ```
+/// 1 if copied (value and expiry), 0 if `source` is missing or
+/// `destination` exists without `REPLACE`. Only database 0 exists.
+pub fn copy(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let src = args.next_bytes()?.clone();
+    let dst = args.next_bytes()?.clone();
+    let mut replace = false;
+    while args.remaining() > 0 {
+        match args.next_keyword()?.as_str() {
+            "REPLACE" => replace = true,
+            "DB" if args.remaining() > 0 => {
+                if args.next_i64()? != 0 {
+                    return Err(CmdError::Other("ERR DB index is out of range".into()));
+                }
+            }
+            _ => return Err(CmdError::Arg(ArgError::Syntax)),
+        }
+    }
+    if src == dst {
+        return Err(CmdError::Other("ERR source and destination objects are the same".into()));
+    }
+    let Some(source) = ks.get_mut(&src, ctx).map(|e| e.clone()) else { return Ok(Reply::Int(0)) };
+    if ks.get_mut(&dst, ctx).is_some() {
+        if !replace {
+            return Ok(Reply::Int(0));
+        }
+        take_for_move(ks, ctx, &dst);
+    }
+    // A copy of a lock's key is a plain key: it holds no lease.
+    let mut entry = Entry::new(source.value, ctx.version, ctx.log_time);
+    entry.expires_at = source.expires_at;
+    ks.insert(dst.clone(), entry);
+    ctx.key_event('g', "copy_to", &dst);
+    Ok(Reply::Int(1))
+}
+
+/// The encoding Redis 7.0 would use for `value` (`OBJECT ENCODING`): raftlock
+/// has one representation per type, so this is what a Redis tool expects to
+/// see, by Redis's default size thresholds.
+fn redis_encoding(value: &Value) -> &'static str {
+    const SMALL: usize = 128;
+    const SMALL_ITEM: usize = 64;
+    match value {
+        Value::Str(s) if s.len() <= 20 && crate::protocol::parse_i64(s).is_some() => "int",
+        Value::Str(s) if s.len() <= 44 => "embstr",
+        Value::Str(_) => "raw",
+        Value::List(_) => "quicklist",
+        Value::Hash(h) if h.len() <= SMALL && h.iter().all(|(f, v)| f.len() <= SMALL_ITEM && v.len() <= SMALL_ITEM) => "listpack",
+        Value::Hash(_) => "hashtable",
+        Value::Set(s) if s.len() <= 512 && s.iter().all(|m| crate::protocol::parse_i64(m).is_some()) => "intset",
+        Value::Set(_) => "hashtable",
+        Value::ZSet(z) if z.len() <= SMALL && z.keys().all(|m| m.len() <= SMALL_ITEM) => "listpack",
+        Value::ZSet(_) => "skiplist",
+    }
+}
+
+/// ```text
+/// OBJECT ENCODING | FREQ | IDLETIME | REFCOUNT key
+/// OBJECT HELP
+/// ```
+/// `ENCODING`: the encoding Redis would use; `IDLETIME`: seconds since the
+/// key was last written (reads are not recorded: they do not go through the
+/// log); `REFCOUNT`: 1; `FREQ`: an error, as Redis's without an LFU policy.
+/// Nil for a missing key.
+pub fn object(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let raw_sub = args.peek().cloned().unwrap_or_default();
+    let sub = args.next_keyword()?;
+    if sub == "HELP" {
+        let lines = [
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+            "HELP",
+            "    Print this help.",
+        ];
+        return Ok(Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect()));
+    }
+    let name = match sub.as_str() {
+        "ENCODING" => "object|encoding",
+        "FREQ" => "object|freq",
+        "IDLETIME" => "object|idletime",
+        "REFCOUNT" => "object|refcount",
+        _ => {
+            return Err(CmdError::Other(format!("ERR unknown subcommand '{}'. Try OBJECT HELP.", String::from_utf8_lossy(&raw_sub))))
+        }
+    };
+    if args.remaining() != 1 {
+        return Err(CmdError::Arity(name));
+    }
+    let Some(entry) = ks.get(args.next_bytes()?, ctx.now) else { return Ok(Reply::Nil) };
+    Ok(match sub.as_str() {
+        "ENCODING" => Reply::bulk(redis_encoding(&entry.value)),
+        "IDLETIME" => Reply::Int((ctx.now.saturating_sub(entry.since) / 1000) as i64),
+        "REFCOUNT" => Reply::Int(1),
+        _ => {
+            return Err(CmdError::Other(
+                "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.".into(),
+            ))
+        }
+    })
 }

@@ -249,7 +249,7 @@ mod tests {
 
     fn read(ks: &Keyspace, t: u64, cmd: &str) -> Reply {
         let argv: Vec<Bytes> = cmd.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect();
-        execute_read(ks, &argv, &ReadCtx { now: t, unix_ms: 0 })
+        execute_read(ks, &argv, &ReadCtx::at(t))
     }
 
     fn err_starts(r: &Reply, prefix: &str) -> bool {
@@ -670,7 +670,7 @@ mod tests {
         let mut ks = Keyspace::new();
         run(&mut ks, 1, 0, "LOCK.ACQUIRE l a 1000");
         let argv = |cmd: &str| cmd.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect::<Vec<_>>();
-        let ctx = ReadCtx { now: 10, unix_ms: 0 };
+        let ctx = ReadCtx::at(10);
         let before = ks.clone();
         assert!(refused(&ks, &argv("LOCK.ACQUIRE l b 1000"), &ctx));
         assert!(refused(&ks, &argv("SET l b NX PX 1000"), &ctx));
@@ -690,7 +690,7 @@ mod tests {
         assert!(!may_be_refused(&ks, &argv("LOCK.ACQUIRE l a 1000")) && !may_be_refused(&ks, &argv("SET m b NX")));
         assert!(!may_be_refused(&ks, &argv("GET l")));
         // Expired at the time judged: not refused.
-        assert!(!refused(&ks, &argv("SET l b NX"), &ReadCtx { now: 1001, unix_ms: 0 }));
+        assert!(!refused(&ks, &argv("SET l b NX"), &ReadCtx::at(1001)));
     }
 
     /// Issue 10, finding 4: the same proposal applied twice (a follower

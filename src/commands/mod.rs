@@ -13,9 +13,11 @@ mod hashes;
 mod keys;
 mod lists;
 mod locks;
+mod long_double;
 mod pubsub;
 mod scripts;
 mod server;
+mod sets;
 mod strings;
 mod table;
 mod transactions;
@@ -352,7 +354,7 @@ pub(crate) fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]
         Ok(spec) => match spec.handler {
             Handler::Write(f) => run_write(f, spec, ks, ctx, argv),
             Handler::Read(f) => {
-                let read = ReadCtx { now: ctx.log_time, unix_ms: ctx.unix_ms };
+                let read = ctx.read_ctx();
                 f(ks, &read, Args::new(argv)).unwrap_or_else(Reply::from)
             }
             Handler::Local => Reply::error(format!("ERR '{}' cannot be replicated", spec.name)),
@@ -391,7 +393,7 @@ pub(super) fn run_write(
     if reply == Reply::Nil && is_lock_attempt(argv) {
         return reply;
     }
-    for key in spec.keys(argv) {
+    for key in spec.positional_keys(argv) {
         ks.touch(key, ctx.version);
     }
     reply

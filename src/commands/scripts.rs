@@ -72,7 +72,7 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
                 super::run_write(f, spec, ks, ctx, cmd)
             }
             Handler::Read(f) => {
-                let read = ReadCtx { now: ctx.log_time, unix_ms: ctx.unix_ms };
+                let read = ctx.read_ctx();
                 f(ks, &read, Args::new(cmd)).unwrap_or_else(Reply::from)
             }
             Handler::Local => not_allowed(),

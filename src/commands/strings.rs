@@ -281,3 +281,266 @@ pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
     ctx.key_event('$', "append", &key);
     Ok(Reply::Int(len as i64))
 }
+
+/// Writes `value` as the string under `key`: in place if the key exists
+/// (its expiry stays; the version is new), else as a new key.
+fn store_in_place(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes, value: Bytes) {
+    match ks.get_mut(key, ctx) {
+        Some(entry) => {
+            entry.value = Value::Str(value);
+            entry.rewritten(ctx.version, ctx.log_time);
+        }
+        None => ks.insert(key.clone(), Entry::string(value, ctx.version, ctx.log_time)),
+    }
+}
+
+/// ```text
+/// INCRBYFLOAT key increment
+/// ```
+/// The value after adding `increment` (a float), as a string; a missing key
+/// counts as 0 and the expiry stays. As Redis, the sum is taken in x86-64's
+/// 80-bit `long double` (emulated: the same bits on every node) and written
+/// as `%.17Lf` without trailing zeros: `5000 + 0.01` is `5000.00999999999999979`.
+pub fn incrbyfloat(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    use super::long_double::{self, Float, LongDouble};
+    let key = args.next_bytes()?.clone();
+    let not_float = || CmdError::Other("ERR value is not a valid float".into());
+    let not_finite = || CmdError::Other("ERR increment would produce NaN or Infinity".into());
+    let by = args.next_bytes()?;
+    let current = match string_of(ks.get_mut(&key, ctx).map(|e| &*e))? {
+        None => Float::Finite(LongDouble::ZERO),
+        Some(s) => long_double::parse(s).ok_or_else(not_float)?,
+    };
+    let by = long_double::parse(by).ok_or_else(not_float)?;
+    let (Float::Finite(current), Float::Finite(by)) = (current, by) else { return Err(not_finite()) };
+    let sum = long_double::add(current, by).ok_or_else(not_finite)?;
+    let text = Bytes::from(long_double::to_human(sum));
+    store_in_place(ks, ctx, &key, text.clone());
+    ctx.key_event('$', "incrbyfloat", &key);
+    Ok(Reply::Bulk(text))
+}
+
+/// The longest string `SETRANGE`, `SETBIT` and `APPEND` may build: Redis's
+/// default `proto-max-bulk-len` (a fixed bound, the same on every node).
+const MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
+
+/// ```text
+/// GETEX key [EX seconds | PX milliseconds | EXAT unix-time-seconds |
+///     PXAT unix-time-milliseconds | PERSIST]
+/// ```
+/// The value (or nil), setting or removing its expiry.
+pub fn getex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?.clone();
+    enum Change {
+        Keep,
+        At(LogTime),
+        Persist,
+    }
+    let mut change = Change::Keep;
+    let mut given = false;
+    while args.remaining() > 0 {
+        let opt = args.next_keyword()?;
+        let syntax = CmdError::Arg(crate::protocol::ArgError::Syntax);
+        if given {
+            return Err(syntax);
+        }
+        given = true;
+        change = match opt.as_str() {
+            "PERSIST" => Change::Persist,
+            "EX" | "PX" | "EXAT" | "PXAT" => {
+                if args.remaining() == 0 {
+                    return Err(syntax);
+                }
+                let n = args.next_i64()?;
+                if n <= 0 {
+                    return Err(CmdError::InvalidExpire("getex"));
+                }
+                Change::At(match opt.as_str() {
+                    "EX" => relative_expiry(ctx.log_time, n, 1000, "getex")?,
+                    "PX" => relative_expiry(ctx.log_time, n, 1, "getex")?,
+                    "EXAT" => ctx.unix_to_log_time(n.checked_mul(1000).ok_or(CmdError::InvalidExpire("getex"))?),
+                    _ => ctx.unix_to_log_time(n),
+                })
+            }
+            _ => return Err(syntax),
+        };
+    }
+    let Some(value) = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned() else { return Ok(Reply::Nil) };
+    match change {
+        Change::Keep => {}
+        Change::At(at) if at <= ctx.log_time => {
+            super::keys::delete_key(ks, ctx, &key);
+        }
+        Change::At(at) => {
+            ks.set_expiry(&key, Some(at));
+            ctx.key_event('g', "expire", &key);
+        }
+        Change::Persist => {
+            if ks.get(&key, ctx.log_time).is_some_and(|e| e.expires_at.is_some()) {
+                ks.set_expiry(&key, None);
+                ctx.key_event('g', "persist", &key);
+            }
+        }
+    }
+    Ok(Reply::Bulk(value))
+}
+
+/// A Redis `start end` byte range over `len` bytes (negative counts from
+/// the end), or `None` if it selects nothing.
+fn byte_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 { (len + start).max(0) } else { start };
+    let end = if end < 0 { (len + end).max(0) } else { end.min(len - 1) };
+    (len > 0 && start <= end && start < len).then(|| (start as usize, end as usize + 1))
+}
+
+/// ```text
+/// GETRANGE key start end
+/// ```
+/// The bytes from `start` to `end` inclusive (negative: from the end).
+pub fn getrange(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let (start, end) = (args.next_i64()?, args.next_i64()?);
+    let value = string_of(ks.get(key, ctx.now))?.cloned().unwrap_or_default();
+    // As Redis: a negative start past a negative end selects nothing.
+    if start < 0 && end < 0 && start > end {
+        return Ok(Reply::Bulk(Bytes::new()));
+    }
+    Ok(Reply::Bulk(byte_range(start, end, value.len()).map(|(a, b)| value.slice(a..b)).unwrap_or_default()))
+}
+
+/// ```text
+/// SETRANGE key offset value
+/// ```
+/// Overwrites the string from `offset` (padding with zero bytes); its new length.
+pub fn setrange(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?.clone();
+    let offset = args.next_i64()?;
+    let patch = args.next_bytes()?;
+    if offset < 0 {
+        return Err(CmdError::Other("ERR offset is out of range".into()));
+    }
+    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned();
+    if patch.is_empty() {
+        return Ok(Reply::Int(current.map_or(0, |c| c.len()) as i64));
+    }
+    if offset as u64 + patch.len() as u64 > MAX_STRING_LEN {
+        return Err(CmdError::Other("ERR string exceeds maximum allowed size (proto-max-bulk-len)".into()));
+    }
+    let offset = offset as usize;
+    let mut bytes = current.as_deref().unwrap_or_default().to_vec();
+    if bytes.len() < offset + patch.len() {
+        bytes.resize(offset + patch.len(), 0);
+    }
+    bytes[offset..offset + patch.len()].copy_from_slice(patch);
+    let len = bytes.len();
+    store_in_place(ks, ctx, &key, Bytes::from(bytes));
+    ctx.key_event('$', "setrange", &key);
+    Ok(Reply::Int(len as i64))
+}
+
+/// A bit offset as Redis takes it: 0 to 2^32 - 1 (a 512 MiB string).
+fn bit_offset(raw: &[u8]) -> Result<u64, CmdError> {
+    match parse_i64(raw) {
+        Some(n) if (0..(MAX_STRING_LEN * 8) as i64).contains(&n) => Ok(n as u64),
+        _ => Err(CmdError::Other("ERR bit offset is not an integer or out of range".into())),
+    }
+}
+
+/// ```text
+/// SETBIT key offset value
+/// ```
+/// Sets or clears the bit at `offset` (bit 0 is the most significant bit of
+/// the first byte), growing the string with zero bytes; the bit's old value.
+pub fn setbit(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?.clone();
+    let offset = bit_offset(args.next_bytes()?)?;
+    let on = match &args.next_bytes()?[..] {
+        b"1" => true,
+        b"0" => false,
+        _ => return Err(CmdError::Other("ERR bit is not an integer or out of range".into())),
+    };
+    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned();
+    let (byte, mask) = ((offset / 8) as usize, 0x80u8 >> (offset % 8));
+    let mut bytes = current.as_deref().unwrap_or_default().to_vec();
+    if bytes.len() <= byte {
+        bytes.resize(byte + 1, 0);
+    }
+    let old = bytes[byte] & mask != 0;
+    if on { bytes[byte] |= mask } else { bytes[byte] &= !mask }
+    store_in_place(ks, ctx, &key, Bytes::from(bytes));
+    ctx.key_event('$', "setbit", &key);
+    Ok(Reply::Int(old as i64))
+}
+
+/// ```text
+/// GETBIT key offset
+/// ```
+/// The bit at `offset`; 0 past the end or for a missing key.
+pub fn getbit(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let offset = bit_offset(args.next_bytes()?)?;
+    let value = string_of(ks.get(key, ctx.now))?;
+    let bit = value.and_then(|v| v.get((offset / 8) as usize)).is_some_and(|b| b & (0x80 >> (offset % 8)) != 0);
+    Ok(Reply::Int(bit as i64))
+}
+
+/// ```text
+/// BITCOUNT key [start end [BYTE | BIT]]
+/// ```
+/// The number of set bits, in the whole string or in a range of bytes (or,
+/// with `BIT`, of bits).
+pub fn bitcount(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let range = match args.remaining() {
+        0 => None,
+        1 => return Err(CmdError::Arg(crate::protocol::ArgError::Syntax)),
+        n => {
+            let (start, end) = (args.next_i64()?, args.next_i64()?);
+            let bits = match n {
+                2 => false,
+                3 => match args.next_keyword()?.as_str() {
+                    "BYTE" => false,
+                    "BIT" => true,
+                    _ => return Err(CmdError::Arg(crate::protocol::ArgError::Syntax)),
+                },
+                _ => return Err(CmdError::Arg(crate::protocol::ArgError::Syntax)),
+            };
+            Some((start, end, bits))
+        }
+    };
+    let Some(value) = string_of(ks.get(key, ctx.now))? else { return Ok(Reply::Int(0)) };
+    let count = match range {
+        None => value.iter().map(|b| b.count_ones() as i64).sum(),
+        Some((start, end, false)) => match byte_range(start, end, value.len()) {
+            Some((a, b)) if !(start < 0 && end < 0 && start > end) => value[a..b].iter().map(|b| b.count_ones() as i64).sum(),
+            _ => 0,
+        },
+        Some((start, end, true)) => {
+            let total = value.len() as u64 * 8;
+            match byte_range(start, end, total.min(usize::MAX as u64) as usize) {
+                Some((a, b)) if !(start < 0 && end < 0 && start > end) => {
+                    (a..b).filter(|&i| value[i / 8] & (0x80 >> (i % 8)) != 0).count() as i64
+                }
+                _ => 0,
+            }
+        }
+    };
+    Ok(Reply::Int(count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_ranges_clamp_like_redis() {
+        assert_eq!(byte_range(0, 4, 11), Some((0, 5)));
+        assert_eq!(byte_range(-5, -1, 11), Some((6, 11)));
+        assert_eq!(byte_range(6, 100, 11), Some((6, 11)));
+        assert_eq!(byte_range(100, 200, 11), None);
+        assert_eq!(byte_range(5, 2, 11), None);
+        assert_eq!(byte_range(-100, 2, 11), Some((0, 3)));
+        assert_eq!(byte_range(0, 0, 0), None);
+    }
+}

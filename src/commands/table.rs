@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{hashes, keys, lists, locks, pubsub, scripts, server, strings, transactions, zsets, CmdResult};
+use super::{hashes, keys, lists, locks, pubsub, scripts, server, sets, strings, transactions, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -31,6 +31,11 @@ pub struct CommandSpec {
     pub first_key: i64,
     pub last_key: i64,
     pub key_step: i64,
+    /// For commands whose keys are counted by an argument (`EVAL script
+    /// numkeys key...`, `SINTERCARD numkeys key...`): that argument's
+    /// position, the keys following it; 0 for the rest. Redis's
+    /// `movablekeys`, added to the keys that `first_key` .. `last_key` name.
+    pub numkeys_at: usize,
     /// Redis command group (`string`, `generic`, `connection`, ...).
     pub group: &'static str,
     pub since: &'static str,
@@ -48,8 +53,26 @@ impl CommandSpec {
         matches!(self.handler, Handler::Write(_))
     }
 
-    /// The key arguments of `argv`, by the table's key positions.
+    /// The key arguments of `argv`, by the table's key positions and, for a
+    /// command with `numkeys`, the keys that argument counts (none if it is
+    /// not a count the arguments can hold).
     pub fn keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
+        let counted = match self.numkeys_at {
+            0 => &argv[..0],
+            at => {
+                let n = argv.get(at).and_then(|n| crate::protocol::parse_i64(n)).unwrap_or(0).max(0) as usize;
+                let from = (at + 1).min(argv.len());
+                &argv[from..(from.saturating_add(n)).min(argv.len())]
+            }
+        };
+        self.positional_keys(argv).chain(counted.iter())
+    }
+
+    /// The keys at the table's fixed positions (`first_key` .. `last_key`),
+    /// without those a `numkeys` argument counts: the keys `WATCH` sees a
+    /// write command write (not a script's declared keys, whose writes
+    /// inside the script count on their own).
+    pub fn positional_keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
         let len = argv.len() as i64;
         let first = self.first_key;
         let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };
@@ -60,11 +83,14 @@ impl CommandSpec {
 }
 
 macro_rules! cmd {
-    ($name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr), $group:literal, $since:literal, $summary:literal, $handler:expr) => {
+    ($name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr, numkeys $n:expr), $group:literal, $since:literal, $summary:literal, $handler:expr) => {
         CommandSpec {
-            name: $name, arity: $arity, flags: &[$($flag),*], first_key: $f, last_key: $l, key_step: $s,
+            name: $name, arity: $arity, flags: &[$($flag),*], first_key: $f, last_key: $l, key_step: $s, numkeys_at: $n,
             group: $group, since: $since, summary: $summary, handler: $handler,
         }
+    };
+    ($name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr), $group:literal, $since:literal, $summary:literal, $handler:expr) => {
+        cmd!($name, $arity, [$($flag),*], ($f, $l, $s, numkeys 0), $group, $since, $summary, $handler)
     };
 }
 
@@ -108,6 +134,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("incrby", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Increments the integer value of a key by a number.", Write(strings::incrby)),
     cmd!("decr", 2, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Decrements the integer value of a key by one.", Write(strings::decr)),
     cmd!("decrby", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Decrements the integer value of a key by a number.", Write(strings::decrby)),
+    cmd!("incrbyfloat", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "2.6.0", "Increments the float value of a key.", Write(strings::incrbyfloat)),
+    cmd!("getex", -2, ["write", "fast"], (1, 1, 1), "string", "6.2.0", "GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]: the value, setting its expiry.", Write(strings::getex)),
+    cmd!("getrange", 4, ["readonly"], (1, 1, 1), "string", "2.4.0", "GETRANGE key start end: a substring.", Read(strings::getrange)),
+    cmd!("setrange", 4, ["write", "denyoom"], (1, 1, 1), "string", "2.2.0", "SETRANGE key offset value: overwrites part of a string; its length.", Write(strings::setrange)),
+    cmd!("setbit", 4, ["write", "denyoom"], (1, 1, 1), "bitmap", "2.2.0", "SETBIT key offset 0|1: sets a bit; its old value.", Write(strings::setbit)),
+    cmd!("getbit", 3, ["readonly", "fast"], (1, 1, 1), "bitmap", "2.2.0", "GETBIT key offset: a bit of a string.", Read(strings::getbit)),
+    cmd!("bitcount", -2, ["readonly"], (1, 1, 1), "bitmap", "2.6.0", "BITCOUNT key [start end [BYTE|BIT]]: the number of set bits.", Read(strings::bitcount)),
     // keys
     cmd!("del", -2, ["write"], (1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Write(keys::del)),
     cmd!("unlink", -2, ["write", "fast"], (1, -1, 1), "generic", "4.0.0", "Deletes keys (the same as DEL here).", Write(keys::del)),
@@ -122,6 +155,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("type", 2, ["readonly", "fast"], (1, 1, 1), "generic", "1.0.0", "Returns the type of the value of a key.", Read(keys::type_of)),
     cmd!("keys", 2, ["readonly"], (0, 0, 0), "generic", "1.0.0", "Returns all key names that match a pattern.", Read(keys::keys)),
     cmd!("scan", -2, ["readonly"], (0, 0, 0), "generic", "2.8.0", "SCAN cursor [MATCH pattern] [COUNT n] [TYPE type].", Read(keys::scan)),
+    cmd!("expiretime", 2, ["readonly", "fast"], (1, 1, 1), "generic", "7.0.0", "Returns the Unix time in seconds at which a key expires.", Read(keys::expiretime)),
+    cmd!("pexpiretime", 2, ["readonly", "fast"], (1, 1, 1), "generic", "7.0.0", "Returns the Unix time in milliseconds at which a key expires.", Read(keys::pexpiretime)),
+    cmd!("randomkey", 1, ["readonly"], (0, 0, 0), "generic", "1.0.0", "Returns a key chosen at random.", Read(keys::randomkey)),
+    cmd!("rename", 3, ["write"], (1, 2, 1), "generic", "1.0.0", "RENAME key newkey: renames a key, replacing newkey.", Write(keys::rename)),
+    cmd!("renamenx", 3, ["write", "fast"], (1, 2, 1), "generic", "1.0.0", "RENAMENX key newkey: renames a key only if newkey does not exist.", Write(keys::renamenx)),
+    cmd!("copy", -3, ["write", "denyoom"], (1, 2, 1), "generic", "6.2.0", "COPY source destination [DB 0] [REPLACE]: copies a key.", Write(keys::copy)),
+    cmd!("object", -2, ["readonly"], (2, 2, 1), "generic", "2.2.3", "OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key | OBJECT HELP.", Read(keys::object)),
     // hashes
     cmd!("hset", -4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "HSET key field value [field value ...]: the number of fields added.", Write(hashes::hset)),
     cmd!("hmset", -4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "HMSET key field value [field value ...] (deprecated form of HSET).", Write(hashes::hmset)),
@@ -135,6 +175,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("hkeys", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns the fields of a hash.", Read(hashes::hkeys)),
     cmd!("hvals", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns the values of a hash.", Read(hashes::hvals)),
     cmd!("hgetall", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns all fields and values of a hash.", Read(hashes::hgetall)),
+    cmd!("hincrbyfloat", 4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.6.0", "Increments the float value of a hash field (as Redis, in long double).", Write(hashes::hincrbyfloat)),
+    cmd!("hstrlen", 3, ["readonly", "fast"], (1, 1, 1), "hash", "3.2.0", "Returns the length of a hash field's value.", Read(hashes::hstrlen)),
+    cmd!("hscan", -3, ["readonly"], (1, 1, 1), "hash", "2.8.0", "HSCAN key cursor [MATCH pattern] [COUNT n]: iterates fields and values.", Read(hashes::hscan)),
+    cmd!("hrandfield", -2, ["readonly"], (1, 1, 1), "hash", "6.2.0", "HRANDFIELD key [count [WITHVALUES]]: random fields.", Read(hashes::hrandfield)),
     // lists
     cmd!("lpush", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "1.0.0", "Prepends elements to a list; its new length.", Write(lists::lpush)),
     cmd!("rpush", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "1.0.0", "Appends elements to a list; its new length.", Write(lists::rpush)),
@@ -146,13 +190,70 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("lrange", 4, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns a range of elements.", Read(lists::lrange)),
     cmd!("lrem", 4, ["write"], (1, 1, 1), "list", "1.0.0", "LREM key count element: removes occurrences of an element.", Write(lists::lrem)),
     cmd!("llen", 2, ["readonly", "fast"], (1, 1, 1), "list", "1.0.0", "Returns the length of a list.", Read(lists::llen)),
+    cmd!("lpos", -3, ["readonly"], (1, 1, 1), "list", "6.0.6", "LPOS key element [RANK rank] [COUNT n] [MAXLEN len]: the indexes of matching elements.", Read(lists::lpos)),
+    cmd!("lmove", 5, ["write", "denyoom"], (1, 2, 1), "list", "6.2.0", "LMOVE source destination LEFT|RIGHT LEFT|RIGHT: moves an element between lists.", Write(lists::lmove)),
+    cmd!("blmove", 6, ["write", "denyoom", "noscript", "blocking"], (1, 2, 1), "list", "6.2.0", "BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout: LMOVE, waiting for a push.", Write(lists::blmove)),
+    cmd!("rpoplpush", 3, ["write", "denyoom"], (1, 2, 1), "list", "1.2.0", "Moves the last element of a list to the head of another.", Write(lists::rpoplpush)),
+    cmd!("brpoplpush", 4, ["write", "denyoom", "noscript", "blocking"], (1, 2, 1), "list", "2.2.0", "BRPOPLPUSH source destination timeout: RPOPLPUSH, waiting for a push.", Write(lists::brpoplpush)),
+    cmd!("lmpop", -4, ["write"], (0, 0, 0, numkeys 1), "list", "7.0.0", "LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT n]: pops from the first non-empty list.", Write(lists::lmpop)),
+    cmd!("blmpop", -5, ["write", "blocking"], (0, 0, 0, numkeys 2), "list", "7.0.0", "BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT n]: LMPOP, waiting for a push.", Write(lists::blmpop)),
+    cmd!("lset", 4, ["write", "denyoom"], (1, 1, 1), "list", "1.0.0", "Sets the element at an index.", Write(lists::lset)),
+    cmd!("linsert", 5, ["write", "denyoom"], (1, 1, 1), "list", "2.2.0", "LINSERT key BEFORE|AFTER pivot element: inserts next to the first pivot.", Write(lists::linsert)),
+    cmd!("ltrim", 4, ["write"], (1, 1, 1), "list", "1.0.0", "Keeps only a range of elements.", Write(lists::ltrim)),
+    cmd!("lpushx", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "2.2.0", "Prepends elements to an existing list; its new length, or 0.", Write(lists::lpushx)),
+    cmd!("rpushx", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "2.2.0", "Appends elements to an existing list; its new length, or 0.", Write(lists::rpushx)),
+    // sets
+    cmd!("sadd", -3, ["write", "denyoom", "fast"], (1, 1, 1), "set", "1.0.0", "SADD key member [member ...]: the number of members added.", Write(sets::sadd)),
+    cmd!("srem", -3, ["write", "fast"], (1, 1, 1), "set", "1.0.0", "SREM key member [member ...]: the number of members removed.", Write(sets::srem)),
+    cmd!("smembers", 2, ["readonly"], (1, 1, 1), "set", "1.0.0", "Returns all members of a set.", Read(sets::smembers)),
+    cmd!("sismember", 3, ["readonly", "fast"], (1, 1, 1), "set", "1.0.0", "Whether a member belongs to a set.", Read(sets::sismember)),
+    cmd!("smismember", -3, ["readonly", "fast"], (1, 1, 1), "set", "6.2.0", "Whether each of several members belongs to a set.", Read(sets::smismember)),
+    cmd!("scard", 2, ["readonly", "fast"], (1, 1, 1), "set", "1.0.0", "Returns the number of members of a set.", Read(sets::scard)),
+    cmd!("spop", -2, ["write", "fast"], (1, 1, 1), "set", "1.0.0", "SPOP key [count]: removes and returns members chosen at random (the same on every node).", Write(sets::spop)),
+    cmd!("srandmember", -2, ["readonly"], (1, 1, 1), "set", "1.0.0", "SRANDMEMBER key [count]: members chosen at random (negative count: with repeats).", Read(sets::srandmember)),
+    cmd!("smove", 4, ["write", "fast"], (1, 2, 1), "set", "1.0.0", "SMOVE source destination member: moves a member between sets.", Write(sets::smove)),
+    cmd!("sinter", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the intersection of sets.", Read(sets::sinter)),
+    cmd!("sunion", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the union of sets.", Read(sets::sunion)),
+    cmd!("sdiff", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the members of the first set missing from the others.", Read(sets::sdiff)),
+    cmd!("sinterstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SINTERSTORE destination key [key ...]: stores an intersection; its size.", Write(sets::sinterstore)),
+    cmd!("sunionstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SUNIONSTORE destination key [key ...]: stores a union; its size.", Write(sets::sunionstore)),
+    cmd!("sdiffstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SDIFFSTORE destination key [key ...]: stores a difference; its size.", Write(sets::sdiffstore)),
+    cmd!("sintercard", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "set", "7.0.0", "SINTERCARD numkeys key [key ...] [LIMIT limit]: the size of an intersection.", Read(sets::sintercard)),
+    cmd!("sscan", -3, ["readonly"], (1, 1, 1), "set", "2.8.0", "SSCAN key cursor [MATCH pattern] [COUNT count]: iterates the members of a set.", Read(sets::sscan)),
     // sorted sets
     cmd!("zadd", -4, ["write", "denyoom", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...].", Write(zsets::zadd)),
     cmd!("zincrby", 4, ["write", "denyoom", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Increments the score of a member.", Write(zsets::zincrby)),
     cmd!("zscore", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the score of a member.", Read(zsets::zscore)),
     cmd!("zrem", -3, ["write", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Removes members; the number removed.", Write(zsets::zrem)),
-    cmd!("zrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES].", Read(zsets::zrange)),
+    cmd!("zrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES].", Read(zsets::zrange)),
     cmd!("zcard", 2, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the number of members.", Read(zsets::zcard)),
+    cmd!("zmscore", -3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "6.2.0", "ZMSCORE key member [member ...]: the scores of several members (nil for a missing one).", Read(zsets::zmscore)),
+    cmd!("zrank", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "Returns the rank of a member, lowest score first.", Read(zsets::zrank)),
+    cmd!("zrevrank", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "Returns the rank of a member, highest score first.", Read(zsets::zrevrank)),
+    cmd!("zcount", 4, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "ZCOUNT key min max: the number of members with a score in the range.", Read(zsets::zcount)),
+    cmd!("zlexcount", 4, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.8.9", "ZLEXCOUNT key min max: the number of members in a lexicographical range.", Read(zsets::zlexcount)),
+    cmd!("zrevrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZREVRANGE key start stop [WITHSCORES]: members by rank, highest score first.", Read(zsets::zrevrange)),
+    cmd!("zrangebyscore", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.0.5", "ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count].", Read(zsets::zrangebyscore)),
+    cmd!("zrevrangebyscore", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.2.0", "ZREVRANGEBYSCORE key max min [WITHSCORES] [LIMIT offset count].", Read(zsets::zrevrangebyscore)),
+    cmd!("zrangebylex", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.8.9", "ZRANGEBYLEX key min max [LIMIT offset count].", Read(zsets::zrangebylex)),
+    cmd!("zrevrangebylex", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.8.9", "ZREVRANGEBYLEX key max min [LIMIT offset count].", Read(zsets::zrevrangebylex)),
+    cmd!("zrangestore", -5, ["write", "denyoom"], (1, 2, 1), "sorted-set", "6.2.0", "ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: stores a range; its size.", Write(zsets::zrangestore)),
+    cmd!("zremrangebyrank", 4, ["write"], (1, 1, 1), "sorted-set", "2.0.0", "ZREMRANGEBYRANK key start stop: removes members by rank; how many.", Write(zsets::zremrangebyrank)),
+    cmd!("zremrangebyscore", 4, ["write"], (1, 1, 1), "sorted-set", "1.2.0", "ZREMRANGEBYSCORE key min max: removes members by score; how many.", Write(zsets::zremrangebyscore)),
+    cmd!("zremrangebylex", 4, ["write"], (1, 1, 1), "sorted-set", "2.8.9", "ZREMRANGEBYLEX key min max: removes members in a lexicographical range; how many.", Write(zsets::zremrangebylex)),
+    cmd!("zpopmin", -2, ["write", "fast"], (1, 1, 1), "sorted-set", "5.0.0", "ZPOPMIN key [count]: removes and returns the lowest-scored members.", Write(zsets::zpopmin)),
+    cmd!("zpopmax", -2, ["write", "fast"], (1, 1, 1), "sorted-set", "5.0.0", "ZPOPMAX key [count]: removes and returns the highest-scored members.", Write(zsets::zpopmax)),
+    cmd!("bzpopmin", -3, ["write", "noscript", "blocking", "fast"], (1, -2, 1), "sorted-set", "5.0.0", "BZPOPMIN key [key ...] timeout: pops the lowest-scored member of the first non-empty set, waiting for one.", Write(zsets::bzpopmin)),
+    cmd!("bzpopmax", -3, ["write", "noscript", "blocking", "fast"], (1, -2, 1), "sorted-set", "5.0.0", "BZPOPMAX key [key ...] timeout: pops the highest-scored member of the first non-empty set, waiting for one.", Write(zsets::bzpopmax)),
+    cmd!("zunion", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES].", Read(zsets::zunion)),
+    cmd!("zinter", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES].", Read(zsets::zinter)),
+    cmd!("zdiff", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZDIFF numkeys key [key ...] [WITHSCORES]: the members of the first set missing from the others.", Read(zsets::zdiff)),
+    cmd!("zintercard", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "7.0.0", "ZINTERCARD numkeys key [key ...] [LIMIT limit]: the size of an intersection.", Read(zsets::zintercard)),
+    cmd!("zunionstore", -4, ["write", "denyoom", "movablekeys"], (1, 1, 1, numkeys 2), "sorted-set", "2.0.0", "ZUNIONSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]: stores a union; its size.", Write(zsets::zunionstore)),
+    cmd!("zinterstore", -4, ["write", "denyoom", "movablekeys"], (1, 1, 1, numkeys 2), "sorted-set", "2.0.0", "ZINTERSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]: stores an intersection; its size.", Write(zsets::zinterstore)),
+    cmd!("zdiffstore", -4, ["write", "denyoom", "movablekeys"], (1, 1, 1, numkeys 2), "sorted-set", "6.2.0", "ZDIFFSTORE destination numkeys key [key ...]: stores a difference; its size.", Write(zsets::zdiffstore)),
+    cmd!("zrandmember", -2, ["readonly"], (1, 1, 1), "sorted-set", "6.2.0", "ZRANDMEMBER key [count [WITHSCORES]]: members chosen at random (negative count: with repeats).", Read(zsets::zrandmember)),
+    cmd!("zscan", -3, ["readonly"], (1, 1, 1), "sorted-set", "2.8.0", "ZSCAN key cursor [MATCH pattern] [COUNT count]: iterates the members and scores of a sorted set.", Read(zsets::zscan)),
     // locks
     cmd!("lock.acquire", -4, ["write", "denyoom", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.ACQUIRE key owner ttl-ms [WAIT ms]: the fencing token, or nil if held by another owner (with WAIT, queues and blocks until granted or timed out).", Write(locks::acquire)),
     cmd!("lock.renew", 5, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RENEW key owner token ttl-ms: extends the lease from now.", Write(locks::renew)),
@@ -160,10 +261,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("lock.fence", 3, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.FENCE resource token: records the token unless a higher one was honored.", Write(locks::fence)),
     cmd!("lock.info", 2, ["readonly", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.INFO key: owner, token, ttl-ms, waiters and next-waiter, or nil if free.", Read(locks::info)),
     // scripting
-    cmd!("eval", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys"], (0, 0, 0), "scripting", "2.6.0", "EVAL script numkeys [key ...] [arg ...]: runs a Lua script atomically on every node.", Write(scripts::eval)),
-    cmd!("evalsha", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys"], (0, 0, 0), "scripting", "2.6.0", "EVALSHA sha1 numkeys [key ...] [arg ...]: runs a cached script.", Write(scripts::evalsha)),
-    cmd!("eval_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly"], (0, 0, 0), "scripting", "7.0.0", "EVAL_RO script numkeys [key ...] [arg ...]: a read-only script.", Read(scripts::eval_ro)),
-    cmd!("evalsha_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly"], (0, 0, 0), "scripting", "7.0.0", "EVALSHA_RO sha1 numkeys [key ...] [arg ...]: a cached read-only script.", Read(scripts::evalsha_ro)),
+    cmd!("eval", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys"], (0, 0, 0, numkeys 2), "scripting", "2.6.0", "EVAL script numkeys [key ...] [arg ...]: runs a Lua script atomically on every node.", Write(scripts::eval)),
+    cmd!("evalsha", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys"], (0, 0, 0, numkeys 2), "scripting", "2.6.0", "EVALSHA sha1 numkeys [key ...] [arg ...]: runs a cached script.", Write(scripts::evalsha)),
+    cmd!("eval_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly"], (0, 0, 0, numkeys 2), "scripting", "7.0.0", "EVAL_RO script numkeys [key ...] [arg ...]: a read-only script.", Read(scripts::eval_ro)),
+    cmd!("evalsha_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly"], (0, 0, 0, numkeys 2), "scripting", "7.0.0", "EVALSHA_RO sha1 numkeys [key ...] [arg ...]: a cached read-only script.", Read(scripts::evalsha_ro)),
     cmd!("script", -2, ["noscript"], (0, 0, 0), "scripting", "2.6.0", "SCRIPT LOAD|EXISTS|FLUSH|KILL: the replicated script cache.", Write(scripts::script)),
     // transactions
     cmd!("multi", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "transactions", "1.2.0", "Starts a transaction: commands are queued until EXEC.", Local),

@@ -10,7 +10,7 @@ mod glob;
 mod sessions;
 mod waiters;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,8 @@ pub enum Value {
     List(VecDeque<Bytes>),
     /// Sorted set: member -> score.
     ZSet(BTreeMap<Bytes, f64>),
+    /// Set (last, so that snapshots written before sets existed decode).
+    Set(BTreeSet<Bytes>),
 }
 
 impl Value {
@@ -48,6 +50,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
+            Value::Set(_) => "set",
         }
     }
 
@@ -58,6 +61,7 @@ impl Value {
             Value::Hash(h) => h.is_empty(),
             Value::List(l) => l.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            Value::Set(s) => s.is_empty(),
         }
     }
 }
@@ -172,11 +176,29 @@ pub struct ExecCtx {
     /// transaction, a script or a pipeline): only then may it block, as
     /// `LOCK.ACQUIRE ... WAIT` does by joining a queue.
     pub blocking_origin: Option<(ClientId, u64)>,
+    /// How many random choices commands of this entry made so far (see
+    /// [`ExecCtx::random_seed`]).
+    draws: u64,
 }
 
 impl ExecCtx {
     pub fn new(version: Version, log_time: LogTime, unix_ms: u64) -> Self {
-        ExecCtx { version, log_time, unix_ms, events: Vec::new(), blocking_origin: None }
+        ExecCtx { version, log_time, unix_ms, events: Vec::new(), blocking_origin: None, draws: 0 }
+    }
+
+    /// A seed for a command that chooses at random (`SPOP`, `SRANDMEMBER`,
+    /// `HRANDFIELD`): drawn from the entry (its version, its log time and
+    /// how many seeds it gave out before), so every replica chooses alike.
+    pub fn random_seed(&mut self) -> u64 {
+        self.draws += 1;
+        mix64(self.version ^ mix64(self.log_time ^ mix64(self.draws)))
+    }
+
+    /// The view a read-only command run inside this entry (a script's
+    /// `redis.call`, a transaction) gets.
+    pub fn read_ctx(&mut self) -> ReadCtx {
+        let seed = self.random_seed();
+        ReadCtx { now: self.log_time, unix_ms: self.unix_ms, seed }
     }
 
     pub fn key_event(&mut self, class: char, name: &'static str, key: &Bytes) {
@@ -195,6 +217,45 @@ impl ExecCtx {
 pub struct ReadCtx {
     pub now: LogTime,
     pub unix_ms: u64,
+    /// Where a read that chooses at random (`SRANDMEMBER`) starts: any value
+    /// on the leader, [`ExecCtx::random_seed`] inside an applied entry.
+    pub seed: u64,
+}
+
+impl ReadCtx {
+    /// A view at `now` for tests and internal checks that choose nothing at random.
+    pub fn at(now: LogTime) -> ReadCtx {
+        ReadCtx { now, unix_ms: 0, seed: 0 }
+    }
+}
+
+/// SplitMix64's finaliser: a well-mixed 64-bit value from any input.
+pub fn mix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A small deterministic generator (SplitMix64) for the commands that choose
+/// at random: seeded from the entry, it chooses the same on every replica.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        mix64(self.0)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (((self.next_u64() as u128) * (n as u128)) >> 64) as usize
+    }
 }
 
 /// All keys, with an index of expiry times.
@@ -480,6 +541,25 @@ impl Keyspace {
     /// Live keys at `now`, in no particular order.
     pub fn iter(&self, now: LogTime) -> impl Iterator<Item = (&Bytes, &Entry)> {
         self.entries.iter().filter(move |(_, e)| !e.is_expired(now))
+    }
+
+    /// Live keys at `now` from `from` on, in key order.
+    pub fn iter_from<'a>(&'a self, from: &[u8], now: LogTime) -> impl Iterator<Item = (&'a Bytes, &'a Entry)> {
+        self.entries.range(Bytes::copy_from_slice(from)..).filter(move |(_, e)| !e.is_expired(now))
+    }
+
+    /// A key name drawn between the first and the last key (`RANDOMKEY` on a
+    /// large keyspace): their common prefix, then a byte between theirs and
+    /// random bytes after it.
+    pub fn random_point(&self, rng: &mut Rng) -> Bytes {
+        let (Some((first, _)), Some((last, _))) = (self.entries.get_min(), self.entries.get_max()) else { return Bytes::new() };
+        let common = first.iter().zip(last.iter()).take_while(|(a, b)| a == b).count();
+        let mut point = first[..common].to_vec();
+        let low = first.get(common).copied().unwrap_or(0) as usize;
+        let high = last.get(common).copied().unwrap_or(255) as usize;
+        point.push((low + rng.below(high.saturating_sub(low) + 1)) as u8);
+        point.extend(rng.next_u64().to_be_bytes());
+        Bytes::from(point)
     }
 
     /// Number of live keys at `now`.

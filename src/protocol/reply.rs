@@ -34,6 +34,10 @@ pub enum Reply {
     /// as command `seq` of its connection, which now blocks until its wait
     /// ends. Encoded as nil should it ever reach a client.
     Queued { seq: u64 },
+    /// Pairs that are not a map (`HRANDFIELD ... WITHVALUES`, which may
+    /// repeat a field): RESP3 an array of two-element arrays, RESP2 one flat
+    /// array. (Last, so that replies kept in snapshots before it decode.)
+    Pairs(Vec<(Reply, Reply)>),
 }
 
 impl Reply {
@@ -108,6 +112,16 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 encode_reply(v, resp3, out);
             }
         }
+        Reply::Pairs(pairs) => {
+            header(out, b'*', if resp3 { pairs.len() } else { 2 * pairs.len() } as i64);
+            for (k, v) in pairs {
+                if resp3 {
+                    header(out, b'*', 2);
+                }
+                encode_reply(k, resp3, out);
+                encode_reply(v, resp3, out);
+            }
+        }
         Reply::Verbatim(text) if resp3 => {
             header(out, b'=', text.len() as i64 + 4);
             out.extend_from_slice(b"txt:");
@@ -172,5 +186,8 @@ mod tests {
         let pairs = Reply::ScorePairs(vec![(Bytes::from("a"), 1.0)]);
         assert_eq!(enc(&pairs, false), "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
         assert_eq!(enc(&pairs, true), "*1\r\n*2\r\n$1\r\na\r\n,1\r\n");
+        let pairs = Reply::Pairs(vec![(Reply::text("f"), Reply::text("v")), (Reply::text("f"), Reply::text("v"))]);
+        assert_eq!(enc(&pairs, false), "*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nf\r\n$1\r\nv\r\n");
+        assert_eq!(enc(&pairs, true), "*2\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n");
     }
 }

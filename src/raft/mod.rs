@@ -512,7 +512,7 @@ impl Consensus {
         }
         let applied = self.shared.lock();
         let now = applied.keyspace.log_time();
-        let ctx = ReadCtx { now, unix_ms: self.proposer.clock.unix_ms() };
+        let ctx = ReadCtx { now, unix_ms: self.proposer.clock.unix_ms(), seed: read_seed() };
         Some(crate::commands::execute_read(&applied.keyspace, argv, &ctx))
     }
 
@@ -704,7 +704,13 @@ impl Consensus {
         } else {
             applied.keyspace.log_time()
         };
-        let ctx = ReadCtx { now, unix_ms: clock.unix_ms() };
+        // The wall clock at `now`, as the last entry mapped log time to it,
+        // so that an absolute expiry reads back as it was set (EXPIRETIME).
+        let unix_ms = match applied.wall_clock {
+            Some((log_time, unix_ms)) => unix_ms.saturating_add(now.saturating_sub(log_time)),
+            None => clock.unix_ms().saturating_sub(clock.now(term).saturating_sub(now)),
+        };
+        let ctx = ReadCtx { now, unix_ms, seed: read_seed() };
         Ok(f(&applied.keyspace, &ctx))
     }
 
@@ -844,3 +850,17 @@ fn stop_on_fatal(fatal: &openraft::error::Fatal<NodeId>) {
 
 #[cfg(test)]
 mod store_tests;
+
+/// A fresh seed for a read on the leader that chooses at random
+/// (`SRANDMEMBER`): reads are not replicated, so any value will do, as long
+/// as two reads do not get the same one.
+fn read_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: std::sync::OnceLock<AtomicU64> = std::sync::OnceLock::new();
+    let next = NEXT.get_or_init(|| {
+        let mut start = [0u8; 8];
+        let _ = fill_random(&mut start);
+        AtomicU64::new(u64::from_le_bytes(start))
+    });
+    crate::keyspace::mix64(next.fetch_add(1, Ordering::Relaxed))
+}

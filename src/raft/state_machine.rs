@@ -36,6 +36,10 @@ pub struct Applied {
     pub keyspace: Keyspace,
     pub last_applied: Option<LogId>,
     pub membership: StoredMembership<NodeId, NodeInfo>,
+    /// Log time and leader's wall clock of the last applied entry: where
+    /// reads convert log time back into Unix time (`EXPIRETIME`), exactly as
+    /// that entry converted an absolute expiry into log time.
+    pub wall_clock: Option<(crate::keyspace::LogTime, u64)>,
 }
 
 /// State shared between the state machine and the node.
@@ -122,7 +126,7 @@ pub struct StateMachine {
 impl StateMachine {
     /// Opens the state machine, restoring the last snapshot if there is one.
     pub fn open(db: Arc<Storage>, clock: Arc<LogClock>, sink: EventSink) -> Result<StateMachine, StorageIoError> {
-        let mut applied = Applied { keyspace: Keyspace::new(), last_applied: None, membership: StoredMembership::default() };
+        let mut applied = Applied { keyspace: Keyspace::new(), last_applied: None, membership: StoredMembership::default(), wall_clock: None };
         if let Some(snap) = Self::read_snapshot(&db)? {
             applied.keyspace = Keyspace::decode(&snap.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
             if planted::active(Bug::TokenReuse) {
@@ -253,6 +257,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     EntryPayload::Blank => Vec::new(),
                     EntryPayload::Normal(proposal) => {
                         self.clock.applied(proposal.log_time);
+                        applied.wall_clock = Some((proposal.log_time, proposal.unix_ms));
                         let index = entry.log_id.index;
                         applying::begin(index, commands::suspect_command(&proposal));
                         let outcomes = if self.skipped.contains(&index) {

@@ -865,7 +865,7 @@ fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
             }
             Value::Table(t)
         }
-        Reply::Map(pairs) => {
+        Reply::Map(pairs) | Reply::Pairs(pairs) => {
             let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
             for (i, (k, v)) in pairs.iter().enumerate() {
                 t.raw_set(2 * i + 1, reply_to_lua(lua, k)?)?;

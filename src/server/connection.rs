@@ -384,7 +384,7 @@ impl Connection {
         }
         let (reply, next) = match spec.handler {
             _ if spec.name == "watch" => (Some(self.watch(argv).await), Next::Continue),
-            _ if matches!(spec.name, "blpop" | "brpop") => match self.blocking_pop(argv, frames).await {
+            _ if spec.flags.contains(&"blocking") => match self.blocking_pop(spec, argv, frames).await {
                 Some(reply) => (Some(reply), Next::Continue),
                 None => (None, Next::Close),
             },
@@ -772,32 +772,43 @@ impl Connection {
         true
     }
 
-    /// `BLPOP`/`BRPOP`: tries to pop through the log; while every list is
-    /// empty, waits for a push to one of them (applied on this node, whoever
-    /// made it), then tries again, until the timeout. `None` if the client
-    /// went away while blocked.
-    async fn blocking_pop(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Option<Reply> {
-        let timeout = match commands::parse_block_timeout(&argv[argv.len() - 1]) {
-            Ok(t) => t,
-            Err(e) => return Some(Reply::from(e)),
-        };
-        // A deadline over a year away is no deadline at all (and needs no
-        // arithmetic that could overflow).
-        const YEAR_SECS: f64 = 365.0 * 24.0 * 3600.0;
-        let deadline = (timeout > 0.0 && timeout < YEAR_SECS)
-            .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout));
-        let keys = argv[1..argv.len() - 1].to_vec();
+    /// `BLPOP`, `BRPOP`, `BLMOVE`, `BZPOPMIN` ... (the table's `blocking`
+    /// commands): tries to pop through the log; while there is nothing to
+    /// pop (the attempt replies nil), waits for a push to one of the keys
+    /// (applied on this node, whoever made it), then tries again, until the
+    /// timeout. `None` if the client went away while blocked.
+    async fn blocking_pop(&mut self, spec: &CommandSpec, argv: Vec<Bytes>, frames: &mut Frames) -> Option<Reply> {
+        // Listening before the first attempt: no push in between is missed.
+        let keys: Vec<Bytes> = spec.keys(&argv).cloned().collect();
         let node = self.node.clone();
         let waiter = node.hub.wait_for_lists(&keys);
         let id = self.id;
         let _blocked = Blocked::new(&node, id);
-        loop {
+        let mut deadline = None;
+        for attempt in 0u64.. {
             let reply = self.on_leader(Request::Command(argv.clone())).await;
-            if reply != Reply::NilArray {
+            if !matches!(reply, Reply::NilArray | Reply::Nil) {
                 return Some(reply);
+            }
+            if attempt == 0 {
+                // The first attempt checked every argument in Redis's order,
+                // so the timeout parses. It comes first in BLMPOP/BZMPOP,
+                // last in the others.
+                let at = if matches!(spec.name, "blmpop" | "bzmpop") { 1 } else { argv.len() - 1 };
+                let timeout = match commands::parse_block_timeout(&argv[at]) {
+                    Ok(t) => t,
+                    Err(e) => return Some(Reply::from(e)),
+                };
+                // A deadline over a year away is no deadline at all (and
+                // needs no arithmetic that could overflow).
+                const YEAR_SECS: f64 = 365.0 * 24.0 * 3600.0;
+                deadline = (timeout > 0.0 && timeout < YEAR_SECS)
+                    .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout));
             }
             tokio::select! {
                 _ = waiter.notify.notified() => {}
+                // As Redis, a blocked list or sorted-set pop that times out
+                // answers a nil array, whatever it answers when not blocking.
                 _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
                     return Some(Reply::NilArray);
                 }
@@ -806,6 +817,7 @@ impl Connection {
                 _ = closed(frames, self.node.config.max_request_len) => return None,
             }
         }
+        None
     }
 
     /// `WATCH key [key ...]`: remembers the version of each key's last write.
@@ -953,26 +965,71 @@ impl Connection {
         let sub = String::from_utf8_lossy(&argv[1]).to_ascii_uppercase();
         match sub.as_str() {
             "GET" if argv.len() >= 3 => {
-                let params = self.config_params();
-                let mut pairs = Vec::new();
+                let mut params = self.config_params();
+                params.extend(self.node.params.all());
+                let mut pairs: Vec<(String, String)> = Vec::new();
                 for pattern in &argv[2..] {
-                    let pattern = String::from_utf8_lossy(pattern).to_ascii_lowercase();
+                    let pattern = String::from_utf8_lossy(pattern);
+                    let lower = pattern.to_ascii_lowercase();
+                    let is_glob = lower.contains(['*', '?', '[']);
                     for (name, value) in &params {
-                        if crate::keyspace::glob_match(pattern.as_bytes(), name.as_bytes())
-                            && !pairs.iter().any(|(n, _): &(String, String)| n == name)
-                        {
-                            pairs.push((name.to_string(), value.clone()));
+                        // As Redis: an exact name is answered under the
+                        // name as the client wrote it.
+                        let (hit, shown) = if is_glob {
+                            (crate::keyspace::glob_match(lower.as_bytes(), name.as_bytes()), name.to_string())
+                        } else {
+                            (lower == *name, pattern.to_string())
+                        };
+                        if hit && !pairs.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                            pairs.push((shown, value.clone()));
                         }
                     }
                 }
                 Reply::Map(pairs.into_iter().map(|(n, v)| (Reply::text(&n), Reply::text(&v))).collect())
             }
-            "SET" if argv.len() >= 4 && argv.len() % 2 == 0 => {
+            "SET" if argv.len() >= 4 && argv.len() % 2 == 1 => Reply::from(crate::commands::CmdError::Arg(crate::protocol::ArgError::Syntax)),
+            "SET" if argv.len() >= 4 => {
+                let failed = |name: &str, why: &str| {
+                    Reply::error(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"))
+                };
+                // As Redis, every name is known and named once, and every
+                // stored value is valid, before anything changes.
+                let honoured = self.config_params();
+                let mut seen: Vec<&str> = Vec::new();
+                let mut stored: Vec<(String, String)> = Vec::new();
+                for pair in argv[2..].chunks(2) {
+                    let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+                    let canonical = match super::params::StoredParams::canonical(&name) {
+                        Some(c) => c,
+                        None => match honoured.iter().find(|(n, _)| *n == name) {
+                            Some((n, _)) => n,
+                            None if name == "requirepass" => "requirepass",
+                            None => {
+                                return Reply::error(format!(
+                                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                                ))
+                            }
+                        },
+                    };
+                    if seen.contains(&canonical) {
+                        return failed(&name, "duplicate parameter");
+                    }
+                    seen.push(canonical);
+                    if super::params::StoredParams::canonical(&name).is_some() {
+                        match super::params::StoredParams::check(&name, &String::from_utf8_lossy(&pair[1])) {
+                            Ok(value) => stored.push((name, value)),
+                            Err(why) => return failed(&name, &why),
+                        }
+                    }
+                }
                 // The TLS files change together (a new certificate with its
                 // key), once every argument is read.
                 let mut tls_edits: Vec<(String, String)> = Vec::new();
                 for pair in argv[2..].chunks(2) {
                     let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+                    if super::params::StoredParams::canonical(&name).is_some() {
+                        continue;
+                    }
                     let value = String::from_utf8_lossy(&pair[1]).into_owned();
                     let result = match (name.as_str(), &self.node.tls) {
                         ("tls-cert-file" | "tls-key-file" | "tls-ca-cert-file" | "tls-auth-clients", Some(_)) => {
@@ -1000,6 +1057,9 @@ impl Connection {
                         ));
                     }
                     tracing::info!("CONFIG SET: TLS certificates reloaded");
+                }
+                for (name, value) in stored {
+                    self.node.params.set(&name, value);
                 }
                 Reply::ok()
             }
@@ -1076,8 +1136,19 @@ impl Connection {
                 self.node.memory.set_limit(bytes);
                 Ok(())
             }
-            "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => Ok(()),
-            "maxmemory-policy" => Err("only noeviction is supported: raftlock never evicts a lock".into()),
+            "maxmemory-policy" => {
+                const POLICIES: &[&str] = &[
+                    "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu",
+                    "allkeys-random", "noeviction",
+                ];
+                match value.to_ascii_lowercase().as_str() {
+                    "noeviction" => Ok(()),
+                    known if POLICIES.contains(&known) => {
+                        Err("raftlock never evicts a key (a lock must not vanish to make room): only noeviction is supported".into())
+                    }
+                    _ => Err(format!("argument(s) must be one of the following: {}", POLICIES.join(", "))),
+                }
+            }
             "timeout" => {
                 let secs: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
                 if !(0..=i64::from(i32::MAX)).contains(&secs) {

@@ -398,7 +398,7 @@ impl Hub {
             match event {
                 Event::Publish { channel, message } => published += self.publish(&channel, &message),
                 Event::Key { class, name, key } => {
-                    if class == 'l' && name.ends_with("push") {
+                    if may_feed_a_blocked_pop(class, name) {
                         self.wake_list_waiters(&key);
                     }
                     self.notify_key(flags, class, name, &key)
@@ -506,5 +506,17 @@ mod tests {
         hub.punsubscribe(2, &Bytes::from("n*"));
         assert_eq!(hub.publish(&ch, &Bytes::from("x")), 1);
         assert_eq!(hub.channels(Some(b"n*")), vec![ch]);
+    }
+}
+
+/// Whether the key event `name` may have put elements where a blocked
+/// `BLPOP`/`BLMOVE`/`BZPOPMIN` ... can take them: a push, a sorted-set add,
+/// a key renamed, copied or stored there.
+fn may_feed_a_blocked_pop(class: char, name: &str) -> bool {
+    match class {
+        'l' => name.ends_with("push") || name == "linsert",
+        'z' => matches!(name, "zadd" | "zincr") || name.ends_with("store"),
+        'g' => matches!(name, "rename_to" | "copy_to"),
+        _ => false,
     }
 }

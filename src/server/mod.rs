@@ -9,6 +9,7 @@ mod expiry;
 mod hub;
 mod info;
 mod memory;
+mod params;
 mod waiting;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,6 +67,8 @@ pub struct Node {
     pub total_connections: std::sync::atomic::AtomicU64,
     /// TLS, when a TLS port or `--tls-cluster` is configured.
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// Redis parameters kept only to be shown back (`CONFIG SET`/`GET`).
+    pub params: params::StoredParams,
 }
 
 /// Longest a client may take over its TLS handshake.
@@ -150,6 +153,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         total_commands: Default::default(),
         total_connections: Default::default(),
         tls: tls.clone(),
+        params: params::StoredParams::default(),
     });
     let (shutdown_tx, _) = broadcast::channel::<()>(1);
     if let Some(path) = node.config.aclfile.clone() {
