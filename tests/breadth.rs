@@ -275,3 +275,29 @@ fn redis_benchmark_default_tests_complete_through_a_follower() {
     }
     eprintln!("{}", lines.join("\n"));
 }
+
+/// A STORE writes its destination only: a WATCH on one of its sources holds,
+/// one on its destination fails (as Redis).
+#[test]
+fn a_store_command_invalidates_a_watch_on_its_destination_only() {
+    let s = common::TestServer::start();
+    let mut setup = s.client();
+    for args in [&["SADD", "src", "a", "b"][..], &["ZADD", "zsrc", "1", "a"], &["RPUSH", "lsrc", "x", "y"]] {
+        q(&mut setup, args).unwrap();
+    }
+    let stores: [(&[&str], &str, &str); 4] = [
+        (&["SINTERSTORE", "dst", "src", "src"], "src", "dst"),
+        (&["ZUNIONSTORE", "zdst", "1", "zsrc"], "zsrc", "zdst"),
+        (&["ZRANGESTORE", "zdst2", "zsrc", "0", "-1"], "zsrc", "zdst2"),
+        (&["COPY", "src", "copied", "REPLACE"], "src", "copied"),
+    ];
+    for (store, source, destination) in stores {
+        for (watched, should_abort) in [(source, false), (destination, true)] {
+            let mut con = s.client();
+            q(&mut con, &["WATCH", watched]).unwrap();
+            q(&mut setup, store).unwrap();
+            let result: Value = redis::pipe().atomic().cmd("SET").arg("marker").arg("1").query(&mut con).unwrap();
+            assert_eq!(result == Value::Nil, should_abort, "{store:?} with WATCH {watched}: EXEC answered {result:?}");
+        }
+    }
+}

@@ -44,14 +44,40 @@ fn subcommands_with_own_categories(name: &str) -> Option<&'static [&'static str]
 
 /// Write commands that also return what the key held (or a value made from
 /// it): they need read access to their keys as well, as Redis's key specs
-/// say.
+/// say (`ACCESS`). For commands that move data between keys this is about
+/// the first key, the source.
 fn reads_while_writing(spec: &CommandSpec, argv: &[Bytes]) -> bool {
     match spec.name {
-        "getdel" | "getset" | "lpop" | "rpop" | "blpop" | "brpop" | "incr" | "incrby" | "decr" | "decrby" | "hincrby"
-        | "zincrby" | "append" | "zadd" => true,
+        "getdel" | "getset" | "getex" | "lpop" | "rpop" | "blpop" | "brpop" | "lmpop" | "blmpop" | "lmove" | "blmove"
+        | "rpoplpush" | "brpoplpush" | "incr" | "incrby" | "decr" | "decrby" | "incrbyfloat" | "hincrby"
+        | "hincrbyfloat" | "setbit" | "spop" | "smove" | "zincrby" | "append" | "zadd" | "zpopmin" | "zpopmax"
+        | "bzpopmin" | "bzpopmax" | "rename" | "renamenx" => true,
         "set" => argv.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")),
         _ => false,
     }
+}
+
+/// The access each key of `argv` needs (`KEY_READ`, `KEY_WRITE`), as
+/// Redis's key specs give it: a read command reads its keys; a write command
+/// writes them (and reads those whose data it returns), except that a `STORE`
+/// command only reads its sources and `COPY` only reads its source; a script
+/// may do either with the keys it declares.
+pub fn key_access<'a>(spec: &CommandSpec, argv: &'a [Bytes]) -> Vec<(&'a Bytes, u8)> {
+    let keys = command_keys(spec, argv);
+    if spec.name == "eval_ro" || spec.name == "evalsha_ro" || !spec.is_write() {
+        return keys.into_iter().map(|k| (k, KEY_READ)).collect();
+    }
+    if spec.name.starts_with("eval") {
+        return keys.into_iter().map(|k| (k, KEY_READ | KEY_WRITE)).collect();
+    }
+    let first = KEY_WRITE | if reads_while_writing(spec, argv) { KEY_READ } else { 0 };
+    let rest = match spec.name {
+        "sinterstore" | "sunionstore" | "sdiffstore" | "zinterstore" | "zunionstore" | "zdiffstore" | "zrangestore" => KEY_READ,
+        "lmove" | "blmove" | "rpoplpush" | "brpoplpush" | "smove" | "rename" | "renamenx" => KEY_WRITE,
+        _ => first,
+    };
+    let (first, rest) = if spec.name == "copy" { (KEY_READ, KEY_WRITE) } else { (first, rest) };
+    keys.into_iter().enumerate().map(|(i, k)| (k, if i == 0 { first } else { rest })).collect()
 }
 
 /// Commands with subcommands: permissions may name `command|subcommand`.
@@ -245,16 +271,7 @@ impl Perms {
             }));
         }
         if !self.user.all_keys {
-            let need = if spec.name == "eval_ro" || spec.name == "evalsha_ro" {
-                KEY_READ
-            } else if spec.name.starts_with("eval") {
-                KEY_READ | KEY_WRITE
-            } else if spec.is_write() {
-                KEY_WRITE | if reads_while_writing(spec, argv) { KEY_READ } else { 0 }
-            } else {
-                KEY_READ
-            };
-            for key in command_keys(spec, argv) {
+            for (key, need) in key_access(spec, argv) {
                 let ok = self.user.key_patterns.iter().any(|(access, p)| access & need == need && glob_match(p, key));
                 if !ok {
                     return Err(Denied::Key);
@@ -732,6 +749,19 @@ mod tests {
         for reads in ["GETDEL w:1", "SET w:1 v GET", "INCR w:1", "LPOP w:1", "GETSET w:1 v"] {
             assert_eq!(check(&p, reads), Err(Denied::Key), "{reads} returns what a write-only user may not read");
         }
+        for reads in ["SPOP w:1", "ZPOPMIN w:1", "LMOVE w:1 w:2 LEFT LEFT", "GETEX w:1", "INCRBYFLOAT w:1 1", "RENAME w:1 w:2"] {
+            assert_eq!(check(&p, reads), Err(Denied::Key), "{reads} returns what a write-only user may not read");
+        }
+        // A STORE reads its sources and writes its destination; COPY reads
+        // its source; every key a numkeys argument counts is checked.
+        assert_eq!(check(&p, "SINTERSTORE w:1 r:1 r:2"), Ok(()));
+        assert_eq!(check(&p, "ZUNIONSTORE w:1 2 r:1 r:2"), Ok(()));
+        assert_eq!(check(&p, "ZUNIONSTORE w:1 2 r:1 x:2"), Err(Denied::Key));
+        assert_eq!(check(&p, "SINTERSTORE r:1 r:2"), Err(Denied::Key), "the destination needs writing");
+        assert_eq!(check(&p, "COPY r:1 w:1"), Ok(()));
+        assert_eq!(check(&p, "COPY w:1 w:2"), Err(Denied::Key));
+        assert_eq!(check(&p, "SINTERCARD 2 r:1 w:1"), Err(Denied::Key));
+        assert_eq!(check(&p, "SINTERCARD 2 r:1 r:2"), Ok(()));
         assert_eq!(check(&p, "PUBLISH news.a m"), Ok(()));
         assert_eq!(check(&p, "PUBLISH sport m"), Err(Denied::Channel));
         assert_eq!(check(&p, "SUBSCRIBE news.x"), Ok(()));

@@ -393,8 +393,14 @@ pub(super) fn run_write(
     if reply == Reply::Nil && is_lock_attempt(argv) {
         return reply;
     }
-    for key in spec.positional_keys(argv) {
-        ks.touch(key, ctx.version);
+    // The keys it writes; not a STORE's sources, nor a script's declared
+    // keys (the writes inside the script count on their own).
+    if !spec.name.starts_with("eval") {
+        for (key, access) in acl::key_access(spec, argv) {
+            if access & crate::keyspace::acl::KEY_WRITE != 0 {
+                ks.touch(key, ctx.version);
+            }
+        }
     }
     reply
 }

@@ -68,11 +68,8 @@ impl CommandSpec {
         self.positional_keys(argv).chain(counted.iter())
     }
 
-    /// The keys at the table's fixed positions (`first_key` .. `last_key`),
-    /// without those a `numkeys` argument counts: the keys `WATCH` sees a
-    /// write command write (not a script's declared keys, whose writes
-    /// inside the script count on their own).
-    pub fn positional_keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
+    /// The keys at the table's fixed positions (`first_key` .. `last_key`).
+    fn positional_keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
         let len = argv.len() as i64;
         let first = self.first_key;
         let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };

@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.security.SecureRandom;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -25,28 +26,42 @@ import java.util.Set;
  * changed the watched key; a crashed holder's short lease expiring;
  * <li>Lettuce (sync API, {@code ClientOptions.protocolVersion} RESP2 or RESP3): the same
  * recipe with {@code SetArgs} nx/px and evalsha/eval with {@code ScriptOutputType.INTEGER},
- * WATCH/MULTI/EXEC with {@code TransactionResult.wasDiscarded()}, expiry.
+ * WATCH/MULTI/EXEC with {@code TransactionResult.wasDiscarded()}, expiry;
+ * <li>Redisson ({@code Config.setProtocol} RESP2 or RESP3, single server, default codec):
+ * RLock (lease, tryLock contended, the watchdog's renewal, forceUnlock, reentrancy, a
+ * waiter woken by the unlock PUBLISH, a holder JVM paused with SIGSTOP past its lease),
+ * RFairLock's FIFO order, RReadWriteLock, RSemaphore, RPermitExpirableSemaphore,
+ * RCountDownLatch, RFencedLock's tokens; see {@link RedissonCases}.
  * </ul>
  *
  * <p>A case passes only if the library reports success AND a plain RESP2 client on a raw
  * socket ({@link Plain}, independent of both libraries) reads back the state the library
  * believes in. Each case prints RESULT&lt;TAB&gt;library&lt;TAB&gt;case&lt;TAB&gt;PASS|FAIL&lt;TAB&gt;detail.
  *
- * <pre>java -jar raftlock-interop-java.jar --port P --check-port C --prefix X --protocol 2|3 [--only jedis,lettuce]</pre>
+ * <pre>java -jar raftlock-interop-java.jar --port P --check-port C --prefix X --protocol 2|3 [--only jedis,lettuce,redisson] [--trace FILE]</pre>
+ *
+ * <p>{@code --trace FILE} puts a logging proxy ({@link TraceProxy}) between Redisson and the
+ * server: every command and reply is written to FILE, and a failing case's detail names
+ * the last command the server answered with an error.
  */
 public final class Main {
 
     /** The command line. */
-    record Args(int port, int checkPort, String prefix, int protocol) {
+    record Args(int port, int checkPort, String prefix, int protocol, String trace) {
         String tag() {
             return "resp" + protocol;
         }
     }
 
     public static void main(String[] argv) {
+        if (argv.length > 0 && argv[0].equals("--holder")) {
+            // The paused holder of RedissonCases, in a JVM of its own.
+            RedissonCases.holder(Arrays.copyOfRange(argv, 1, argv.length));
+            return;
+        }
         int port = 0, checkPort = 0, protocol = 3;
-        String prefix = "interop";
-        Set<String> only = new LinkedHashSet<>(List.of("jedis", "lettuce"));
+        String prefix = "interop", trace = null;
+        Set<String> only = new LinkedHashSet<>(List.of("jedis", "lettuce", "redisson"));
         try {
             for (int i = 0; i < argv.length; i++) {
                 String f = argv[i].replaceFirst("^--?", "");
@@ -56,6 +71,7 @@ public final class Main {
                     case "check-port" -> checkPort = Integer.parseInt(v);
                     case "prefix" -> prefix = v;
                     case "protocol" -> protocol = Integer.parseInt(v);
+                    case "trace" -> trace = v;
                     case "only" -> {
                         only.clear();
                         for (String g : v.split(",")) {
@@ -71,24 +87,25 @@ public final class Main {
         if (port == 0 || checkPort == 0 || (protocol != 2 && protocol != 3)) {
             usage("--port and --check-port are required, --protocol is 2 or 3");
         }
-        Args a = new Args(port, checkPort, prefix, protocol);
+        Args a = new Args(port, checkPort, prefix, protocol, trace);
         Harness h = new Harness();
         for (String g : only) {
             switch (g) {
                 case "jedis" -> JedisCases.run(h, a);
                 case "lettuce" -> LettuceCases.run(h, a);
+                case "redisson" -> RedissonCases.run(h, a);
                 default -> usage("unknown group " + g);
             }
         }
         System.out.flush();
-        // Lettuce's event loops are shut down by LettuceCases; exit regardless of any
-        // thread a library left behind.
+        // Lettuce's event loops are shut down by LettuceCases, Redisson's by
+        // RedissonCases; exit regardless of any thread a library left behind.
         System.exit(h.failed > 0 ? 1 : 0);
     }
 
     private static void usage(String why) {
         System.err.println(why);
-        System.err.println("usage: raftlock-interop-java --port P --check-port C [--prefix X] [--protocol 2|3] [--only jedis,lettuce]");
+        System.err.println("usage: raftlock-interop-java --port P --check-port C [--prefix X] [--protocol 2|3] [--only jedis,lettuce,redisson] [--trace FILE]");
         System.exit(2);
     }
 
@@ -134,7 +151,7 @@ public final class Main {
         }
 
         /** A CaseFail's message; for anything else the exception, its causes and where it was thrown. */
-        private static String describe(Throwable err) {
+        static String describe(Throwable err) {
             if (err instanceof CaseFail) {
                 return err.getMessage();
             }
