@@ -25,6 +25,12 @@
 # the time from a client's first attempt to its grant (p50, p99, max, mean),
 # and the log entries each raftlock target wrote per acquisition.
 #
+# --redis-benchmark runs the table of issue 17 instead: redis-benchmark -q with
+# its default test list (-n REQUESTS, default 100000, -c N clients) against
+# Redis, the one-node raftlock, and the cluster's leader and a follower, one
+# after the other, median of --repeats runs per test; requests/s side by side,
+# with raftlock's one node as a ratio of Redis. Fails on any error line.
+#
 # --soak-minutes M runs the stability check instead: the three-node cluster
 # (default timing) under N clients of LOCK.* through the leader and 10 of
 # SET NX PX + EVALSHA through a follower for M minutes; it fails unless every
@@ -34,6 +40,7 @@
 # Usage: scripts/bench.sh [--duration-secs S] [--warmup-secs S] [--clients N]
 #                         [--repeats R] [--failovers F] [--binary PATH]
 #                         [--soak-minutes M] [--contention]
+#                         [--redis-benchmark [--requests REQUESTS]]
 # --binary benchmarks another raftlock build (e.g. an older commit's) instead
 # of building this checkout's.
 # Environment: CARGO_TARGET_DIR (default /var/tmp/raftlock-target), BENCH_DIR (parent of the
@@ -51,6 +58,8 @@ FAILOVERS=5
 BINARY=""
 SOAK=0
 CONTENTION=0
+REDIS_BENCHMARK=0
+REQUESTS=100000
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --duration-secs) DURATION="$2"; shift 2 ;;
@@ -61,11 +70,13 @@ while [[ $# -gt 0 ]]; do
         --binary) BINARY="$2"; shift 2 ;;
         --soak-minutes) SOAK="$2"; shift 2 ;;
         --contention) CONTENTION=1; shift ;;
+        --redis-benchmark) REDIS_BENCHMARK=1; shift ;;
+        --requests) REQUESTS="$2"; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-for v in "$DURATION" "$WARMUP" "$CLIENTS" "$REPEATS" "$FAILOVERS" "$SOAK"; do
+for v in "$DURATION" "$WARMUP" "$CLIENTS" "$REPEATS" "$FAILOVERS" "$SOAK" "$REQUESTS"; do
     [[ "$v" =~ ^[0-9]+$ ]] || { echo "bench.sh: durations and --clients are whole numbers" >&2; exit 2; }
 done
 [[ "$DURATION" -ge 1 && "$CLIENTS" -ge 1 && "$REPEATS" -ge 1 ]] || { echo "bench.sh: --duration-secs, --clients and --repeats must be >= 1" >&2; exit 2; }
@@ -206,6 +217,50 @@ if [[ "$SOAK" -gt 0 ]]; then
     done
     [[ -n "$TERM_AFTER" && "$TERM_AFTER" == "$TERM_BEFORE" ]] || status=1
     if [[ $status -eq 0 ]]; then echo "SOAK PASS: no leader change in $SOAK min"; else echo "SOAK FAIL"; fi
+    exit "$status"
+fi
+
+# --- redis-benchmark's default tests (--redis-benchmark) -----------------------
+if [[ "$REDIS_BENCHMARK" -eq 1 ]]; then
+    status=0
+    : >"$WORK/rb"
+    rb() { # label port
+        local out="$WORK/rb-$1-$round"
+        log "redis-benchmark -q -n $REQUESTS -c $CLIENTS against $1 (run $round)"
+        if ! timeout 1800 redis-benchmark -h 127.0.0.1 -p "$2" -q -n "$REQUESTS" -c "$CLIENTS" </dev/null 2>&1 \
+                | tr '\r' '\n' | grep -v 'rps=' | grep -v '^[[:space:]]*$' >"$out"; then
+            log "redis-benchmark against $1 failed"; status=1
+        fi
+        if grep -qiE 'error|ERR ' "$out"; then
+            log "redis-benchmark against $1 reported errors:"; grep -iE 'error|ERR ' "$out" >&2; status=1
+        fi
+        sed -n 's/^\(.*\): \([0-9.]*\) requests per second.*/\1\t\2/p' "$out" | sed "s/^/$1\t/" >>"$WORK/rb"
+    }
+    for round in $(seq 1 "$REPEATS"); do
+        LEADER="$(wait_cluster)" || { status=1; break; }
+        FOLLOWER=$(( LEADER % 3 + 1 ))
+        rb redis "$REDIS_PORT"
+        rb raftlock-1 "$RL_PORT"
+        rb leader "${C_PORT[$LEADER]}"
+        rb follower "${C_PORT[$FOLLOWER]}"
+    done
+    echo
+    echo "raftlock $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '(no commit)') vs $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /') (appendfsync always), $(nproc) CPUs;" \
+        "redis-benchmark -q -n $REQUESTS -c $CLIENTS, requests/s, median of $REPEATS runs"
+    awk -F'\t' '
+        { v[$1 "\t" $2] = v[$1 "\t" $2] " " $3; if (!($2 in seen)) { seen[$2] = 1; order[n++] = $2 } }
+        function median(list,   a, k, i, j, t) {
+            k = split(list, a, " "); if (k == 0) return "-"
+            for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+            return a[int((k + 1) / 2)]
+        }
+        END {
+            printf "| test | Redis AOF-always | raftlock 1 node | ratio | 3 nodes, leader | 3 nodes, follower |\n|---|---|---|---|---|---|\n"
+            for (i = 0; i < n; i++) {
+                t = order[i]; r = median(v["redis\t" t]); o = median(v["raftlock-1\t" t])
+                printf "| %s | %s | %s | %s | %s | %s |\n", t, r, o, (r + 0 > 0 && o != "-") ? sprintf("%.2fx", o / r) : "-", median(v["leader\t" t]), median(v["follower\t" t])
+            }
+        }' "$WORK/rb"
     exit "$status"
 fi
 

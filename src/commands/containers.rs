@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
-use crate::keyspace::{Entry, ExecCtx, Glob, Keyspace, LogTime, Value};
+use crate::keyspace::{Entry, ExecCtx, Glob, Keyspace, LogTime, Rng, Value};
 use crate::protocol::{ArgError, Args, Reply};
 
 use super::keys::{matches_or_gives_up, scan_position};
@@ -120,6 +120,67 @@ pub(super) fn drop_if_empty(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) {
 /// Containers up to this size are scanned in one call (cursor 0 at once), as
 /// Redis scans its small encodings (listpacks, intsets, small tables).
 const SCAN_ALL_BELOW: usize = 128;
+
+/// The count of `SRANDMEMBER`/`HRANDFIELD`/`ZRANDMEMBER key count`: Redis
+/// refuses only the one value whose negation overflows.
+pub(super) fn random_count(raw: &[u8]) -> Result<i64, CmdError> {
+    match crate::protocol::parse_i64(raw) {
+        None => Err(CmdError::Arg(ArgError::NotInteger)),
+        Some(i64::MIN) => Err(CmdError::Other(
+            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into(),
+        )),
+        Some(n) => Ok(n),
+    }
+}
+
+/// The most items a random choice with repetition (a negative count) may
+/// return: its reply must fit in memory (Redis would try to send it, an
+/// item at a time).
+pub(super) const MAX_RANDOM_REPEATS: u64 = 10_000_000;
+
+/// `n` distinct items chosen by `rng`, in random order: a partial
+/// Fisher-Yates shuffle (all of them, in their order, if there are no more
+/// than `n`).
+pub(super) fn choose_distinct<T>(mut items: Vec<T>, n: u64, rng: &mut Rng) -> Vec<T> {
+    if n >= items.len() as u64 {
+        return items;
+    }
+    let n = n as usize;
+    for i in 0..n {
+        let j = i + rng.below(items.len() - i);
+        items.swap(i, j);
+    }
+    items.truncate(n);
+    items
+}
+
+/// The most bytes a reply of items drawn with repetition may repeat.
+const MAX_RANDOM_REPLY_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Exactly `n` items drawn with repetition (a negative count), or an error
+/// for a count no reply could hold: more than [`MAX_RANDOM_REPEATS`] reply
+/// entries (`per_item` each), or more than 512 MiB if the largest item
+/// (`size` bytes) were drawn every time. `what` names the items.
+pub(super) fn choose_repeated<T: Clone>(
+    items: &[T],
+    n: u64,
+    per_item: u64,
+    size: impl Fn(&T) -> usize,
+    rng: &mut Rng,
+    what: &str,
+) -> Result<Vec<T>, CmdError> {
+    if n.saturating_mul(per_item) > MAX_RANDOM_REPEATS {
+        let most = MAX_RANDOM_REPEATS / per_item;
+        return Err(CmdError::Other(format!("ERR count is too large: at most {most} {what} with repetition")));
+    }
+    let largest = items.iter().map(&size).max().unwrap_or(0) as u64;
+    if n.saturating_mul(largest) > MAX_RANDOM_REPLY_BYTES {
+        return Err(CmdError::Other(format!(
+            "ERR count is too large: the reply would repeat more than {MAX_RANDOM_REPLY_BYTES} bytes"
+        )));
+    }
+    Ok((0..n).map(|_| items[rng.below(items.len())].clone()).collect())
+}
 
 /// A `SCAN`-family cursor as Redis reads it (C's `strtoul`): decimal digits
 /// after an optional sign, a negative number wrapping around (`-1` is

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx, Rng};
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
-use super::containers::{drop_if_empty, empty_scan, parse_cursor, read, scan_container, write};
+use super::containers::{
+    choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read, scan_container, write,
+};
 use super::{CmdError, CmdResult};
 use super::long_double::{self, Float, LongDouble};
 
@@ -217,37 +219,20 @@ pub fn hscan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     scan_container(hash.iter().map(|(f, v)| (f, vec![Reply::Bulk(v.clone())])), hash.len(), cursor, args)
 }
 
-/// The most reply entries (fields and values) `HRANDFIELD key -count` builds:
-/// Redis would stream any number of them, raftlock builds its reply in memory
-/// and refuses a count past this instead.
-const MAX_RANDOM_REPEATS: u64 = 10_000_000;
-
-/// The most bytes of fields and values such a reply may repeat.
-const MAX_RANDOM_REPLY_BYTES: u64 = 512 * 1024 * 1024;
-
 /// ```text
 /// HRANDFIELD key [count [WITHVALUES]]
 /// ```
 /// A random field (nil for a missing key). With `count`: an array of
 /// `count` distinct fields (all of them if the hash has fewer), or with a
 /// negative `count`, exactly `-count` fields that may repeat; `WITHVALUES`
-/// puts each field's value after it (a flat array, RESP2's shape; Redis 7
-/// nests each pair in RESP3). Random from `ctx.seed`, so a script's call
+/// puts each field's value after it (RESP3: each pair nested). Random from `ctx.seed`, so a script's call
 /// chooses alike on every node.
 pub fn hrandfield(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let mut count = None;
     let mut with_values = false;
     if args.remaining() > 0 {
-        let n = match parse_i64(args.next_bytes()?) {
-            None => return Err(CmdError::Arg(ArgError::NotInteger)),
-            Some(i64::MIN) => {
-                return Err(CmdError::Other(
-                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into(),
-                ))
-            }
-            Some(n) => n,
-        };
+        let n = random_count(args.next_bytes()?)?;
         with_values = match args.remaining() {
             0 => false,
             1 if args.next_bytes()?.eq_ignore_ascii_case(b"withvalues") => true,
@@ -267,20 +252,9 @@ pub fn hrandfield(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     };
     let Some(hash) = hash.filter(|_| count != 0) else { return Ok(Reply::Array(vec![])) };
     let entries: Vec<(&Bytes, &Bytes)> = hash.iter().collect();
-    let per_field = if with_values { 2 } else { 1 };
     let chosen = if count < 0 {
-        let n = count.unsigned_abs();
-        if n.saturating_mul(per_field) > MAX_RANDOM_REPEATS {
-            let most = MAX_RANDOM_REPEATS / per_field;
-            return Err(CmdError::Other(format!("ERR count is too large: at most {most} fields with repetition")));
-        }
-        let largest = entries.iter().map(|(f, v)| f.len() + if with_values { v.len() } else { 0 }).max().unwrap_or(0);
-        if n.saturating_mul(largest as u64) > MAX_RANDOM_REPLY_BYTES {
-            return Err(CmdError::Other(format!(
-                "ERR count is too large: the reply would repeat more than {MAX_RANDOM_REPLY_BYTES} bytes"
-            )));
-        }
-        (0..n).map(|_| entries[rng.below(entries.len())]).collect()
+        let size = |(f, v): &(&Bytes, &Bytes)| f.len() + if with_values { v.len() } else { 0 };
+        choose_repeated(&entries, count.unsigned_abs(), if with_values { 2 } else { 1 }, size, &mut rng, "fields")?
     } else {
         choose_distinct(entries, count as u64, &mut rng)
     };
@@ -290,21 +264,6 @@ pub fn hrandfield(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     Ok(Reply::Array(chosen.into_iter().map(|(f, _)| Reply::Bulk(f.clone())).collect()))
 }
 
-/// `n` distinct items chosen at random (all of them, in order, if there are
-/// no more than `n`).
-fn choose_distinct<T>(mut items: Vec<T>, n: u64, rng: &mut Rng) -> Vec<T> {
-    if n >= items.len() as u64 {
-        return items;
-    }
-    // A partial Fisher-Yates shuffle: the first `n` places get distinct items.
-    let n = n as usize;
-    for i in 0..n {
-        let j = i + rng.below(items.len() - i);
-        items.swap(i, j);
-    }
-    items.truncate(n);
-    items
-}
 
 
 #[cfg(test)]

@@ -202,16 +202,30 @@ pub fn fence(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
     Ok(Reply::Int(token as i64))
 }
 
+/// The owner `LOCK.INFO` shows: a string lock's value, or the one field of
+/// a hash that holds one (a Redisson `RLock` or `RFencedLock`: the holder's
+/// `<client-id>:<thread-id>`, mapped to its hold count). `WRONGTYPE` for
+/// anything else.
+fn shown_owner(entry: &Entry) -> Result<&Bytes, CmdError> {
+    match &entry.value {
+        Value::Hash(h) if h.len() == 1 => h.keys().next().ok_or(CmdError::WrongType),
+        _ => owner_of(entry),
+    }
+}
+
 /// ```text
 /// LOCK.INFO key
 /// ```
 /// `owner`, `token`, `ttl-ms` (-1 without expiry), `waiters` (how many
 /// owners queue for it) and `next-waiter` (the first of them, or nil) as a
-/// map (a flat array in RESP2), or nil if the key does not exist.
+/// map (a flat array in RESP2), or nil if the key does not exist. The key
+/// is a string lock, or a hash with one field (a lock taken by Redisson:
+/// the field is its owner, and the key's version, new at each acquisition
+/// and reentry, its token).
 pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let Some(entry) = ks.get(key, ctx.now) else { return Ok(Reply::Nil) };
-    let owner = owner_of(entry)?.clone();
+    let owner = shown_owner(entry)?.clone();
     let ttl = entry.ttl_ms(ctx.now).map(|ms| ms as i64).unwrap_or(-1);
     let mut queue = ks.waiters().queue(key);
     let next = queue.next().map(|w| Reply::Bulk(w.owner.clone())).unwrap_or(Reply::Nil);
@@ -721,5 +735,26 @@ mod tests {
         // The sessions survive a snapshot.
         let restored = Keyspace::decode(&ks.encode()).unwrap();
         assert_eq!(restored.sessions(), ks.sessions());
+    }
+
+    /// A Redisson `RLock` is a hash `{holder: count}`: LOCK.INFO shows the
+    /// holder, and the key's version as the token, new when another holder
+    /// takes it (after the first one's lease ran out).
+    #[test]
+    fn lock_info_reads_a_redisson_hash_lock() {
+        let mut ks = Keyspace::new();
+        run(&mut ks, 1, 0, "HINCRBY rl uuid-a:1 1");
+        run(&mut ks, 2, 0, "PEXPIRE rl 1000");
+        let (owner, token, _, _) = info_of(&ks, 10, "rl");
+        assert_eq!((owner, token.clone()), (Reply::bulk("uuid-a:1"), Reply::Int(1)));
+        // The lease runs out; another JVM's thread takes it.
+        expire(&mut ks, 3, 1001);
+        run(&mut ks, 4, 1001, "HINCRBY rl uuid-b:7 1");
+        let (owner, later, _, _) = info_of(&ks, 1001, "rl");
+        assert_eq!(owner, Reply::bulk("uuid-b:7"));
+        assert!(matches!((&token, &later), (Reply::Int(a), Reply::Int(b)) if b > a), "{token:?} then {later:?}");
+        // A hash of several fields is no lock.
+        run(&mut ks, 5, 1001, "HSET rl mode read");
+        assert_eq!(read(&ks, 1001, "LOCK.INFO rl"), Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value"));
     }
 }

@@ -14,7 +14,9 @@ use bytes::Bytes;
 use crate::keyspace::{Entry, ExecCtx, Keyspace, LogTime, ReadCtx, Rng, Value};
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
-use super::containers::{drop_if_empty, empty_scan, parse_cursor, read, scan_container, write};
+use super::containers::{
+    choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read, scan_container, write,
+};
 use super::{CmdError, CmdResult};
 
 type Set = BTreeSet<Bytes>;
@@ -92,21 +94,6 @@ pub fn scard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     Ok(Reply::Int(read::<Set>(ks, ctx.now, key)?.map_or(0, |s| s.len()) as i64))
 }
 
-/// `count` distinct members of `set` chosen by `rng`, in set order
-/// (`count` < the set's size).
-fn choose_distinct(set: &Set, count: usize, rng: &mut Rng) -> Vec<Bytes> {
-    let mut all: Vec<&Bytes> = set.iter().collect();
-    // A partial Fisher-Yates shuffle: the first `count` places are a
-    // uniform choice without repetition.
-    for i in 0..count {
-        let j = i + rng.below(all.len() - i);
-        all.swap(i, j);
-    }
-    let mut chosen: Vec<&Bytes> = all[..count].to_vec();
-    chosen.sort();
-    chosen.into_iter().cloned().collect()
-}
-
 /// ```text
 /// SPOP key [count]
 /// ```
@@ -131,8 +118,7 @@ pub fn spop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let popped: Vec<Bytes> = match count {
         Some(0) => return Ok(Reply::Set(vec![])),
         Some(n) if n >= set.len() => std::mem::take(set).into_iter().collect(),
-        Some(n) => choose_distinct(set, n, &mut rng),
-        None => choose_distinct(set, 1, &mut rng),
+        n => choose_distinct(set.iter().cloned().collect(), n.unwrap_or(1) as u64, &mut rng),
     };
     for m in &popped {
         set.remove(m);
@@ -155,44 +141,26 @@ pub fn srandmember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let count = match args.remaining() {
         0 => None,
-        1 => match parse_i64(args.next_bytes()?) {
-            None => return Err(CmdError::Arg(ArgError::NotInteger)),
-            Some(i64::MIN) => {
-                return Err(CmdError::Other(
-                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into(),
-                ))
-            }
-            Some(n) => Some(n),
-        },
+        1 => Some(random_count(args.next_bytes()?)?),
         _ => return Err(CmdError::Arg(ArgError::Syntax)),
     };
     let set = read::<Set>(ks, ctx.now, key)?;
     let mut rng = Rng::new(ctx.seed);
     let Some(count) = count else {
         return Ok(match set {
-            Some(s) if !s.is_empty() => Reply::Bulk(choose_distinct(s, 1, &mut rng).remove(0)),
+            Some(s) if !s.is_empty() => s.iter().nth(rng.below(s.len())).cloned().map(Reply::Bulk).unwrap_or(Reply::Nil),
             _ => Reply::Nil,
         });
     };
     let Some(set) = set.filter(|s| !s.is_empty() && count != 0) else { return Ok(Reply::Array(vec![])) };
-    if count < 0 {
-        let n = count.unsigned_abs();
-        // Each member of the reply is at least a few bytes on the wire: a
-        // count no reply could hold is refused rather than built.
-        if n > MAX_RANDOM_REPEATS {
-            return Err(CmdError::Other(format!("ERR count is too large: at most {MAX_RANDOM_REPEATS} members with repetition")));
-        }
-        let all: Vec<&Bytes> = set.iter().collect();
-        return Ok(Reply::Array((0..n).map(|_| Reply::Bulk(all[rng.below(all.len())].clone())).collect()));
-    }
-    let n = count as u64;
-    let chosen = if n >= set.len() as u64 { set.iter().cloned().collect() } else { choose_distinct(set, n as usize, &mut rng) };
-    Ok(Reply::Array(chosen.into_iter().map(Reply::Bulk).collect()))
+    let all: Vec<&Bytes> = set.iter().collect();
+    let chosen = if count < 0 {
+        choose_repeated(&all, count.unsigned_abs(), 1, |m| m.len(), &mut rng, "members")?
+    } else {
+        choose_distinct(all, count as u64, &mut rng)
+    };
+    Ok(Reply::Array(chosen.into_iter().map(|m| Reply::Bulk(m.clone())).collect()))
 }
-
-/// The largest `SRANDMEMBER key -count` served: its reply must fit in memory
-/// (Redis would try to send it, a member at a time).
-const MAX_RANDOM_REPEATS: u64 = 10_000_000;
 
 /// ```text
 /// SMOVE source destination member
@@ -406,15 +374,15 @@ mod tests {
     #[test]
     fn random_choices_are_distinct_and_follow_the_seed() {
         let s: Set = (0..100).map(|i| Bytes::from(format!("m{i}"))).collect();
-        let one = choose_distinct(&s, 10, &mut Rng::new(7));
-        let again = choose_distinct(&s, 10, &mut Rng::new(7));
-        let other = choose_distinct(&s, 10, &mut Rng::new(8));
+        let one = choose_distinct(s.iter().collect(), 10, &mut Rng::new(7));
+        let again = choose_distinct(s.iter().collect(), 10, &mut Rng::new(7));
+        let other = choose_distinct(s.iter().collect(), 10, &mut Rng::new(8));
         assert_eq!(one, again, "the same seed chooses the same members");
         assert_ne!(one, other);
         assert_eq!(one.iter().collect::<BTreeSet<_>>().len(), 10);
         // Every member can be chosen.
         let mut rng = Rng::new(1);
-        let seen: BTreeSet<Bytes> = (0..2000).flat_map(|_| choose_distinct(&s, 1, &mut rng)).collect();
+        let seen: BTreeSet<Bytes> = (0..2000).flat_map(|_| choose_distinct(s.iter().cloned().collect(), 1, &mut rng)).collect();
         assert_eq!(seen.len(), 100);
     }
 

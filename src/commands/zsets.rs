@@ -23,7 +23,9 @@ use bytes::Bytes;
 use crate::keyspace::{Entry, ExecCtx, Keyspace, LogTime, ReadCtx, Rng, Value};
 use crate::protocol::{format_double, parse_i64, ArgError, Args, Reply};
 
-use super::containers::{check, drop_if_empty, empty_scan, parse_cursor, read, scan_container, write};
+use super::containers::{
+    check, choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read, scan_container, write,
+};
 use super::lists::{clamp_range, parse_block_timeout};
 use super::{CmdError, CmdResult};
 
@@ -1217,10 +1219,6 @@ pub fn zintercard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 // Random members, scanning
 // ---------------------------------------------------------------------------
 
-/// The largest `ZRANDMEMBER key -count` served: its reply must fit in
-/// memory (Redis would try to send it, a member at a time).
-const MAX_RANDOM_REPEATS: u64 = 10_000_000;
-
 /// ```text
 /// ZRANDMEMBER key [count [WITHSCORES]]
 /// ```
@@ -1237,14 +1235,7 @@ pub fn zrandmember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
         let chosen = z.filter(|z| !z.is_empty()).and_then(|z| z.keys().nth(rng.below(z.len())));
         return Ok(chosen.map_or(Reply::Nil, |m| Reply::Bulk(m.clone())));
     };
-    let count = match parse_i64(raw).ok_or(ArgError::NotInteger)? {
-        i64::MIN => {
-            return Err(CmdError::Other(
-                "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into(),
-            ))
-        }
-        n => n,
-    };
+    let count = random_count(raw)?;
     let with_scores = match &args.rest()[1..] {
         [] => false,
         [w] if w.eq_ignore_ascii_case(b"withscores") => true,
@@ -1259,25 +1250,15 @@ pub fn zrandmember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     }
     let mut all = items(z);
     let chosen: Vec<Item> = if count < 0 {
-        let n = count.unsigned_abs();
-        if n > MAX_RANDOM_REPEATS {
-            return Err(CmdError::Other(format!("ERR count is too large: at most {MAX_RANDOM_REPEATS} members with repetition")));
-        }
-        (0..n).map(|_| all[rng.below(all.len())]).collect()
+        let per_item = if with_scores { 2 } else { 1 };
+        choose_repeated(&all, count.unsigned_abs(), per_item, |(m, _)| m.len() + 24, &mut rng, "members")?
     } else if count as u64 >= all.len() as u64 {
         // Redis walks a sorted set from its highest score here.
         all.sort_unstable_by(by_score_desc);
         all
     } else {
-        // A partial Fisher-Yates shuffle: the first `count` places are a
-        // uniform choice without repetition, in random order (as Redis's).
-        let n = count as usize;
-        for i in 0..n {
-            let j = i + rng.below(all.len() - i);
-            all.swap(i, j);
-        }
-        all.truncate(n);
-        all
+        // In random order, as Redis's.
+        choose_distinct(all, count as u64, &mut rng)
     };
     Ok(items_reply(chosen, with_scores))
 }

@@ -11,7 +11,7 @@
 # Groups: redispy (redis-py 8.x and 5.x, RESP2 and RESP3), prl (python-redis-lock),
 # pottery, node (ioredis 5/6, node-redis 4/latest), redlock (node-redlock 5),
 # rust (redis crate, rslock), go (go-redis v9, redsync v4), java (Jedis 8,
-# Lettuce 7), cli (redis-cli in tmux, redis-benchmark), auth
+# Lettuce 7, Redisson 3), cli (redis-cli in tmux, redis-benchmark), auth
 # (redis-py, ioredis and node-redis with their password options, against a
 # third target: a one-node server started with --requirepass), tls (redis-py,
 # ioredis and node-redis with their TLS options, against a one-node server with
@@ -202,7 +202,7 @@ if wanted go; then
     fi
 fi
 
-# The Maven project (Jedis, Lettuce, pinned in its pom.xml): Maven's local
+# The Maven project (Jedis, Lettuce, Redisson, pinned in its pom.xml): Maven's local
 # repository and the build output live in the interop cache, nothing is written
 # under tests/. Built once per run into one shaded jar (the local repository
 # makes it quick after the first run).
@@ -211,7 +211,7 @@ JAVA_JAR="$JAVA_DIR/target/raftlock-interop-java.jar"
 if wanted java; then
     rm -f "$JAVA_JAR"
     if command -v mvn >/dev/null && command -v java >/dev/null; then
-        say "building tests/interop/java (Jedis, Lettuce)"
+        say "building tests/interop/java (Jedis, Lettuce, Redisson)"
         if ! (cd "$HERE/java" && timeout 900 mvn -B -ntp -Dstyle.color=never -Dmaven.repo.local="$JAVA_DIR/m2" \
             -Dinterop.build.dir="$JAVA_DIR/target" clean package >"$WORK/java-build.log" 2>&1) || [ ! -f "$JAVA_JAR" ]; then
             tail -20 "$WORK/java-build.log"
@@ -388,7 +388,11 @@ run_target() { # target port check-port
     fi
     if wanted java && [ -f "$JAVA_JAR" ]; then
         for proto in 2 3; do
-            run_group "$t" "java-resp$proto" 60 java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar "$JAVA_JAR" "${a[@]}" --protocol "$proto"
+            run_group "$t" "java-resp$proto" 60 java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar "$JAVA_JAR" "${a[@]}" --protocol "$proto" \
+                --only jedis,lettuce
+            # Redisson: about 25 s of cases (a watchdog held 5.5 s, a second JVM paused past its lease).
+            run_group "$t" "redisson-resp$proto" 120 java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar "$JAVA_JAR" "${a[@]}" --protocol "$proto" \
+                --only redisson
         done
     fi
     if wanted cli; then
