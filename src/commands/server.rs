@@ -17,7 +17,7 @@ pub fn dbsize(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
 /// FLUSHALL [ASYNC | SYNC]
 /// ```
 /// Deletes every key (one database exists). No per-key notifications, as Redis.
-pub fn flush(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+pub fn flush(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     if args.remaining() > 1 {
         return Err(CmdError::Arg(crate::protocol::ArgError::Syntax));
     }
@@ -25,5 +25,6 @@ pub fn flush(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResult
         return Err(CmdError::Arg(crate::protocol::ArgError::Syntax));
     }
     ks.clear();
+    ctx.events.push(crate::keyspace::Event::Flushed);
     Ok(Reply::ok())
 }

@@ -159,6 +159,9 @@ pub enum Event {
     /// or timed out. On the last two its node (`client.node`) answers the
     /// connection blocked in `WAIT`.
     Wait { client: ClientId, seq: u64, key: Bytes, owner: Bytes, step: WaitStep, waited_ms: u64 },
+    /// Every key was deleted (`FLUSHALL`, `FLUSHDB`): clients that cache
+    /// keys (`CLIENT TRACKING`) drop everything.
+    Flushed,
 }
 
 /// Everything an applied command may read or produce besides the keyspace.

@@ -29,7 +29,7 @@ const CURRENT: &[u8] = b"current";
 
 /// Receives the events of applied entries; returns how many subscribers got
 /// the `PUBLISH` messages among them (the reply `PUBLISH` gives).
-pub type EventSink = Arc<dyn Fn(Vec<Event>) -> usize + Send + Sync>;
+pub type EventSink = Arc<dyn Fn(Vec<Event>, Option<crate::keyspace::ClientId>) -> usize + Send + Sync>;
 
 /// The applied state, shared with the read path.
 pub struct Applied {
@@ -161,13 +161,13 @@ impl StateMachine {
 
     /// Hands a command's events to the node; `PUBLISH` replies the number of
     /// subscribers that received the message here.
-    fn deliver(&self, outcome: commands::Applied) -> Reply {
+    fn deliver(&self, outcome: commands::Applied, origin: Option<crate::keyspace::ClientId>) -> Reply {
         let commands::Applied { mut reply, events, is_publish, repeated } = outcome;
         if repeated {
             crate::metrics::record_repeated_command();
         }
         if !events.is_empty() {
-            let receivers = (self.sink)(events);
+            let receivers = (self.sink)(events, origin);
             if is_publish && !reply.is_error() {
                 reply = Reply::Int(receivers as i64);
             }
@@ -279,7 +279,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             }
                         }
                         applying::end();
-                        outcomes.into_iter().map(|outcome| self.deliver(outcome)).collect()
+                        let origins: Vec<_> = match &proposal.op {
+                            commands::Op::Commands(cmds) => cmds.iter().map(|c| Some(c.origin.client)).collect(),
+                            commands::Op::Expire => Vec::new(),
+                        };
+                        let origin_of = |i: usize| origins.get(i).copied().flatten();
+                        outcomes.into_iter().enumerate().map(|(i, outcome)| self.deliver(outcome, origin_of(i))).collect()
                     }
                     EntryPayload::Membership(m) => {
                         applied.membership = StoredMembership::new(Some(entry.log_id), m);

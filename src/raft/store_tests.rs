@@ -25,7 +25,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for RocksBuilder 
         let db = Arc::new(Storage::open(dir.path()).map_err(|e| io(&e))?);
         let clock = Arc::new(LogClock::system());
         let log = LogStore::open(db.clone(), clock.clone())?;
-        let sm = StateMachine::open(db, clock, Arc::new(|_| 0))?;
+        let sm = StateMachine::open(db, clock, Arc::new(|_, _| 0))?;
         Ok((dir, log, sm))
     }
 }

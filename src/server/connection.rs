@@ -64,6 +64,10 @@ struct Connection {
     user: String,
     perms: Option<Arc<commands::acl::Perms>>,
     acl_epoch: u64,
+    /// `CLIENT TRACKING` options while on (a copy of what the hub has).
+    tracking: Option<super::tracking::TrackingMode>,
+    /// `CLIENT CACHING yes|no`, for the next command (or transaction).
+    caching: Option<bool>,
 }
 
 /// Serves one client until it disconnects, misbehaves or the node stops.
@@ -105,10 +109,13 @@ pub async fn serve(
         user: "default".into(),
         perms: None,
         acl_epoch,
+        tracking: None,
+        caching: None,
     };
     conn.refresh_perms(&acl, acl_epoch);
     conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
     conn.unsubscribe_all();
+    node.hub.tracking.disable(id);
     node.clients.unregister(id);
 }
 
@@ -298,6 +305,21 @@ impl Connection {
     fn encode_push(&mut self, msg: PushMsg) {
         self.subscriber.sent(&msg);
         let items = match msg {
+            // RESP2 has no pushes: a RESP2 client without a redirect gets
+            // no invalidations (as Redis).
+            PushMsg::Invalidate { via_channel: false, .. } if !self.resp3 => return,
+            PushMsg::Invalidate { keys, via_channel } => {
+                let keys = match keys {
+                    Some(keys) => Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
+                    None if via_channel => Reply::NilArray,
+                    None => Reply::Nil,
+                };
+                if via_channel {
+                    vec![Reply::text("message"), Reply::text(super::tracking::INVALIDATE_CHANNEL), keys]
+                } else {
+                    vec![Reply::text("invalidate"), keys]
+                }
+            }
             PushMsg::Message { channel, payload } => {
                 vec![Reply::text("message"), Reply::Bulk(channel), Reply::Bulk(payload)]
             }
@@ -382,6 +404,9 @@ impl Connection {
             )));
             return Next::Continue;
         }
+        // CLIENT CACHING counts for the next command, or the next
+        // transaction until its EXEC.
+        let sets_caching = spec.name == "client" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"caching"));
         let (reply, next) = match spec.handler {
             _ if spec.name == "watch" => (Some(self.watch(argv).await), Next::Continue),
             _ if spec.flags.contains(&"blocking") => match self.blocking_pop(spec, argv, frames).await {
@@ -397,6 +422,7 @@ impl Connection {
             }
             // Replicated state: runs on the leader (here, or forwarded to it).
             Handler::Write(_) | Handler::Read(_) => {
+                self.track_reads([&argv[..]]);
                 let reply = self.on_leader(Request::Command(argv)).await;
                 (Some(reply), Next::Continue)
             }
@@ -406,7 +432,24 @@ impl Connection {
             crate::metrics::record_command(spec.name, &reply);
             self.reply(&reply);
         }
+        if !sets_caching && self.multi.is_none() {
+            self.caching = None;
+        }
         next
+    }
+
+    /// With `CLIENT TRACKING` on: the keys of the read commands among
+    /// `commands` are tracked, before they are sent (see `tracking`).
+    fn track_reads<'a>(&self, commands: impl IntoIterator<Item = &'a [Bytes]>) {
+        let Some(mode) = &self.tracking else { return };
+        if mode.bcast || !super::tracking::tracks(mode, self.caching) {
+            return;
+        }
+        for argv in commands {
+            if let Some(spec) = commands::lookup(&argv[0]).filter(|s| matches!(s.handler, Handler::Read(_))) {
+                self.node.hub.tracking.remember(self.id, spec.keys(argv));
+            }
+        }
     }
 
     /// Connection-local and node-local commands. Returns the reply, or `None`
@@ -429,6 +472,9 @@ impl Connection {
                 self.multi = None;
                 self.watched.clear();
                 self.unsubscribe_all();
+                self.node.hub.tracking.disable(self.id);
+                self.tracking = None;
+                self.caching = None;
                 self.resp3 = false;
                 // Back to the default user: authenticated only if it needs no password.
                 let (epoch, acl) = self.node.consensus.acl();
@@ -505,6 +551,7 @@ impl Connection {
                 }
                 Some(commands) => {
                     let watched = std::mem::take(&mut self.watched);
+                    self.track_reads(commands.iter().map(|c| &c[..]));
                     self.on_leader(Request::Transaction { watched, commands }).await
                 }
             },
@@ -943,17 +990,84 @@ impl Connection {
                 Reply::Verbatim(lines)
             }
             "NO-EVICT" | "NO-TOUCH" | "REPLY" if n == 3 => Reply::ok(),
+            "TRACKING" if n >= 3 => {
+                let clients = &self.node.clients;
+                match super::tracking::parse_tracking(&argv[1..], |id| clients.get(id).is_some()) {
+                    Err(e) => Reply::error(e),
+                    Ok(None) => {
+                        self.node.hub.tracking.disable(self.id);
+                        self.tracking = None;
+                        Reply::ok()
+                    }
+                    Ok(Some(mode)) => {
+                        self.node.hub.tracking.enable(self.id, mode.clone(), &self.subscriber);
+                        self.tracking = Some(mode);
+                        Reply::ok()
+                    }
+                }
+            }
+            "CACHING" if n == 3 => {
+                let value = match argv[2].to_ascii_lowercase().as_slice() {
+                    b"yes" => true,
+                    b"no" => false,
+                    _ => return Reply::error("ERR syntax error"),
+                };
+                match &self.tracking {
+                    Some(m) if (m.optin && value) || (m.optout && !value) => {
+                        self.caching = Some(value);
+                        Reply::ok()
+                    }
+                    Some(m) if m.optin || m.optout => Reply::error(if m.optin {
+                        "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."
+                    } else {
+                        "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."
+                    }),
+                    _ => Reply::error(
+                        "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
+                    ),
+                }
+            }
+            "GETREDIR" if n == 2 => Reply::Int(match &self.tracking {
+                None => -1,
+                Some(m) => m.redirect.map_or(0, |id| id as i64),
+            }),
+            "TRACKINGINFO" if n == 2 => {
+                let (flags, redirect, prefixes) = match &self.tracking {
+                    None => (vec!["off"], -1, vec![]),
+                    Some(m) => {
+                        let mut flags = vec!["on"];
+                        for (set, name) in [(m.bcast, "bcast"), (m.optin, "optin"), (m.optout, "optout"), (m.noloop, "noloop")] {
+                            if set {
+                                flags.push(name);
+                            }
+                        }
+                        match self.caching {
+                            Some(true) => flags.push("caching-yes"),
+                            Some(false) => flags.push("caching-no"),
+                            None => {}
+                        }
+                        (flags, m.redirect.map_or(0, |id| id as i64), m.prefixes.clone())
+                    }
+                };
+                Reply::Map(vec![
+                    (Reply::text("flags"), Reply::Set(flags.into_iter().map(Reply::text).collect())),
+                    (Reply::text("redirect"), Reply::Int(redirect)),
+                    (Reply::text("prefixes"), Reply::Array(prefixes.into_iter().map(Reply::Bulk).collect())),
+                ])
+            }
             "HELP" => Reply::Array(
                 [
                     "CLIENT <subcommand> [<arg> ...]. Subcommands are:",
                     "ID, GETNAME, SETNAME <name>, SETINFO LIB-NAME|LIB-VER <value>, INFO, LIST,",
-                    "NO-EVICT|NO-TOUCH|REPLY <on|off>, HELP",
+                    "NO-EVICT|NO-TOUCH|REPLY <on|off>, TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST]",
+                    "[OPTIN] [OPTOUT] [NOLOOP], CACHING yes|no, GETREDIR, TRACKINGINFO, HELP",
                 ]
                 .iter()
                 .map(|s| Reply::Status(s.to_string()))
                 .collect(),
             ),
-            "ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO" | "NO-EVICT" | "NO-TOUCH" | "REPLY" => wrong(),
+            "ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO" | "NO-EVICT" | "NO-TOUCH" | "REPLY" | "TRACKING" | "CACHING"
+            | "GETREDIR" | "TRACKINGINFO" => wrong(),
             _ => Reply::error(format!(
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
                 String::from_utf8_lossy(&argv[1])

@@ -19,6 +19,10 @@ use crate::keyspace::{self, glob_match, Event, WaitStep};
 pub enum PushMsg {
     Message { channel: Bytes, payload: Bytes },
     PMessage { pattern: Bytes, channel: Bytes, payload: Bytes },
+    /// `CLIENT TRACKING`: these keys (`None`: every key) changed. As a RESP3
+    /// `invalidate` push, or `via_channel` as a message of the
+    /// `__redis__:invalidate` channel (a redirect's target).
+    Invalidate { keys: Option<Vec<Bytes>>, via_channel: bool },
 }
 
 impl PushMsg {
@@ -28,6 +32,7 @@ impl PushMsg {
         let data = match self {
             PushMsg::Message { channel, payload } => channel.len() + payload.len(),
             PushMsg::PMessage { pattern, channel, payload } => pattern.len() + channel.len() + payload.len(),
+            PushMsg::Invalidate { keys, .. } => keys.iter().flatten().map(|k| k.len() + 16).sum(),
         };
         (data + 48) as u64
     }
@@ -113,7 +118,7 @@ impl Subscriber {
         first.elapsed().as_secs() >= self.limit.soft_secs.load(Ordering::Relaxed)
     }
 
-    fn send(&self, msg: PushMsg) -> bool {
+    pub fn send(&self, msg: PushMsg) -> bool {
         let size = msg.size();
         let backlog = self.backlog.bytes.fetch_add(size, Ordering::Relaxed) + size;
         if self.over_limit(backlog) {
@@ -204,6 +209,10 @@ pub struct Hub {
     /// `client-output-buffer-limit pubsub` and `normal`.
     pubsub_limit: Arc<OutputLimit>,
     normal_limit: Arc<OutputLimit>,
+    /// `CLIENT TRACKING` connections.
+    pub tracking: super::tracking::Tracking,
+    /// This node's id and boot, which origins of its own connections carry.
+    local: std::sync::OnceLock<(u64, u64)>,
 }
 
 /// A connection's registration for the end of its lock waits; unregisters
@@ -256,7 +265,15 @@ impl Hub {
             lock_waits: Mutex::new(HashMap::new()),
             pubsub_limit: Arc::default(),
             normal_limit: Arc::new(OutputLimit::new(0, 0, 0)),
+            tracking: Default::default(),
+            local: Default::default(),
         }
+    }
+
+    /// Says which origins are this node's own connections (`CLIENT
+    /// TRACKING ... NOLOOP`).
+    pub fn set_local_identity(&self, node: u64, boot: u64) {
+        let _ = self.local.set((node, boot));
     }
 
     /// The pub/sub output limits every subscriber of this node obeys.
@@ -391,9 +408,11 @@ impl Hub {
 
     /// Delivers the events of applied entries. Returns the receivers of the
     /// `PUBLISH` messages among them.
-    pub fn dispatch(&self, events: Vec<Event>) -> usize {
+    /// `origin` is the client whose command made them, if any.
+    pub fn dispatch(&self, events: Vec<Event>, origin: Option<keyspace::ClientId>) -> usize {
         let flags = self.notify_flags();
         let mut published = 0;
+        let mut changed: Vec<Bytes> = Vec::new();
         for event in events {
             match event {
                 Event::Publish { channel, message } => published += self.publish(&channel, &message),
@@ -401,11 +420,17 @@ impl Hub {
                     if may_feed_a_blocked_pop(class, name) {
                         self.wake_list_waiters(&key);
                     }
-                    self.notify_key(flags, class, name, &key)
+                    self.notify_key(flags, class, name, &key);
+                    changed.push(key);
                 }
                 Event::Lease { kind, key, ttl_ms, held_ms, .. } => {
                     crate::metrics::record_lease(kind, ttl_ms, held_ms);
                     self.notify_key(flags, 'L', kind.name(), &key);
+                    changed.push(key);
+                }
+                Event::Flushed => {
+                    let all = self.tracking.flushed();
+                    self.invalidate(all);
                 }
                 Event::Wait { client, seq, key, step, waited_ms, .. } => {
                     match step {
@@ -423,7 +448,32 @@ impl Hub {
                 }
             }
         }
+        if !changed.is_empty() {
+            let local = self.local.get().copied();
+            let origin = origin.filter(|o| local == Some((o.node, o.boot))).map(|o| o.conn);
+            let messages = self.tracking.changed(&changed, origin);
+            self.invalidate(messages);
+        }
         published
+    }
+
+    /// Sends `CLIENT TRACKING` messages: to the tracking connection, or to
+    /// its redirect's target if that one listens on `__redis__:invalidate`.
+    fn invalidate(&self, messages: Vec<super::tracking::Invalidation>) {
+        use super::tracking::{Delivery, INVALIDATE_CHANNEL};
+        for m in messages {
+            match &m.to {
+                Delivery::Own(sub) => {
+                    sub.send(m.message(false));
+                }
+                Delivery::Redirect(id) => {
+                    let target = self.lock().channels.get(INVALIDATE_CHANNEL.as_bytes()).and_then(|s| s.get(id).cloned());
+                    if let Some(sub) = target {
+                        sub.send(m.message(true));
+                    }
+                }
+            }
+        }
     }
 
     /// Channels with at least one subscriber, optionally matching `pattern`.
@@ -463,7 +513,7 @@ mod tests {
         hub.subscribe(1, &sub, &Bytes::from("__keyspace@0__:k"));
         hub.psubscribe(1, &sub, &Bytes::from("__keyevent@0__:*"));
         // Default flags: lock events only.
-        hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }]);
+        hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }], None);
         assert!(rx.try_recv().is_err());
         hub.dispatch(vec![Event::Lease {
             kind: crate::keyspace::LeaseEvent::Released,
@@ -472,7 +522,7 @@ mod tests {
             token: 1,
             ttl_ms: 1,
             held_ms: 1,
-        }]);
+        }], None);
         assert_eq!(
             rx.try_recv().unwrap(),
             PushMsg::Message { channel: Bytes::from("__keyspace@0__:k"), payload: Bytes::from("lock.released") }
@@ -486,7 +536,7 @@ mod tests {
             }
         );
         hub.set_notify_flags(parse_notify_flags("KA").unwrap());
-        hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }]);
+        hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }], None);
         assert_eq!(rx.try_recv().unwrap(), PushMsg::Message { channel: Bytes::from("__keyspace@0__:k"), payload: Bytes::from("del") });
         assert!(rx.try_recv().is_err());
     }

@@ -10,6 +10,7 @@ mod hub;
 mod info;
 mod memory;
 mod params;
+mod tracking;
 mod waiting;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,8 +117,10 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await
         .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
-    let sink = Arc::new(move |events| sink_hub.dispatch(events));
+    let sink = Arc::new(move |events, origin| sink_hub.dispatch(events, origin));
     let consensus = Consensus::start(settings, peer_listener, storage.clone(), clock.clone(), sink).await?;
+    let me = consensus.client_id(0);
+    hub.set_local_identity(me.node, me.boot);
     let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
     if let Some(addr) = metrics_addr {
         crate::metrics::install(addr).map_err(ServerError::Config)?;

@@ -6,14 +6,28 @@
 //     protocol asked for (go-redis's Protocol option, 2 or 3);
 //   - redsync v4 with its go-redis v9 pool: Mutex Lock/Unlock, TryLock on a held
 //     mutex, Extend, 8 goroutines contending for one mutex, a holder that never
-//     unlocks, Unlock of an expired and of a stolen lock.
+//     unlocks, Unlock of an expired and of a stolen lock;
+//   - rueidis (rueidis_cases.go): the lock recipe through its command builder and
+//     NewLuaScript, client-side caching (DoCache over CLIENT TRACKING, in OPTIN,
+//     OPTOUT and BCAST mode) invalidated by other clients' writes, and the same
+//     client with DisableCache;
+//   - rueidislock (rueidislock_cases.go): its Locker (KeyMajority 1) with
+//     client-side caching (OPTOUT, and OPTOUT NOLOOP) and with DisableCache:
+//     WithContext, TryWithContext, contention, extension, cancellation, and a
+//     waiter woken by the release (an invalidation push, or its polling).
+//
+// rueidis speaks RESP3 whatever --protocol says (it needs it for the cache).
 //
 // A case passes only if the library reports success AND a plain RESP2 client on
 // a raw net.Conn (plain.go, independent of both libraries) reads back the state
 // the library believes in. Each case prints
 // RESULT<TAB>library<TAB>case<TAB>PASS|FAIL<TAB>detail for tests/interop/run.sh.
 //
-//	raftlock-interop-go --port P --check-port C --prefix X --protocol 2|3
+//	raftlock-interop-go --port P --check-port C --prefix X --protocol 2|3 \
+//	    [--only go-redis,redsync,rueidis,rueidislock] [--trace FILE]
+//
+// --trace FILE (by hand) puts a logging proxy (trace.go) between the libraries
+// and --port: every command and reply, push frames included, goes into FILE.
 package main
 
 import (
@@ -94,6 +108,9 @@ func unique(prefix, name string) string {
 type Args struct {
 	Port, CheckPort, Protocol int
 	Prefix                    string
+	// Vanilla: the server is a real Redis (to check the cases themselves): the
+	// checks of raftlock's own LOCK.INFO are skipped (rueidis groups only).
+	Vanilla bool
 }
 
 func main() {
@@ -102,11 +119,22 @@ func main() {
 	flag.IntVar(&a.CheckPort, "check-port", 0, "node the plain checker reads from")
 	flag.StringVar(&a.Prefix, "prefix", "interop", "key prefix (unique per run)")
 	flag.IntVar(&a.Protocol, "protocol", 3, "RESP version go-redis asks for (2 or 3)")
-	only := flag.String("only", "go-redis,redsync", "comma-separated: go-redis, redsync")
+	only := flag.String("only", "go-redis,redsync", "comma-separated: go-redis, redsync, rueidis, rueidislock")
+	flag.BoolVar(&a.Vanilla, "vanilla", false, "the server is a real Redis: skip LOCK.INFO checks (rueidis groups)")
+	trace := flag.String("trace", "", "log every command and reply the libraries exchange with --port into this file")
 	flag.Parse()
 	if a.Port == 0 || a.CheckPort == 0 || (a.Protocol != 2 && a.Protocol != 3) {
-		fmt.Fprintln(os.Stderr, "usage: raftlock-interop-go --port P --check-port C [--prefix X] [--protocol 2|3]")
+		fmt.Fprintln(os.Stderr, "usage: raftlock-interop-go --port P --check-port C [--prefix X] [--protocol 2|3] [--only GROUPS] [--trace FILE]")
 		os.Exit(2)
+	}
+	if *trace != "" {
+		port, stop, err := startTrace(a.Port, *trace)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "--trace:", err)
+			os.Exit(2)
+		}
+		defer stop()
+		a.Port = port
 	}
 	h := &Harness{}
 	for _, g := range strings.Split(*only, ",") {
@@ -115,12 +143,16 @@ func main() {
 			goRedisCases(h, a)
 		case "redsync":
 			redsyncCases(h, a)
+		case "rueidis":
+			rueidisCases(h, a)
+		case "rueidislock":
+			rueidislockCases(h, a)
 		default:
 			fmt.Fprintf(os.Stderr, "unknown group %q\n", g)
 			os.Exit(2)
 		}
 	}
 	if h.failed > 0 {
-		os.Exit(1)
+		os.Exit(1) // the trace file is flushed line by line
 	}
 }

@@ -1,0 +1,136 @@
+//! Issue 15: client-side caching as Redis 6+ offers it (`CLIENT TRACKING`),
+//! which rueidis and its lock package rely on: a connection that read a key
+//! is told, once, when any client changes it, on any node: RESP3
+//! `invalidate` pushes, or messages on `__redis__:invalidate` for a RESP2
+//! connection's redirect; BCAST with prefixes, NOLOOP, OPTIN/OPTOUT with
+//! `CLIENT CACHING`, FLUSHALL.
+
+mod cluster_support;
+mod common;
+
+use std::time::Duration;
+
+use common::{b, RawConn, Resp, TestServer};
+
+fn hello3(c: &mut RawConn) {
+    assert!(matches!(c.cmd(&["HELLO", "3"]), Resp::Map(_)));
+}
+
+/// The next push (a reply first would be a test bug: nothing else is pending).
+fn push(c: &mut RawConn) -> Resp {
+    match c.read() {
+        Ok(p @ Resp::Push(_)) => p,
+        other => panic!("expected a push, got {other:?}"),
+    }
+}
+
+/// Nothing arrives within `ms`.
+fn quiet(c: &mut RawConn, ms: u64) {
+    c.stream.set_read_timeout(Some(Duration::from_millis(ms))).unwrap();
+    let got = c.read();
+    c.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert!(matches!(got, Err(common::RawErr::Timeout)), "expected nothing, got {got:?}");
+}
+
+fn invalidate(keys: &[&str]) -> Resp {
+    Resp::Push(vec![b("invalidate"), Resp::Array(Some(keys.iter().map(|k| b(k)).collect()))])
+}
+
+#[test]
+fn a_reader_is_told_once_when_another_client_changes_the_key() {
+    let s = TestServer::start();
+    let (mut a, mut w) = (s.raw(), s.raw());
+    hello3(&mut a);
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON"]), Resp::Simple("OK".into()));
+    assert_eq!(a.cmd(&["GET", "k"]), Resp::Null);
+    assert_eq!(w.cmd(&["SET", "k", "v1"]), Resp::Simple("OK".into()));
+    assert_eq!(push(&mut a), invalidate(&["k"]));
+    // Not read again: no second message.
+    w.cmd(&["SET", "k", "v2"]);
+    quiet(&mut a, 300);
+    // Read again: tracked again; a lock taken on it counts as a change.
+    assert_eq!(a.cmd(&["GET", "k"]), b("v2"));
+    w.cmd(&["DEL", "k"]);
+    assert_eq!(push(&mut a), invalidate(&["k"]));
+    a.cmd(&["GET", "lk"]);
+    w.cmd(&["LOCK.ACQUIRE", "lk", "me", "60000"]);
+    assert_eq!(push(&mut a), invalidate(&["lk"]));
+    // An expiry is a change too.
+    a.cmd(&["GET", "short"]);
+    w.cmd(&["SET", "short", "x", "PX", "1000"]);
+    assert_eq!(push(&mut a), invalidate(&["short"]));
+    a.cmd(&["GET", "short"]);
+    assert_eq!(push(&mut a), invalidate(&["short"]), "the expiry of a key read while it lived");
+    // FLUSHALL: everything (a null key list).
+    a.cmd(&["GET", "k"]);
+    w.cmd(&["FLUSHALL"]);
+    assert_eq!(push(&mut a), Resp::Push(vec![b("invalidate"), Resp::Null]));
+    // Off: nothing more.
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "OFF"]), Resp::Simple("OK".into()));
+    a.cmd(&["GET", "k"]);
+    w.cmd(&["SET", "k", "v3"]);
+    quiet(&mut a, 300);
+}
+
+#[test]
+fn bcast_prefixes_noloop_optin_and_a_redirect_for_resp2() {
+    let s = TestServer::start();
+    let (mut a, mut w) = (s.raw(), s.raw());
+    hello3(&mut a);
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "lock:", "NOLOOP"]), Resp::Simple("OK".into()));
+    w.cmd(&["SET", "lock:1", "x"]);
+    assert_eq!(push(&mut a), invalidate(&["lock:1"]));
+    w.cmd(&["SET", "other", "x"]);
+    a.cmd(&["SET", "lock:2", "mine"]);
+    quiet(&mut a, 300);
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "OFF"]), Resp::Simple("OK".into()));
+
+    // OPTIN: only the reads after CLIENT CACHING yes (a transaction counts as one).
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON", "OPTIN"]), Resp::Simple("OK".into()));
+    a.cmd(&["GET", "o1"]);
+    w.cmd(&["SET", "o1", "x"]);
+    quiet(&mut a, 300);
+    assert_eq!(a.cmd(&["CLIENT", "CACHING", "yes"]), Resp::Simple("OK".into()));
+    a.cmd(&["MULTI"]);
+    a.cmd(&["PTTL", "o2"]);
+    a.cmd(&["GET", "o2"]);
+    assert!(matches!(a.cmd(&["EXEC"]), Resp::Array(Some(_))));
+    w.cmd(&["SET", "o2", "x"]);
+    assert_eq!(push(&mut a), invalidate(&["o2"]));
+    let e = a.cmd(&["CLIENT", "CACHING", "no"]);
+    assert!(matches!(e, Resp::Error(t) if t.contains("OPTOUT")), "CACHING no needs OPTOUT");
+
+    // A RESP2 client redirects to another connection subscribed to
+    // __redis__:invalidate.
+    let mut listener = s.raw();
+    let Resp::Int(listener_id) = listener.cmd(&["CLIENT", "ID"]) else { panic!() };
+    listener.cmd(&["SUBSCRIBE", "__redis__:invalidate"]);
+    let mut r2 = s.raw();
+    let id = listener_id.to_string();
+    assert_eq!(r2.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", &id]), Resp::Simple("OK".into()));
+    assert_eq!(r2.cmd(&["CLIENT", "GETREDIR"]), Resp::Int(listener_id));
+    r2.cmd(&["GET", "r"]);
+    w.cmd(&["SET", "r", "x"]);
+    let message = listener.read().unwrap();
+    assert_eq!(message, Resp::Array(Some(vec![b("message"), b("__redis__:invalidate"), Resp::Array(Some(vec![b("r")]))])));
+    quiet(&mut r2, 200);
+    let e = r2.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", "999999"]);
+    assert!(matches!(e, Resp::Error(t) if t.contains("does not exist")));
+}
+
+/// A client of a follower is told of a change made through the leader: each
+/// node tells its own connections as it applies the entry.
+#[test]
+fn a_reader_on_a_follower_is_told_of_a_write_through_the_leader() {
+    let _serial = cluster_support::serial();
+    let c = cluster_support::Cluster::start(3, cluster_support::Opts::default());
+    let leader = c.wait_leader(&[1, 2, 3], Duration::from_secs(10));
+    let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
+    let mut a = RawConn::connect(&c.node(follower).addr());
+    let mut w = RawConn::connect(&c.node(leader).addr());
+    hello3(&mut a);
+    a.cmd(&["CLIENT", "TRACKING", "ON"]);
+    a.cmd(&["GET", "shared"]);
+    w.cmd(&["SET", "shared", "1"]);
+    assert_eq!(push(&mut a), invalidate(&["shared"]));
+}
