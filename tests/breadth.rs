@@ -301,3 +301,26 @@ fn a_store_command_invalidates_a_watch_on_its_destination_only() {
         }
     }
 }
+
+/// CLIENT KILL closes another connection, a blocked one too; the old form
+/// names an address.
+#[test]
+fn client_kill_closes_the_connections_it_names() {
+    let s = common::TestServer::start();
+    let mut a = s.raw();
+    let common::Resp::Int(a_id) = a.cmd(&["CLIENT", "ID"]) else { panic!() };
+    let mut blocked = s.raw();
+    let info = blocked.cmd(&["CLIENT", "INFO"]).text().unwrap();
+    let addr = info.split(' ').find_map(|f| f.strip_prefix("addr=")).unwrap().to_string();
+    blocked.send(&common::RawConn::encode(&[b"BLPOP", b"never-pushed", b"0"]));
+    let mut admin = s.raw();
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &a_id.to_string()]), common::Resp::Int(1));
+    assert!(a.closed_within(Duration::from_secs(5)), "the killed client was not closed");
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", &addr]), common::Resp::Simple("OK".into()));
+    assert!(blocked.closed_within(Duration::from_secs(5)), "the blocked client was not closed");
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", "999999"]), common::Resp::Int(0));
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "127.0.0.1:1"]), common::Resp::Error("ERR No such client".into()));
+    // SKIPME yes by default: the asking connection stays.
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "TYPE", "normal"]), common::Resp::Int(0));
+    assert_eq!(admin.cmd(&["PING"]), common::Resp::Simple("PONG".into()));
+}

@@ -31,7 +31,7 @@ const ACL_SUBCOMMANDS: &[&str] =
 /// `CLIENT`'s.
 const CLIENT_SUBCOMMANDS: &[&str] = &[
     "id", "setname", "getname", "setinfo", "info", "list", "kill", "pause", "unpause", "no-evict", "no-touch", "reply",
-    "help",
+    "tracking", "caching", "getredir", "trackinginfo", "help",
 ];
 
 fn subcommands_with_own_categories(name: &str) -> Option<&'static [&'static str]> {

@@ -26,6 +26,8 @@ pub struct ClientInfo {
     pub last_active: Instant,
     /// The ACL user the client authenticated as.
     pub user: String,
+    /// Wakes the connection to close it (`CLIENT KILL`).
+    pub kill: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl ClientInfo {
@@ -96,6 +98,7 @@ impl ClientRegistry {
                 created: now,
                 last_active: now,
                 user: "default".into(),
+                kill: Default::default(),
             },
         );
         crate::metrics::set_clients(clients.len());
@@ -130,7 +133,120 @@ impl ClientRegistry {
         self.lock().values().filter(|c| c.blocked).count()
     }
 
+    /// `CLIENT KILL` with these filters (all must match): tells each
+    /// matching connection to close; how many.
+    pub fn kill(&self, matches: impl Fn(&ClientInfo) -> bool) -> usize {
+        let clients = self.lock();
+        let mut n = 0;
+        for c in clients.values().filter(|c| matches(c)) {
+            c.kill.notify_one();
+            n += 1;
+        }
+        n
+    }
+
     pub fn pubsub_clients(&self) -> usize {
         self.lock().values().filter(|c| c.channels + c.patterns > 0).count()
+    }
+}
+
+/// What `CLIENT KILL` selects: the old form `CLIENT KILL addr:port`, or
+/// filters `ID id`, `ADDR ip:port`, `LADDR ip:port`, `USER name`, `TYPE
+/// normal|pubsub` (every one must match) and `SKIPME yes|no` (default yes:
+/// not the connection that asks).
+pub struct KillFilter {
+    pub old_form: bool,
+    id: Option<u64>,
+    addr: Option<String>,
+    laddr: Option<String>,
+    user: Option<String>,
+    pubsub: Option<bool>,
+    skip: Option<u64>,
+}
+
+impl KillFilter {
+    /// Parses the arguments after `KILL`; `me` is the asking connection.
+    /// Redis 7's error texts.
+    pub fn parse(args: &[bytes::Bytes], me: u64) -> Result<KillFilter, String> {
+        let text = |b: &bytes::Bytes| String::from_utf8_lossy(b).into_owned();
+        let mut f = KillFilter { old_form: false, id: None, addr: None, laddr: None, user: None, pubsub: None, skip: Some(me) };
+        if args.len() == 1 {
+            f.old_form = true;
+            f.addr = Some(text(&args[0]));
+            f.skip = None;
+            return Ok(f);
+        }
+        if args.is_empty() || args.len() % 2 != 0 {
+            return Err("ERR syntax error".into());
+        }
+        for pair in args.chunks(2) {
+            let value = text(&pair[1]);
+            match text(&pair[0]).to_ascii_lowercase().as_str() {
+                "id" => {
+                    f.id = Some(
+                        crate::protocol::parse_i64(&pair[1])
+                            .filter(|n| *n > 0)
+                            .ok_or("ERR client-id should be greater than 0")? as u64,
+                    )
+                }
+                "addr" => f.addr = Some(value),
+                "laddr" => f.laddr = Some(value),
+                "user" => f.user = Some(value),
+                "type" => {
+                    f.pubsub = Some(match value.to_ascii_lowercase().as_str() {
+                        "normal" => false,
+                        "pubsub" => true,
+                        // There are no replica connections among clients.
+                        "master" | "replica" | "slave" => return Ok(KillFilter { id: Some(0), ..f }),
+                        _ => return Err(format!("ERR Unknown client type '{value}'")),
+                    })
+                }
+                "skipme" => {
+                    f.skip = match value.to_ascii_lowercase().as_str() {
+                        "yes" => Some(me),
+                        "no" => None,
+                        _ => return Err("ERR syntax error".into()),
+                    }
+                }
+                _ => return Err("ERR syntax error".into()),
+            }
+        }
+        Ok(f)
+    }
+
+    pub fn matches(&self, c: &ClientInfo) -> bool {
+        self.id.is_none_or(|id| id == c.id)
+            && self.addr.as_ref().is_none_or(|a| *a == c.addr.to_string())
+            && self.laddr.as_ref().is_none_or(|a| c.local_addr.is_some_and(|l| *a == l.to_string()))
+            && self.user.as_ref().is_none_or(|u| *u == c.user)
+            && self.pubsub.is_none_or(|p| p == (c.channels + c.patterns > 0))
+            && self.skip != Some(c.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_filters() {
+        let reg = ClientRegistry::default();
+        let a = reg.register("127.0.0.1:1000".parse().unwrap(), None, 10).unwrap();
+        let b = reg.register("127.0.0.1:2000".parse().unwrap(), None, 10).unwrap();
+        reg.update(b, |c| c.user = "alice".into());
+        let args = |s: &str| s.split(' ').map(|w| bytes::Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
+        let kill = |s: &str, me: u64| {
+            let f = KillFilter::parse(&args(s), me).unwrap();
+            reg.kill(|c| f.matches(c))
+        };
+        assert_eq!(kill("127.0.0.1:2000", a), 1, "the old form");
+        assert_eq!(kill("USER alice", b), 0, "SKIPME yes by default");
+        assert_eq!(kill("USER alice SKIPME no", b), 1);
+        assert_eq!(kill("TYPE normal", a), 1);
+        assert_eq!(kill("ID 99", a), 0);
+        assert_eq!(kill("TYPE replica", a), 0);
+        assert!(KillFilter::parse(&args("ID 0"), a).is_err());
+        assert!(KillFilter::parse(&args("TYPE weird"), a).is_err());
+        assert!(KillFilter::parse(&args("FOO bar"), a).is_err());
     }
 }

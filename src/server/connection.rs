@@ -68,6 +68,8 @@ struct Connection {
     tracking: Option<super::tracking::TrackingMode>,
     /// `CLIENT CACHING yes|no`, for the next command (or transaction).
     caching: Option<bool>,
+    /// Notified by `CLIENT KILL` from another connection.
+    kill: Arc<Notify>,
 }
 
 /// Serves one client until it disconnects, misbehaves or the node stops.
@@ -111,6 +113,7 @@ pub async fn serve(
         acl_epoch,
         tracking: None,
         caching: None,
+        kill: node.clients.get(id).map(|c| c.kill).unwrap_or_default(),
     };
     conn.refresh_perms(&acl, acl_epoch);
     conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
@@ -129,12 +132,15 @@ impl Connection {
         shutdown: &mut broadcast::Receiver<()>,
     ) {
         let mut acl_changes = self.node.consensus.acl_watch();
+        let kill = self.kill.clone();
         loop {
             // Redis's `timeout`: an idle client is let go, unless it subscribes.
             let idle = self.node.idle_timeout_secs.load(Ordering::Relaxed);
             let idle_for = (idle > 0 && !self.subscribed()).then(|| std::time::Duration::from_secs(idle));
             let first = tokio::select! {
                 _ = shutdown.recv() => return,
+                // CLIENT KILL from another connection.
+                _ = kill.notified() => return,
                 // Its user changed: a deleted user, or channels it may no
                 // longer listen to, end the connection (as Redis).
                 Ok(()) = acl_changes.changed() => {
@@ -862,6 +868,7 @@ impl Connection {
                 // A blocked client that disconnects is unblocked, as in Redis
                 // (and nothing is popped for a client that has gone).
                 _ = closed(frames, self.node.config.max_request_len) => return None,
+                _ = self.kill.notified() => return None,
             }
         }
         None
@@ -990,6 +997,17 @@ impl Connection {
                 Reply::Verbatim(lines)
             }
             "NO-EVICT" | "NO-TOUCH" | "REPLY" if n == 3 => Reply::ok(),
+            "KILL" if n >= 3 => match super::clients::KillFilter::parse(&argv[2..], self.id) {
+                Err(e) => Reply::error(e),
+                Ok(filter) => {
+                    let killed = self.node.clients.kill(|c| filter.matches(c));
+                    match (filter.old_form, killed) {
+                        (true, 0) => Reply::error("ERR No such client"),
+                        (true, _) => Reply::ok(),
+                        (false, n) => Reply::Int(n as i64),
+                    }
+                }
+            },
             "TRACKING" if n >= 3 => {
                 let clients = &self.node.clients;
                 match super::tracking::parse_tracking(&argv[1..], |id| clients.get(id).is_some()) {
@@ -1060,13 +1078,14 @@ impl Connection {
                     "CLIENT <subcommand> [<arg> ...]. Subcommands are:",
                     "ID, GETNAME, SETNAME <name>, SETINFO LIB-NAME|LIB-VER <value>, INFO, LIST,",
                     "NO-EVICT|NO-TOUCH|REPLY <on|off>, TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST]",
-                    "[OPTIN] [OPTOUT] [NOLOOP], CACHING yes|no, GETREDIR, TRACKINGINFO, HELP",
+                    "[OPTIN] [OPTOUT] [NOLOOP], CACHING yes|no, GETREDIR, TRACKINGINFO,",
+                    "KILL addr | KILL [ID id] [ADDR addr] [LADDR addr] [USER name] [TYPE normal|pubsub] [SKIPME yes|no], HELP",
                 ]
                 .iter()
                 .map(|s| Reply::Status(s.to_string()))
                 .collect(),
             ),
-            "ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO" | "NO-EVICT" | "NO-TOUCH" | "REPLY" | "TRACKING" | "CACHING"
+            "ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO" | "NO-EVICT" | "NO-TOUCH" | "REPLY" | "KILL" | "TRACKING" | "CACHING"
             | "GETREDIR" | "TRACKINGINFO" => wrong(),
             _ => Reply::error(format!(
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
