@@ -324,3 +324,37 @@ fn client_kill_closes_the_connections_it_names() {
     assert_eq!(admin.cmd(&["CLIENT", "KILL", "TYPE", "normal"]), common::Resp::Int(0));
     assert_eq!(admin.cmd(&["PING"]), common::Resp::Simple("PONG".into()));
 }
+
+/// TIME, INFO, CLIENT ... queued in MULTI are answered in their places in
+/// EXEC's reply (Redisson and others queue them); a transaction aborted by
+/// WATCH answers nil for all of them.
+#[test]
+fn connection_commands_inside_multi_answer_in_place() {
+    let s = common::TestServer::start();
+    let mut c = s.raw();
+    let common::Resp::Int(id) = c.cmd(&["CLIENT", "ID"]) else { panic!() };
+    for cmd in [&["MULTI"][..], &["SET", "a", "1"], &["TIME"], &["CLIENT", "ID"], &["INFO", "server"], &["GET", "a"], &["PING"]] {
+        c.cmd(cmd);
+    }
+    let common::Resp::Array(Some(items)) = c.cmd(&["EXEC"]) else { panic!("EXEC") };
+    assert_eq!(items.len(), 6, "{items:?}");
+    assert_eq!(items[0], common::Resp::Simple("OK".into()));
+    assert!(matches!(&items[1], common::Resp::Array(Some(t)) if t.len() == 2), "TIME: {:?}", items[1]);
+    assert_eq!(items[2], common::Resp::Int(id));
+    assert!(items[3].text().is_some_and(|t| t.contains("redis_version")), "INFO: {:?}", items[3]);
+    assert_eq!(items[4], common::b("1"));
+    assert_eq!(items[5], common::Resp::Simple("PONG".into()));
+    // Refused as before: what would change the connection itself.
+    c.cmd(&["MULTI"]);
+    assert!(matches!(c.cmd(&["SUBSCRIBE", "x"]), common::Resp::Error(_)));
+    assert!(matches!(c.cmd(&["EXEC"]), common::Resp::Error(e) if e.starts_with("EXECABORT")));
+    // An aborted transaction runs nothing, local commands included.
+    let mut other = s.raw();
+    c.cmd(&["WATCH", "a"]);
+    other.cmd(&["SET", "a", "2"]);
+    c.cmd(&["MULTI"]);
+    c.cmd(&["CLIENT", "SETNAME", "renamed"]);
+    c.cmd(&["SET", "a", "3"]);
+    assert!(matches!(c.cmd(&["EXEC"]), common::Resp::Array(None) | common::Resp::Null));
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), common::Resp::Bulk(None));
+}

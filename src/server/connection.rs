@@ -385,7 +385,7 @@ impl Connection {
         if let Some(queue) = &mut self.multi {
             if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
                 self.multi_bytes += argv.iter().map(|a| a.len() + 16).sum::<usize>();
-                let reply = if matches!(spec.handler, Handler::Local) && commands::execute_local(&argv).is_none() {
+                let reply = if matches!(spec.handler, Handler::Local) && !answered_in_multi(spec, &argv) {
                     self.multi_failed = true;
                     Reply::error(format!("ERR '{}' is not allowed inside a transaction", spec.name))
                 } else if self.multi_bytes > self.node.config.max_request_len {
@@ -558,7 +558,25 @@ impl Connection {
                 Some(commands) => {
                     let watched = std::mem::take(&mut self.watched);
                     self.track_reads(commands.iter().map(|c| &c[..]));
-                    self.on_leader(Request::Transaction { watched, commands }).await
+                    // This node answers its own commands (TIME, INFO,
+                    // CLIENT ...) in their places; the rest is one entry.
+                    let here = |c: &Vec<Bytes>| commands::lookup(&c[0]).is_some_and(|s| answered_here(s, c));
+                    let replicated: Vec<Vec<Bytes>> = commands.iter().filter(|c| !here(c)).cloned().collect();
+                    let reply = self.on_leader(Request::Transaction { watched, commands: replicated }).await;
+                    match reply {
+                        Reply::Array(results) if commands.iter().any(here) => {
+                            let mut results = results.into_iter();
+                            let mut merged = Vec::with_capacity(commands.len());
+                            for c in &commands {
+                                match commands::lookup(&c[0]).filter(|s| answered_here(s, c)) {
+                                    Some(spec) => merged.push(Box::pin(self.local(spec, c)).await.0.unwrap_or(Reply::Nil)),
+                                    None => merged.push(results.next().unwrap_or(Reply::Nil)),
+                                }
+                            }
+                            Reply::Array(merged)
+                        }
+                        other => other,
+                    }
                 }
             },
             "discard" => match self.multi.take() {
@@ -1514,3 +1532,25 @@ fn command(argv: &[Bytes]) -> Reply {
         )),
     }
 }
+
+/// The connection and node commands a transaction may queue and this node
+/// answers in their place at `EXEC` (Redis runs them inside the
+/// transaction; they touch nothing replicated). Not those that change the
+/// connection's protocol, subscriptions, transaction or user.
+fn answered_here(spec: &CommandSpec, argv: &[Bytes]) -> bool {
+    let sub = |names: &[&str]| argv.get(1).is_some_and(|s| names.iter().any(|n| s.eq_ignore_ascii_case(n.as_bytes())));
+    match spec.name {
+        "time" | "info" | "command" | "select" | "lastsave" => true,
+        "client" => sub(&["id", "getname", "setname", "setinfo", "info", "list", "getredir", "trackinginfo", "no-evict", "no-touch"]),
+        "config" => sub(&["get"]),
+        "acl" => sub(&["whoami", "cat", "genpass"]),
+        _ => false,
+    }
+}
+
+/// Whether a connection-local command may be queued in `MULTI`: answered
+/// here at `EXEC`, or by the state machine (`PING`, `ECHO`).
+fn answered_in_multi(spec: &CommandSpec, argv: &[Bytes]) -> bool {
+    answered_here(spec, argv) || commands::execute_local(argv).is_some()
+}
+

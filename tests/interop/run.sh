@@ -10,7 +10,8 @@
 #
 # Groups: redispy (redis-py 8.x and 5.x, RESP2 and RESP3), prl (python-redis-lock),
 # pottery, node (ioredis 5/6, node-redis 4/latest), redlock (node-redlock 5),
-# rust (redis crate, rslock), go (go-redis v9, redsync v4), java (Jedis 8,
+# rust (redis crate, rslock), go (go-redis v9, redsync v4, rueidis and
+# rueidislock), java (Jedis 8,
 # Lettuce 7, Redisson 3), cli (redis-cli in tmux, redis-benchmark), auth
 # (redis-py, ioredis and node-redis with their password options, against a
 # third target: a one-node server started with --requirepass), tls (redis-py,
@@ -192,7 +193,7 @@ go_env() {
 if wanted go; then
     rm -f "$GO_BIN"
     if command -v go >/dev/null; then
-        say "building tests/interop/go (go-redis v9, redsync v4)"
+        say "building tests/interop/go (go-redis v9, redsync v4, rueidis)"
         if ! (cd "$HERE/go" && go_env timeout 900 go build -o "$GO_BIN" . >"$WORK/go-build.log" 2>&1); then
             tail -20 "$WORK/go-build.log"
             record setup "go interop program" build FAIL "go build of tests/interop/go failed: $(tail -3 "$WORK/go-build.log")"
@@ -385,6 +386,10 @@ run_target() { # target port check-port
         for proto in 2 3; do
             run_group "$t" "go-resp$proto" 90 "$GO_BIN" "${a[@]}" --protocol "$proto"
         done
+        # rueidis speaks RESP3 only (HELLO 3; CLIENT TRACKING unless DisableCache).
+        run_group "$t" rueidis 90 "$GO_BIN" "${a[@]}" --only rueidis
+        # rueidislock in three modes; a waiter the server never wakes fails at its own timeout.
+        run_group "$t" rueidislock 150 "$GO_BIN" "${a[@]}" --only rueidislock
     fi
     if wanted java && [ -f "$JAVA_JAR" ]; then
         for proto in 2 3; do
