@@ -453,7 +453,7 @@ impl Connection {
         }
         for argv in commands {
             if let Some(spec) = commands::lookup(&argv[0]).filter(|s| matches!(s.handler, Handler::Read(_))) {
-                self.node.hub.tracking.remember(self.id, spec.keys(argv));
+                self.node.hub.remember_reads(self.id, spec.keys(argv));
             }
         }
     }

@@ -457,6 +457,13 @@ impl Hub {
         published
     }
 
+    /// Connection `id` (tracking) is about to read `keys` (see
+    /// `Tracking::remember`).
+    pub fn remember_reads<'a>(&self, id: u64, keys: impl IntoIterator<Item = &'a Bytes>) {
+        let evicted = self.tracking.remember(id, keys);
+        self.invalidate(evicted);
+    }
+
     /// Sends `CLIENT TRACKING` messages: to the tracking connection, or to
     /// its redirect's target if that one listens on `__redis__:invalidate`.
     fn invalidate(&self, messages: Vec<super::tracking::Invalidation>) {

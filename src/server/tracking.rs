@@ -32,6 +32,10 @@ pub struct TrackingMode {
     pub noloop: bool,
 }
 
+/// Most keys the default mode tracks on this node (Redis's
+/// `tracking-table-max-keys` default).
+pub const MAX_TRACKED_KEYS: usize = 1_000_000;
+
 /// The channel a redirect target subscribes to.
 pub const INVALIDATE_CHANNEL: &str = "__redis__:invalidate";
 
@@ -103,19 +107,29 @@ impl Tracking {
     }
 
     /// Connection `id` is about to read `keys` (default mode): it is told
-    /// the next time each changes.
-    pub fn remember<'a>(&self, id: u64, keys: impl IntoIterator<Item = &'a Bytes>) {
+    /// the next time each changes. Past [`MAX_TRACKED_KEYS`] keys, as
+    /// Redis's `tracking-table-max-keys`, keys are dropped from the table and
+    /// their readers told they changed (they may no longer rely on them):
+    /// those messages are returned for the caller to send.
+    pub fn remember<'a>(&self, id: u64, keys: impl IntoIterator<Item = &'a Bytes>) -> Vec<Invalidation> {
         let mut state = self.lock();
         let State { trackers, readers } = &mut *state;
-        let Some(t) = trackers.get_mut(&id) else { return };
+        let Some(t) = trackers.get_mut(&id) else { return Vec::new() };
         if t.mode.bcast {
-            return;
+            return Vec::new();
         }
         for key in keys {
             if t.keys.insert(key.clone()) {
                 readers.entry(key.clone()).or_default().insert(id);
             }
         }
+        let over = readers.len().saturating_sub(MAX_TRACKED_KEYS);
+        if over == 0 {
+            return Vec::new();
+        }
+        let evicted: Vec<Bytes> = readers.keys().take(over).cloned().collect();
+        drop(state);
+        self.changed(&evicted, None)
     }
 
     /// Who must hear that `keys` changed by a command of connection
@@ -272,12 +286,17 @@ mod tests {
     fn a_reader_hears_once_of_each_key_it_read() {
         let t = Tracking::default();
         t.enable(1, TrackingMode::default(), &sub());
-        t.remember(1, [&b("a"), &b("b")]);
+        assert!(t.remember(1, [&b("a"), &b("b")]).is_empty());
         assert!(t.changed(&[b("c")], None).is_empty(), "a key it never read");
         assert_eq!(keys_of(&t.changed(&[b("a")], None)), vec![Some(vec![b("a")])]);
         assert!(t.changed(&[b("a")], None).is_empty(), "told once, until it reads again");
         t.remember(1, [&b("a")]);
         assert_eq!(keys_of(&t.changed(&[b("a"), b("b")], None)), vec![Some(vec![b("a"), b("b")])]);
+        // The table is bounded: past its size, keys are dropped, their
+        // readers told.
+        let many: Vec<Bytes> = (0..MAX_TRACKED_KEYS + 3).map(|i| Bytes::from(i.to_string())).collect();
+        let told: usize = t.remember(1, many.iter()).iter().map(|i| i.keys.as_ref().map_or(0, |k| k.len())).sum();
+        assert_eq!(told, 3);
         t.disable(1);
         t.enable(1, TrackingMode::default(), &sub());
         assert!(t.changed(&[b("a")], None).is_empty());
