@@ -7,8 +7,11 @@
 //! - [`config`]: flags, environment variables, validation.
 //! - [`protocol`]: RESP framing with limits, [`protocol::Reply`] and its RESP2/RESP3
 //!   encodings, the argument cursor.
-//! - [`commands`]: the command table and one file per command family; `apply`
-//!   (log entries, every node) and `execute_read` (leader reads).
+//! - [`commands`]: the command table and one file per command family (strings,
+//!   keys, hashes, lists, sets, sorted sets, locks, ...); `apply` (log
+//!   entries, every node) and `execute_read` (leader reads). Redis's 80-bit
+//!   `long double` for `INCRBYFLOAT` is emulated there, so replies match
+//!   Redis digit for digit and every node computes the same bits.
 //! - [`keyspace`]: PURE replicated data: keys, values, versions, expiry in log
 //!   time, events out, snapshot encoding. No tokio, openraft or rocksdb.
 //! - [`scripting`]: the deterministic, sandboxed Lua 5.1 for `EVAL`.
@@ -18,7 +21,9 @@
 //!   machine adapter, the authenticated peer transport, and [`raft::Consensus`],
 //!   the handle the server uses (group commit, ReadIndex batching, forwarding
 //!   to the leader, membership changes).
-//! - [`server`]: listener, connections, pub/sub hub, expiry timer, node wiring.
+//! - [`server`]: listener, connections, pub/sub hub, client-side caching
+//!   (`CLIENT TRACKING`), the stored-only Redis parameters, expiry timer, node
+//!   wiring.
 //! - [`metrics`]: metric names, descriptions, the Prometheus exporter.
 //! - [`tls`]: rustls for the TLS client port and mutual TLS between peers.
 //!

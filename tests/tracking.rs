@@ -61,6 +61,20 @@ fn a_reader_is_told_once_when_another_client_changes_the_key() {
     assert_eq!(push(&mut a), invalidate(&["short"]));
     a.cmd(&["GET", "short"]);
     assert_eq!(push(&mut a), invalidate(&["short"]), "the expiry of a key read while it lived");
+    // A script's keys count as read (rueidislock's acquire script reads its
+    // key so that a waiter hears of the release), pipelined ones too.
+    let script = "return redis.call('GET', KEYS[1])";
+    a.cmd(&["EVAL", script, "1", "sk"]);
+    w.cmd(&["SET", "sk", "1"]);
+    assert_eq!(push(&mut a), invalidate(&["sk"]));
+    let one = RawConn::encode(&[b"EVAL", script.as_bytes(), b"1", b"p1"]);
+    let two = RawConn::encode(&[b"EVAL", script.as_bytes(), b"1", b"p2"]);
+    a.send(&[one, two].concat());
+    a.read().unwrap();
+    a.read().unwrap();
+    w.cmd(&["MSET", "p1", "x", "p2", "y"]);
+    // One change of both keys: one message naming both.
+    assert_eq!(push(&mut a), invalidate(&["p1", "p2"]));
     // FLUSHALL: everything (a null key list).
     a.cmd(&["GET", "k"]);
     w.cmd(&["FLUSHALL"]);

@@ -202,54 +202,79 @@ pub(super) fn parse_cursor(raw: &[u8]) -> Result<u64, CmdError> {
     Ok(if negative { value.wrapping_neg() } else { value })
 }
 
-/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH pattern] [COUNT count]`: the
-/// options after the cursor, for the container found under the key.
-/// `items` are its members, each with the replies that follow it (a hash
-/// field's value, a score as a string; none for a set).
-/// `[next-cursor, [member, ...]]`; a next cursor of 0 ends the iteration. A
-/// large container is walked in the order of a fixed hash of its members
-/// (as `SCAN` walks keys), so a member present throughout a scan is
-/// returned; a small one is returned whole whatever the cursor, as Redis
-/// returns its compact encodings.
-pub(super) fn scan_container<'a>(
-    items: impl Iterator<Item = (&'a Bytes, Vec<Reply>)>,
-    len: usize,
-    cursor: u64,
-    mut args: Args,
-) -> Result<Reply, CmdError> {
-    let (mut pattern, mut count) = (None, 10usize);
+/// The options of a `SCAN`-family command after its cursor: `MATCH
+/// pattern`, `COUNT count` and, for `SCAN` itself, `TYPE type`.
+pub(super) struct ScanOptions<'a> {
+    pub glob: Option<Glob<'a>>,
+    pub count: usize,
+    pub type_name: Option<String>,
+}
+
+pub(super) fn scan_options<'a>(mut args: Args<'a>, with_type: bool) -> Result<ScanOptions<'a>, CmdError> {
+    let mut options = ScanOptions { glob: None, count: 10, type_name: None };
     while args.remaining() > 0 {
         match args.next_keyword()?.as_str() {
-            "MATCH" => pattern = Some(args.next_bytes()?),
+            "MATCH" => options.glob = Some(Glob::new(args.next_bytes()?)),
             "COUNT" => {
                 let n = args.next_i64()?;
                 if n < 1 {
                     return Err(CmdError::Arg(ArgError::Syntax));
                 }
-                count = n.min(1 << 20) as usize;
+                options.count = n.min(1 << 20) as usize;
             }
+            "TYPE" if with_type => options.type_name = Some(args.next_keyword()?.to_ascii_lowercase()),
             _ => return Err(CmdError::Arg(ArgError::Syntax)),
         }
     }
-    let mut glob = pattern.map(|p| Glob::new(p));
-    let (chosen, next): (Vec<(&Bytes, Vec<Reply>)>, u64) = if len <= SCAN_ALL_BELOW {
+    Ok(options)
+}
+
+impl ScanOptions<'_> {
+    /// Whether `name` matches `MATCH` (all do without it).
+    pub fn matches(&mut self, name: &[u8]) -> Result<bool, CmdError> {
+        self.glob.as_mut().map_or(Ok(true), |g| matches_or_gives_up(g, name))
+    }
+}
+
+/// One page of a scan: the items at or after `cursor`, in the order of a
+/// fixed hash of their names (positions that stay put while others come and
+/// go), about `count` of them, and the cursor that continues (0: the end).
+/// Items sharing a position come together, so none is skipped.
+pub(super) fn scan_page<T>(items: impl Iterator<Item = (u64, T)>, cursor: u64, count: usize) -> (Vec<T>, u64) {
+    let mut candidates: Vec<(u64, T)> = items.filter(|(pos, _)| *pos >= cursor).collect();
+    // Stable: items of one position keep the order they came in.
+    candidates.sort_by_key(|(pos, _)| *pos);
+    let mut end = count.min(candidates.len());
+    while end < candidates.len() && end > 0 && candidates[end].0 == candidates[end - 1].0 {
+        end += 1;
+    }
+    let next = candidates.get(end).map(|c| c.0).unwrap_or(0);
+    candidates.truncate(end);
+    (candidates.into_iter().map(|(_, item)| item).collect(), next)
+}
+
+/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH pattern] [COUNT count]`: the
+/// options after the cursor, for the container found under the key.
+/// `items` are its members, each with the replies that follow it (a hash
+/// field's value, a score as a string; none for a set).
+/// `[next-cursor, [member, ...]]` (see [`scan_page`]); a small container is
+/// returned whole whatever the cursor, as Redis returns its compact
+/// encodings.
+pub(super) fn scan_container<'a>(
+    items: impl Iterator<Item = (&'a Bytes, Vec<Reply>)>,
+    len: usize,
+    cursor: u64,
+    args: Args,
+) -> Result<Reply, CmdError> {
+    let mut options = scan_options(args, false)?;
+    let (chosen, next) = if len <= SCAN_ALL_BELOW {
         (items.collect(), 0)
     } else {
-        let mut candidates: Vec<(u64, &Bytes, Vec<Reply>)> =
-            items.map(|(m, rest)| (scan_position(m), m, rest)).filter(|(pos, _, _)| *pos >= cursor).collect();
-        candidates.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        // Members sharing a position are returned together so none is skipped.
-        let mut end = count.min(candidates.len());
-        while end < candidates.len() && end > 0 && candidates[end].0 == candidates[end - 1].0 {
-            end += 1;
-        }
-        let next = candidates.get(end).map(|c| c.0).unwrap_or(0);
-        candidates.truncate(end);
-        (candidates.into_iter().map(|(_, m, rest)| (m, rest)).collect(), next)
+        scan_page(items.map(|(m, rest)| (scan_position(m), (m, rest))), cursor, options.count)
     };
     let mut out = Vec::new();
     for (member, rest) in chosen {
-        if glob.as_mut().map_or(Ok(true), |g| matches_or_gives_up(g, member))? {
+        if options.matches(member)? {
             out.push(Reply::Bulk(member.clone()));
             out.extend(rest);
         }

@@ -267,39 +267,14 @@ pub(super) fn scan_position(key: &[u8]) -> u64 {
 /// `[next-cursor, [keys...]]`; a next cursor of 0 ends the iteration.
 pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let cursor = super::containers::parse_cursor(args.next_bytes()?)?;
-    let (mut pattern, mut count, mut type_name) = (None, 10usize, None);
-    while args.remaining() > 0 {
-        match args.next_keyword()?.as_str() {
-            "MATCH" => pattern = Some(args.next_bytes()?),
-            "COUNT" => {
-                let n = args.next_i64()?;
-                if n < 1 {
-                    return Err(CmdError::Arg(ArgError::Syntax));
-                }
-                count = n.min(1 << 20) as usize;
-            }
-            "TYPE" => type_name = Some(args.next_keyword()?.to_ascii_lowercase()),
-            _ => return Err(CmdError::Arg(ArgError::Syntax)),
-        }
-    }
-    let mut glob = pattern.map(|p| Glob::new(p));
-    let mut candidates: Vec<(u64, &Bytes, &str)> = ks
-        .iter(ctx.now)
-        .map(|(k, e)| (scan_position(k), k, e.value.type_name()))
-        .filter(|(pos, _, _)| *pos >= cursor)
-        .collect();
-    candidates.sort_unstable();
-    // Keys sharing a position are returned together so none is skipped.
-    let mut end = count.min(candidates.len());
-    while end < candidates.len() && end > 0 && candidates[end].0 == candidates[end - 1].0 {
-        end += 1;
-    }
-    let next = candidates.get(end).map(|c| c.0).unwrap_or(0);
+    let mut options = super::containers::scan_options(args, true)?;
+    let live = ks.iter(ctx.now).map(|(k, e)| (scan_position(k), (k, e.value.type_name())));
+    let (page, next) = super::containers::scan_page(live, cursor, options.count);
     let mut keys = Vec::new();
-    for (_, key, kind) in &candidates[..end] {
-        let wanted_type = type_name.as_deref().is_none_or(|want| want == *kind);
-        if wanted_type && glob.as_mut().map_or(Ok(true), |g| matches_or_gives_up(g, key))? {
-            keys.push(Reply::Bulk((*key).clone()));
+    for (key, kind) in page {
+        let wanted_type = options.type_name.as_deref().is_none_or(|want| want == kind);
+        if wanted_type && options.matches(key)? {
+            keys.push(Reply::Bulk(key.clone()));
         }
     }
     Ok(Reply::Array(vec![Reply::text(&next.to_string()), Reply::Array(keys)]))

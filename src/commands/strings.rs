@@ -320,9 +320,15 @@ pub fn incrbyfloat(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdR
     Ok(Reply::Bulk(text))
 }
 
-/// The longest string `SETRANGE`, `SETBIT` and `APPEND` may build: Redis's
-/// default `proto-max-bulk-len` (a fixed bound, the same on every node).
-const MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
+/// Redis's largest string (its default `proto-max-bulk-len`, 512 MiB): the
+/// range of the offsets `SETRANGE`, `SETBIT` and `GETBIT` parse.
+const REDIS_MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
+
+/// The longest string `SETRANGE` and `SETBIT` build: the largest request
+/// raftlock takes (64 MiB), a fixed bound, the same on every node. Redis
+/// lets these build 512 MiB from a command of a few bytes; here such a
+/// value would be copied into every replica and every snapshot.
+const MAX_BUILT_STRING_LEN: u64 = super::MAX_REQUEST_BYTES as u64;
 
 /// ```text
 /// GETEX key [EX seconds | PX milliseconds | EXAT unix-time-seconds |
@@ -424,7 +430,7 @@ pub fn setrange(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResu
     if patch.is_empty() {
         return Ok(Reply::Int(current.map_or(0, |c| c.len()) as i64));
     }
-    if offset as u64 + patch.len() as u64 > MAX_STRING_LEN {
+    if offset as u64 + patch.len() as u64 > MAX_BUILT_STRING_LEN {
         return Err(CmdError::Other("ERR string exceeds maximum allowed size (proto-max-bulk-len)".into()));
     }
     let offset = offset as usize;
@@ -439,10 +445,11 @@ pub fn setrange(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResu
     Ok(Reply::Int(len as i64))
 }
 
-/// A bit offset as Redis takes it: 0 to 2^32 - 1 (a 512 MiB string).
-fn bit_offset(raw: &[u8]) -> Result<u64, CmdError> {
+/// A bit offset below `limit` bytes' worth of bits (Redis: 2^32, a 512 MiB
+/// string).
+fn bit_offset(raw: &[u8], limit: u64) -> Result<u64, CmdError> {
     match parse_i64(raw) {
-        Some(n) if (0..(MAX_STRING_LEN * 8) as i64).contains(&n) => Ok(n as u64),
+        Some(n) if (0..(limit * 8) as i64).contains(&n) => Ok(n as u64),
         _ => Err(CmdError::Other("ERR bit offset is not an integer or out of range".into())),
     }
 }
@@ -454,7 +461,7 @@ fn bit_offset(raw: &[u8]) -> Result<u64, CmdError> {
 /// the first byte), growing the string with zero bytes; the bit's old value.
 pub fn setbit(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
-    let offset = bit_offset(args.next_bytes()?)?;
+    let offset = bit_offset(args.next_bytes()?, MAX_BUILT_STRING_LEN)?;
     let on = match &args.next_bytes()?[..] {
         b"1" => true,
         b"0" => false,
@@ -479,7 +486,7 @@ pub fn setbit(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
 /// The bit at `offset`; 0 past the end or for a missing key.
 pub fn getbit(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let offset = bit_offset(args.next_bytes()?)?;
+    let offset = bit_offset(args.next_bytes()?, REDIS_MAX_STRING_LEN)?;
     let value = string_of(ks.get(key, ctx.now))?;
     let bit = value.and_then(|v| v.get((offset / 8) as usize)).is_some_and(|b| b & (0x80 >> (offset % 8)) != 0);
     Ok(Reply::Int(bit as i64))

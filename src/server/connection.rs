@@ -254,6 +254,8 @@ impl Connection {
                 c.last_active = Instant::now();
             });
         }
+        self.track_reads(commands.iter().map(|c| &c[..]));
+        self.caching = None;
         let replies = match self.on_leader(Request::Pipeline(commands)).await {
             Reply::Array(replies) if replies.len() == n => replies,
             // The request as a whole failed (no leader, timed out): every
@@ -445,14 +447,19 @@ impl Connection {
     }
 
     /// With `CLIENT TRACKING` on: the keys of the read commands among
-    /// `commands` are tracked, before they are sent (see `tracking`).
+    /// `commands` are tracked, before they are sent (see `tracking`). A
+    /// script's declared keys count as read: it runs in the state machine,
+    /// where its reads cannot be seen from here, and a script names the
+    /// keys it touches (rueidislock's scripts read their lock key so that
+    /// a waiter hears of its release).
     fn track_reads<'a>(&self, commands: impl IntoIterator<Item = &'a [Bytes]>) {
         let Some(mode) = &self.tracking else { return };
         if mode.bcast || !super::tracking::tracks(mode, self.caching) {
             return;
         }
         for argv in commands {
-            if let Some(spec) = commands::lookup(&argv[0]).filter(|s| matches!(s.handler, Handler::Read(_))) {
+            let reads = |s: &&CommandSpec| matches!(s.handler, Handler::Read(_)) || s.name.starts_with("eval");
+            if let Some(spec) = commands::lookup(&argv[0]).filter(reads) {
                 self.node.hub.remember_reads(self.id, spec.keys(argv));
             }
         }

@@ -185,27 +185,24 @@ func word(s string) string {
 	if s == "" {
 		return `""`
 	}
-	printable := true
+	plain, text := true, true // plain: one bare word; text: worth quoting
 	for _, c := range s {
 		if c <= ' ' || c > '~' || c == '"' {
-			printable = false
-			break
+			plain = false
+		}
+		if (c < ' ' && c != '\n' && c != '\t' && c != '\r') || c > '~' {
+			text = false
 		}
 	}
-	if printable && len(s) <= 80 {
+	switch {
+	case plain && len(s) <= 80:
 		return s
-	}
-	if len(s) > 80 {
-		if printable || strings.Contains(s, "\n") {
-			return strconv.Quote(s[:60]) + fmt.Sprintf("...(%d bytes)", len(s))
-		}
+	case !text:
 		return fmt.Sprintf("<%d binary bytes>", len(s))
+	case len(s) > 80:
+		return strconv.Quote(s[:60]) + fmt.Sprintf("...(%d bytes)", len(s))
 	}
-	q := strconv.Quote(s)
-	if strings.Count(q, `\x`) > 4 {
-		return fmt.Sprintf("<%d binary bytes>", len(s))
-	}
-	return q
+	return strconv.Quote(s)
 }
 
 // showCommand: a command array as its words.
