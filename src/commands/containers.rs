@@ -136,7 +136,7 @@ pub(super) fn random_count(raw: &[u8]) -> Result<i64, CmdError> {
 /// The most items a random choice with repetition (a negative count) may
 /// return: its reply must fit in memory (Redis would try to send it, an
 /// item at a time).
-pub(super) const MAX_RANDOM_REPEATS: u64 = 10_000_000;
+const MAX_RANDOM_REPEATS: u64 = 10_000_000;
 
 /// `n` distinct items chosen by `rng`, in random order: a partial
 /// Fisher-Yates shuffle (all of them, in their order, if there are no more

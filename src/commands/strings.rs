@@ -540,6 +540,26 @@ pub fn bitcount(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 mod tests {
     use super::*;
 
+    /// README: strings built in place stop at 64 MiB, with Redis's errors.
+    #[test]
+    fn setrange_and_setbit_build_at_most_64_mib() {
+        let argv = |words: &[&str]| words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
+        let mut ks = Keyspace::new();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        let limit = MAX_BUILT_STRING_LEN;
+        let at_limit = (limit - 1).to_string();
+        assert_eq!(setrange(&mut ks, &mut ctx, Args::new(&argv(&["setrange", "k", &at_limit, "x"]))), Ok(Reply::Int(limit as i64)));
+        let past = limit.to_string();
+        let e = setrange(&mut ks, &mut ctx, Args::new(&argv(&["setrange", "k", &past, "x"]))).unwrap_err();
+        assert_eq!(e.to_string(), "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        let bit = (limit * 8).to_string();
+        let e = setbit(&mut ks, &mut ctx, Args::new(&argv(&["setbit", "k", &bit, "1"]))).unwrap_err();
+        assert_eq!(e.to_string(), "ERR bit offset is not an integer or out of range");
+        // GETBIT reads Redis's whole range.
+        let read = ReadCtx::at(0);
+        assert_eq!(getbit(&ks, &read, Args::new(&argv(&["getbit", "k", &bit]))), Ok(Reply::Int(0)));
+    }
+
     #[test]
     fn byte_ranges_clamp_like_redis() {
         assert_eq!(byte_range(0, 4, 11), Some((0, 5)));
