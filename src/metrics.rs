@@ -21,11 +21,15 @@ const LEASE_EXPIRATIONS: &str = "raftlock_lease_expirations_total";
 const FENCING_REJECTIONS: &str = "raftlock_fencing_rejections_total";
 const LEASE_TTL: &str = "raftlock_lease_requested_ttl_seconds";
 const LOCK_HOLD: &str = "raftlock_lock_hold_seconds";
+const LEASE_HEADROOM: &str = "raftlock_lease_headroom_ratio";
 const RAFT_TERM: &str = "raftlock_raft_term";
 const RAFT_LEADER: &str = "raftlock_raft_is_leader";
 const RAFT_LEADER_CHANGES: &str = "raftlock_raft_leader_changes_total";
 const RAFT_APPLIED: &str = "raftlock_raft_applied_index";
 const RAFT_LAST_LOG: &str = "raftlock_raft_last_log_index";
+const APPLY_LAG: &str = "raftlock_raft_apply_lag_entries";
+const REPLICATION_LAG: &str = "raftlock_raft_replication_lag_entries";
+const QUORUM_ACK_AGE: &str = "raftlock_raft_quorum_ack_age_seconds";
 const COMMIT_LATENCY: &str = "raftlock_commit_latency_seconds";
 const FSYNC_LATENCY: &str = "raftlock_log_fsync_seconds";
 const FSYNC_BATCH: &str = "raftlock_log_fsync_batch_appends";
@@ -52,6 +56,7 @@ static REPEATED_COMMANDS: std::sync::atomic::AtomicU64 = std::sync::atomic::Atom
 pub fn install(addr: SocketAddr) -> Result<(), String> {
     let latency = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
     let lease = [0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
+    let headroom = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
     let sizes = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
     PrometheusBuilder::new()
         .with_http_listener(addr)
@@ -59,6 +64,7 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_LATENCY.into()), &latency))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LEASE_TTL.into()), &lease))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LOCK_HOLD.into()), &lease))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LEASE_HEADROOM.into()), &headroom))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LOCK_WAIT.into()), &latency))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_BATCH.into()), &sizes))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(READ_BATCH.into()), &sizes))
@@ -79,12 +85,19 @@ fn describe() {
     describe_counter!(LEASE_EXPIRATIONS, "Leases that expired while held: a holder died or stalled.");
     describe_counter!(FENCING_REJECTIONS, "LOCK.FENCE calls rejected with STALE.");
     describe_histogram!(LEASE_TTL, Unit::Seconds, "Lease length requested at grant.");
+    describe_histogram!(
+        LEASE_HEADROOM,
+        "At each renewal, the lease time that was left, as a fraction of the TTL it is renewed for (near 0: holders renew at the last moment and are about to lose their locks)."
+    );
     describe_histogram!(LOCK_HOLD, Unit::Seconds, "How long a lock was held until release or expiry.");
     describe_gauge!(RAFT_TERM, "Current Raft term.");
     describe_gauge!(RAFT_LEADER, "1 if this node is the leader.");
     describe_counter!(RAFT_LEADER_CHANGES, "Times a (new) leader became known to this node.");
     describe_gauge!(RAFT_APPLIED, "Last log index applied to the state machine.");
     describe_gauge!(RAFT_LAST_LOG, "Last log index in this node's log (apply lag = last log - applied).");
+    describe_gauge!(APPLY_LAG, "Entries in this node's log not yet applied to its state machine (last log index - applied index; an upper bound of commit - applied).");
+    describe_gauge!(REPLICATION_LAG, "On the leader: log entries each member (label peer = node id) has not yet acknowledged; 0 on followers.");
+    describe_gauge!(QUORUM_ACK_AGE, Unit::Seconds, "On the leader: time since a quorum last acknowledged it; 0 on followers.");
     describe_histogram!(COMMIT_LATENCY, Unit::Seconds, "Time from proposing a command to its reply.");
     describe_histogram!(FSYNC_LATENCY, Unit::Seconds, "Time of one fsync of the Raft log.");
     describe_histogram!(FSYNC_BATCH, "Appends made durable by one fsync (group commit).");
@@ -127,7 +140,14 @@ pub fn record_lease(kind: LeaseEvent, ttl_ms: u64, held_ms: u64) {
             counter!(LOCK_GRANTS).increment(1);
             histogram!(LEASE_TTL).record(secs(ttl_ms));
         }
-        LeaseEvent::Renewed => counter!(LOCK_RENEWALS, "result" => "ok").increment(1),
+        LeaseEvent::Renewed { left_ms } => {
+            counter!(LOCK_RENEWALS, "result" => "ok").increment(1);
+            // What was left of the lease, against the length it is renewed
+            // for (the TTL a holder asks for each time).
+            if ttl_ms > 0 {
+                histogram!(LEASE_HEADROOM).record((left_ms as f64 / ttl_ms as f64).min(1.0));
+            }
+        }
         LeaseEvent::Released => {
             counter!(LOCK_RELEASES).increment(1);
             histogram!(LOCK_HOLD).record(secs(held_ms));
@@ -155,6 +175,18 @@ pub fn record_raft_state(term: u64, leader: bool, applied: u64, last_log: u64) {
     gauge!(RAFT_LEADER).set(if leader { 1.0 } else { 0.0 });
     gauge!(RAFT_APPLIED).set(applied as f64);
     gauge!(RAFT_LAST_LOG).set(last_log as f64);
+    gauge!(APPLY_LAG).set(last_log.saturating_sub(applied) as f64);
+}
+
+/// On the leader, each member's replication lag in log entries (0 for a
+/// member no longer in the configuration, and everywhere on a follower), and
+/// how long ago a quorum last acknowledged the leader.
+pub fn record_replication(lags: &[(u64, u64)], reported: &std::collections::BTreeSet<u64>, quorum_ack_ms: Option<u64>) {
+    for id in reported {
+        let lag = lags.iter().find(|(n, _)| n == id).map_or(0, |(_, l)| *l);
+        gauge!(REPLICATION_LAG, "peer" => id.to_string()).set(lag as f64);
+    }
+    gauge!(QUORUM_ACK_AGE).set(quorum_ack_ms.map_or(0.0, |ms| ms as f64 / 1000.0));
 }
 
 pub fn record_leader_change() {

@@ -1376,3 +1376,77 @@ fn pipelined_writes_share_an_entry_and_keep_their_order() {
     assert!(entries < 20, "202 pipelined commands took {entries} log entries");
     assert_eq!(q(&mut c, &["GET", "n"]).unwrap(), bulk("150"));
 }
+
+/// Headroom: what was left of a lease at its renewal, as a fraction of the
+/// TTL. LOCK.TOP: refused attempts (LOCK.ACQUIRE and SET NX), queued waiters
+/// and time held, by key; for operators only.
+#[test]
+fn headroom_and_the_hot_locks() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let int = |v: Value| match v {
+        Value::Int(n) => n,
+        other => panic!("not an integer: {other:?}"),
+    };
+    // Renewed at once: nearly all of it left.
+    let t = int(q(&mut c, &["LOCK.ACQUIRE", "h", "o", "10000"]).unwrap()).to_string();
+    assert_eq!(q(&mut c, &["LOCK.RENEW", "h", "o", &t, "10000"]).unwrap(), Value::Int(10_000));
+    // Renewed late: about a fifth left.
+    let t2 = int(q(&mut c, &["LOCK.ACQUIRE", "late", "o", "1000"]).unwrap()).to_string();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(q(&mut c, &["LOCK.RENEW", "late", "o", &t2, "1000"]).unwrap(), Value::Int(1000));
+    let m = scrape(&s).samples;
+    let sample = |k: &str| *m.get(k).unwrap_or_else(|| panic!("no {k} in /metrics"));
+    assert_eq!(sample("raftlock_lease_headroom_ratio_count"), 2.0);
+    assert_eq!(sample("raftlock_lease_headroom_ratio_bucket{le=\"0.3\"}"), 1.0, "the late renewal");
+    assert_eq!(sample("raftlock_lease_headroom_ratio_bucket{le=\"0.9\"}"), 1.0, "the early one is above 0.9");
+    assert_eq!(sample("raftlock_raft_apply_lag_entries"), 0.0);
+
+    // "hot" is held; 5 LOCK.ACQUIRE and 3 SET NX are refused, one on "cold".
+    let hot = int(q(&mut c, &["LOCK.ACQUIRE", "hot", "holder", "10000"]).unwrap()).to_string();
+    for i in 0..5 {
+        assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "hot", &format!("o{i}"), "1000"]).unwrap(), Value::Nil);
+    }
+    for i in 0..3 {
+        assert_eq!(q(&mut c, &["SET", "hot", &format!("s{i}"), "NX", "PX", "1000"]).unwrap(), Value::Nil);
+    }
+    assert_eq!(q(&mut c, &["SET", "cold", "x"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["SET", "cold", "y", "NX"]).unwrap(), Value::Nil);
+    // A waiter queues, then gives up: one wait, and one more refusal.
+    assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "hot", "w", "1000", "WAIT", "100"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "hot", "holder", &hot]).unwrap(), Value::Int(1));
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "h", "o", &t]).unwrap(), Value::Int(1));
+
+    let pairs = |v: &Value| -> Vec<(String, i64)> {
+        let Value::Array(items) = v else { panic!("not an array: {v:?}") };
+        items
+            .iter()
+            .map(|p| match p {
+                Value::Array(kv) => match (&kv[0], &kv[1]) {
+                    (Value::BulkString(k), Value::Int(n)) => (String::from_utf8_lossy(k).into_owned(), *n),
+                    other => panic!("not [key, count]: {other:?}"),
+                },
+                other => panic!("not [key, count]: {other:?}"),
+            })
+            .collect()
+    };
+    let Value::Array(top) = q(&mut c, &["LOCK.TOP", "2"]).unwrap() else { panic!("LOCK.TOP is not a flat map in RESP2") };
+    assert_eq!(top.len(), 6);
+    assert_eq!(top[0], Value::BulkString(b"denials".to_vec()));
+    assert_eq!(pairs(&top[1]), vec![("hot".into(), 9), ("cold".into(), 1)]);
+    assert_eq!(top[2], Value::BulkString(b"waits".to_vec()));
+    assert_eq!(pairs(&top[3]), vec![("hot".into(), 1)]);
+    assert_eq!(top[4], Value::BulkString(b"hold-ms".to_vec()));
+    let holds = pairs(&top[5]);
+    assert_eq!(holds.iter().map(|(k, _)| k.as_str()).collect::<BTreeSet<_>>(), BTreeSet::from(["h", "hot"]), "{holds:?}");
+    assert!(holds.iter().all(|(_, ms)| *ms >= 100), "{holds:?}");
+
+    assert!(expect_err(q(&mut c, &["LOCK.TOP", "0"])).contains("positive"));
+    assert!(expect_err(q(&mut c, &["LOCK.TOP", "x"])).contains("not an integer"));
+    // Not in @lock: a user held to some keys must not see every key's name.
+    assert_eq!(q(&mut c, &["ACL", "SETUSER", "locker", "on", ">pw", "+@lock", "~orders:*"]).unwrap(), Value::Okay);
+    let mut u = s.client();
+    assert_eq!(q(&mut u, &["AUTH", "locker", "pw"]).unwrap(), Value::Okay);
+    assert!(expect_err(q(&mut u, &["LOCK.TOP"])).starts_with("NOPERM"));
+    assert!(matches!(q(&mut u, &["LOCK.ACQUIRE", "orders:1", "o", "1000"]).unwrap(), Value::Int(_)));
+}

@@ -87,7 +87,8 @@ const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "p
 pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
     let mut cats = Vec::new();
     let flag = |f: &str| spec.flags.contains(&f);
-    if spec.name.starts_with("lock.") {
+    // LOCK.TOP names any key: for operators, not for a user held to some.
+    if spec.name.starts_with("lock.") && !flag("admin") {
         cats.push("lock");
     } else {
         match spec.group {

@@ -106,7 +106,8 @@ fn expire_generic(
     if lease {
         let held_ms = ctx.log_time.saturating_sub(since);
         let ttl_ms = at - ctx.log_time;
-        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, owner, token, ttl_ms, held_ms });
+        let left_ms = current.map_or(0, |c| c.saturating_sub(ctx.log_time));
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed { left_ms }, key, owner, token, ttl_ms, held_ms });
     }
     Ok(Reply::Int(1))
 }

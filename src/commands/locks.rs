@@ -95,10 +95,11 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
         }
         entry.lease = true;
         let (token, since) = (entry.version, entry.since);
+        let left_ms = entry.expires_at.map_or(0, |e| e.saturating_sub(ctx.log_time));
         ks.set_expiry(&key, Some(expires_at));
         ctx.key_event('g', "expire", &key);
         let held_ms = ctx.log_time.saturating_sub(since);
-        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, owner, token, ttl_ms, held_ms });
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed { left_ms }, key, owner, token, ttl_ms, held_ms });
         return Ok(Reply::Int(token as i64));
     }
     let mut entry = Entry::string(owner.clone(), ctx.version, ctx.log_time);
@@ -151,9 +152,10 @@ pub fn renew(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
     }
     entry.lease = true;
     let held_ms = ctx.log_time.saturating_sub(entry.since);
+    let left_ms = entry.expires_at.map_or(0, |e| e.saturating_sub(ctx.log_time));
     ks.set_expiry(&key, Some(ctx.log_time.saturating_add(ttl_ms)));
     ctx.key_event('g', "expire", &key);
-    ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed, key, owner, token, ttl_ms, held_ms });
+    ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed { left_ms }, key, owner, token, ttl_ms, held_ms });
     Ok(Reply::Int(ttl_ms as i64))
 }
 

@@ -256,6 +256,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("lock.renew", 5, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RENEW key owner token ttl-ms: extends the lease from now.", Write(locks::renew)),
     cmd!("lock.release", 4, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RELEASE key owner token: 1 if released, 0 if not held.", Write(locks::release)),
     cmd!("lock.fence", 3, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.FENCE resource token: records the token unless a higher one was honored.", Write(locks::fence)),
+    cmd!("lock.top", -1, ["admin", "loading", "stale"], (0, 0, 0), "server", "0.1.0", "LOCK.TOP [count]: the keys with the most refused attempts, queued waiters and time held on this node over the last minute (at most 64 each, default 10).", Local),
     cmd!("lock.info", 2, ["readonly", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.INFO key: owner, token, ttl-ms, waiters and next-waiter, or nil if free.", Read(locks::info)),
     // scripting
     cmd!("eval", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"], (0, 0, 0, numkeys 2), "scripting", "2.6.0", "EVAL script numkeys [key ...] [arg ...]: runs a Lua script atomically on every node.", Write(scripts::eval)),

@@ -126,7 +126,8 @@ impl Entry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseEvent {
     Acquired,
-    Renewed,
+    /// `left_ms`: what was left of the lease when it was renewed.
+    Renewed { left_ms: u64 },
     Released,
     Expired,
 }
@@ -135,7 +136,7 @@ impl LeaseEvent {
     pub fn name(self) -> &'static str {
         match self {
             LeaseEvent::Acquired => "lock.acquired",
-            LeaseEvent::Renewed => "lock.renewed",
+            LeaseEvent::Renewed { .. } => "lock.renewed",
             LeaseEvent::Released => "lock.released",
             LeaseEvent::Expired => "lock.expired",
         }

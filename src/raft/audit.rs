@@ -45,7 +45,7 @@ impl AuditLog {
                 Event::Lease { kind, key, owner, token, ttl_ms, .. } => {
                     let (ev, ttl) = match kind {
                         LeaseEvent::Acquired => ("acquired", *ttl_ms),
-                        LeaseEvent::Renewed => ("renewed", *ttl_ms),
+                        LeaseEvent::Renewed { .. } => ("renewed", *ttl_ms),
                         LeaseEvent::Released => ("released", 0),
                         LeaseEvent::Expired => ("expired", 0),
                     };

@@ -808,6 +808,9 @@ async fn read_batcher(raft: types::Raft, mut rx: mpsc::UnboundedReceiver<ReadWai
 /// the process if Raft stops on an error.
 async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>) {
     let mut last_leader = None;
+    // Every member ever reported, so that one that left reads 0, not its
+    // last lag.
+    let mut reported = std::collections::BTreeSet::new();
     loop {
         {
             let m = rx.borrow_and_update();
@@ -826,6 +829,19 @@ async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, Nod
                 m.last_applied.map(|l| l.index).unwrap_or(0),
                 m.last_log_index.unwrap_or(0),
             );
+            // On the leader, how far each member's log is behind its own.
+            let last_log = m.last_log_index.unwrap_or(0);
+            let lags: Vec<(NodeId, u64)> = m
+                .membership_config
+                .nodes()
+                .filter(|(id, _)| **id != m.id)
+                .map(|(id, _)| {
+                    let matched = m.replication.as_ref().and_then(|r| r.get(id).copied().flatten()).map_or(0, |l| l.index);
+                    (*id, if m.replication.is_some() { last_log.saturating_sub(matched) } else { 0 })
+                })
+                .collect();
+            reported.extend(lags.iter().map(|(id, _)| *id));
+            crate::metrics::record_replication(&lags, &reported, m.millis_since_quorum_ack);
         }
         if rx.changed().await.is_err() {
             if let Err(fatal) = &rx.borrow().running_state {

@@ -256,14 +256,16 @@ impl Connection {
         }
         self.track_reads(commands.iter().map(|c| &c[..]));
         self.caching = None;
+        let attempts: Vec<Option<Bytes>> = commands.iter().map(|c| super::top::lock_attempt_key(c).cloned()).collect();
         let replies = match self.on_leader(Request::Pipeline(commands)).await {
             Reply::Array(replies) if replies.len() == n => replies,
             // The request as a whole failed (no leader, timed out): every
             // command gets that answer.
             other => vec![other; n],
         };
-        for (spec, reply) in specs.into_iter().zip(replies) {
+        for ((spec, reply), attempt) in specs.into_iter().zip(replies).zip(attempts) {
             crate::metrics::record_command(spec.name, &reply);
+            super::top::record_if_refused(attempt.as_ref(), &reply);
             self.reply(&reply);
         }
     }
@@ -415,6 +417,7 @@ impl Connection {
         // CLIENT CACHING counts for the next command, or the next
         // transaction until its EXEC.
         let sets_caching = spec.name == "client" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"caching"));
+        let attempt = super::top::lock_attempt_key(&argv).cloned();
         let (reply, next) = match spec.handler {
             _ if spec.name == "watch" => (Some(self.watch(argv).await), Next::Continue),
             _ if spec.flags.contains(&"blocking") => match self.blocking_pop(spec, argv, frames).await {
@@ -438,6 +441,7 @@ impl Connection {
         };
         if let Some(reply) = reply {
             crate::metrics::record_command(spec.name, &reply);
+            super::top::record_if_refused(attempt.as_ref(), &reply);
             self.reply(&reply);
         }
         if !sets_caching && self.multi.is_none() {
@@ -526,6 +530,7 @@ impl Connection {
                 Reply::Verbatim(info::info(&self.node, &sections).await)
             }
             "raft.info" => Reply::Verbatim(info::raft_info(&self.node).await),
+            "lock.top" => lock_top(argv),
             "raft.digest" => {
                 let (index, digest) = self.node.consensus.digest();
                 Reply::Array(vec![Reply::Int(index as i64), Reply::bulk(digest)])
@@ -1561,3 +1566,24 @@ fn answered_in_multi(spec: &CommandSpec, argv: &[Bytes]) -> bool {
     answered_here(spec, argv) || commands::execute_local(argv).is_some()
 }
 
+/// `LOCK.TOP [count]`: each ranking of `top`, as a map of name to
+/// `[[key, count], ...]`, highest first.
+fn lock_top(argv: &[Bytes]) -> Reply {
+    let count = match argv.get(1).map(|a| parse_i64(a)) {
+        None => 10,
+        Some(Some(n)) if n > 0 => (n as usize).min(super::top::CAPACITY),
+        Some(Some(_)) => return Reply::error("ERR count must be positive"),
+        Some(None) => return Reply::error("ERR value is not an integer or out of range"),
+    };
+    if argv.len() > 2 {
+        return Reply::error("ERR syntax error");
+    }
+    let rankings = super::top::report(count)
+        .into_iter()
+        .map(|(ranking, keys)| {
+            let keys = keys.into_iter().map(|(k, n)| Reply::Array(vec![Reply::Bulk(k), Reply::Int(n.min(i64::MAX as u64) as i64)]));
+            (Reply::bulk(ranking.name()), Reply::Array(keys.collect()))
+        })
+        .collect();
+    Reply::Map(rankings)
+}

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
 
-use crate::keyspace::{self, glob_match, Event, WaitStep};
+use crate::keyspace::{self, glob_match, Event, LeaseEvent, WaitStep};
 
 /// A message for a subscribed connection.
 #[derive(Debug, Clone, PartialEq)]
@@ -425,6 +425,9 @@ impl Hub {
                 }
                 Event::Lease { kind, key, ttl_ms, held_ms, .. } => {
                     crate::metrics::record_lease(kind, ttl_ms, held_ms);
+                    if matches!(kind, LeaseEvent::Released | LeaseEvent::Expired) {
+                        super::top::record(super::top::Ranking::HoldMs, &key, held_ms);
+                    }
                     self.notify_key(flags, 'L', kind.name(), &key);
                     changed.push(key);
                 }
@@ -439,7 +442,11 @@ impl Hub {
                             self.notify_handoff(flags, &key, token);
                         }
                         WaitStep::TimedOut => crate::metrics::record_wait(false, waited_ms),
-                        WaitStep::Queued { .. } | WaitStep::Left => continue,
+                        WaitStep::Queued { .. } => {
+                            super::top::record(super::top::Ranking::Waits, &key, 1);
+                            continue;
+                        }
+                        WaitStep::Left => continue,
                     }
                     let waits = self.lock_waits.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(tx) = waits.get(&client) {

@@ -10,6 +10,7 @@ mod hub;
 mod info;
 mod memory;
 mod params;
+mod top;
 mod tracking;
 mod waiting;
 
