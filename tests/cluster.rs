@@ -1035,3 +1035,44 @@ fn a_forward_whose_answer_is_lost_commits_twice_and_runs_once() {
         assert_eq!(q(&mut con, &["GET", "n"]).unwrap(), Value::BulkString(b"2".to_vec()), "n on node {id}");
     }
 }
+
+/// The leader reports each member's replication lag: a paused follower falls
+/// behind by every entry written meanwhile, and catches up once resumed.
+/// Followers report none.
+#[test]
+fn the_leader_reports_how_far_each_member_lags() {
+    let _serial = serial();
+    let mut c = Cluster::start(3, Opts { metrics: true, ..Opts::default() });
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let followers = others(&ALL, leader);
+    let (paused, live) = (followers[0], followers[1]);
+    let lag = |c: &Cluster, of: u64| -> f64 {
+        let m = c.node(leader).metrics().expect("leader metrics");
+        *m.get(&format!("raftlock_raft_replication_lag_entries{{peer=\"{of}\"}}")).unwrap_or(&-1.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lag(&c, paused) != 0.0 || lag(&c, live) != 0.0 {
+        assert!(Instant::now() < deadline, "lags before the pause: {} {}", lag(&c, paused), lag(&c, live));
+        thread::sleep(Duration::from_millis(50));
+    }
+    c.pause(paused);
+    let mut con = c.node(leader).client();
+    for i in 0..20 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg("v").query(&mut con).expect("SET on the leader");
+    }
+    let behind = lag(&c, paused);
+    assert!(behind >= 20.0, "the paused member lags by {behind}");
+    assert!(lag(&c, live) < 20.0, "the live member lags by {}", lag(&c, live));
+    let m = c.node(leader).metrics().unwrap();
+    assert!(m["raftlock_raft_quorum_ack_age_seconds"] < 5.0, "{m:?}");
+    c.resume(paused);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lag(&c, paused) != 0.0 {
+        assert!(Instant::now() < deadline, "still behind after resuming: {}", lag(&c, paused));
+        thread::sleep(Duration::from_millis(50));
+    }
+    let f = c.node(live).metrics().expect("follower metrics");
+    let on_follower: Vec<_> = f.iter().filter(|(k, v)| k.starts_with("raftlock_raft_replication_lag_entries") && **v != 0.0).collect();
+    assert!(on_follower.is_empty(), "a follower reports lags: {on_follower:?}");
+    assert_eq!(f.get("raftlock_raft_quorum_ack_age_seconds"), Some(&0.0));
+}

@@ -149,6 +149,7 @@ impl Top {
 
     /// Counters held, over every period and ranking (at most
     /// `PERIODS * 3 * CAPACITY`).
+    #[cfg(test)]
     pub fn counters(&self) -> usize {
         self.periods.iter().flat_map(|p| p.rankings.iter()).map(|s| s.counters.len()).sum()
     }

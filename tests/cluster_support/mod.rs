@@ -47,6 +47,8 @@ pub struct Opts {
     pub partitionable: bool,
     /// More flags for every node (e.g. TLS).
     pub extra_args: Vec<String>,
+    /// Serve /metrics on `Node::metrics_port` (otherwise off).
+    pub metrics: bool,
 }
 
 /// Find `n` distinct free TCP ports on 127.0.0.1 (all listeners are held until the
@@ -63,6 +65,8 @@ pub struct Node {
     pub id: u64,
     pub port: u16,
     pub peer_port: u16,
+    /// Where /metrics is served, with `Opts::metrics`.
+    pub metrics_port: u16,
     dir: Option<tempfile::TempDir>,
     child: Option<Child>,
     stopped: bool,
@@ -77,7 +81,8 @@ impl Node {
             .prefix(&format!("raftlock-cluster-n{id}-"))
             .tempdir()
             .expect("tempdir");
-        Node { id, port, peer_port, dir: Some(dir), child: None, stopped: false, starts: 0, initial_cluster }
+        let metrics_port = free_ports(1)[0];
+        Node { id, port, peer_port, metrics_port, dir: Some(dir), child: None, stopped: false, starts: 0, initial_cluster }
     }
 
     pub fn dir(&self) -> &Path {
@@ -144,7 +149,8 @@ impl Node {
             .args(["--peer-port", &self.peer_port.to_string()])
             .arg("--data-dir")
             .arg(self.data_dir())
-            .args(["--metrics-addr", "off"])
+            .arg("--metrics-addr")
+            .arg(if opts.metrics { format!("127.0.0.1:{}", self.metrics_port) } else { "off".into() })
             .args(["--cluster-secret", secret])
             .args(["--initial-cluster", &self.initial_cluster]);
         if let Some(v) = opts.election_timeout_ms {
@@ -245,6 +251,21 @@ impl Node {
 
     /// `RAFT.INFO` of this node as field -> value (short timeouts: a paused or dead
     /// node is an error, not a hang).
+    /// The samples of this node's /metrics (`name{labels}` -> value).
+    pub fn metrics(&self) -> Result<BTreeMap<String, f64>, String> {
+        let mut http = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).map_err(|e| e.to_string())?;
+        http.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        http.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        http.read_to_string(&mut text).map_err(|e| e.to_string())?;
+        let (_, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("no HTTP header end: {text}"))?;
+        Ok(body
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(k, v)| Some((k.to_string(), v.parse().ok()?))))
+            .collect())
+    }
+
     pub fn raft_info(&self) -> Result<RaftInfo, String> {
         let client = redis::Client::open(self.url()).map_err(|e| e.to_string())?;
         let mut con = client.get_connection_with_timeout(Duration::from_secs(1)).map_err(|e| e.to_string())?;
