@@ -59,6 +59,7 @@ pub mod raft;
 pub mod scripting;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod status;
 #[cfg(feature = "server")]
 pub mod storage;
 #[cfg(feature = "server")]

@@ -1,8 +1,13 @@
 //! The `raftlock` binary: configuration, logging and metrics, then the node.
+//! `raftlock status --addr host:port` prints the cluster's members instead.
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("status") {
+        let args = raftlock::status::StatusArgs::parse_from(std::env::args().skip(1));
+        return raftlock::status::main(&args);
+    }
     let config = raftlock::config::Config::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

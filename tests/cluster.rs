@@ -1076,3 +1076,36 @@ fn the_leader_reports_how_far_each_member_lags() {
     assert!(on_follower.is_empty(), "a follower reports lags: {on_follower:?}");
     assert_eq!(f.get("raftlock_raft_quorum_ack_age_seconds"), Some(&0.0));
 }
+
+/// `raftlock status --addr` through any member prints a row per member; a
+/// member that is down is shown unreachable and the exit status says so.
+#[test]
+fn status_prints_every_member() {
+    let _serial = serial();
+    let mut c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let f = others(&ALL, leader)[0];
+    let status = |c: &Cluster, via: u64| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_raftlock"))
+            .args(["status", "--addr", &c.node(via).addr()])
+            .output()
+            .expect("run raftlock status");
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, text) = status(&c, f);
+    assert_eq!(code, Some(0), "{text}");
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    for (row, id) in rows.iter().zip(ALL) {
+        assert_eq!(row[0], id.to_string(), "{text}");
+        assert_eq!(row[1], c.node(id).addr(), "{text}");
+        assert_eq!(row[2], if id == leader { "leader" } else { "follower" }, "{text}");
+        assert_eq!(row[8], env!("CARGO_PKG_VERSION"), "{text}");
+    }
+    c.kill9(f);
+    let via = others(&ALL, f)[0];
+    let (code, text) = status(&c, via);
+    assert_eq!(code, Some(1), "{text}");
+    let down = text.lines().find(|l| l.split_whitespace().next() == Some(&f.to_string())).expect("a row for the dead member");
+    assert!(down.contains("unreachable"), "{text}");
+}
