@@ -52,8 +52,23 @@ impl Clock for SystemClock {
     }
 
     fn unix_ms(&self) -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+        wall_unix_us() / 1000
     }
+}
+
+/// A shift of this process's wall clock, for tests that fake clock skew
+/// (`--wall-clock-offset-ms`). Leases never read the wall clock.
+static WALL_OFFSET_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Shifts the wall clock this process reads by `ms` (see [`WALL_OFFSET_MS`]).
+pub fn set_wall_offset_ms(ms: i64) {
+    WALL_OFFSET_MS.store(ms, Ordering::Relaxed);
+}
+
+/// The wall clock, Unix microseconds (shifted by the test offset, if any).
+pub fn wall_unix_us() -> u64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+    now.saturating_add(WALL_OFFSET_MS.load(Ordering::Relaxed).saturating_mul(1000)).max(0) as u64
 }
 
 /// A clock a test moves by hand.

@@ -115,6 +115,11 @@ pub struct Config {
     /// stops). Give every node the same list. Repeat or separate with commas.
     #[arg(long = "skip-entry", env = "RAFTLOCK_SKIP_ENTRIES", value_delimiter = ',')]
     pub skip_entry: Vec<u64>,
+    /// Shift this node's wall clock by this many ms (for tests of clock
+    /// skew: TIME, EXAT/PXAT and the clock offsets peers measure see it;
+    /// leases never read the wall clock).
+    #[arg(long, env = "RAFTLOCK_WALL_CLOCK_OFFSET_MS", default_value_t = 0, allow_negative_numbers = true, hide = true)]
+    pub wall_clock_offset_ms: i64,
     /// Switch on a deliberate bug (builds with the `planted-bugs` feature only).
     #[cfg(feature = "planted-bugs")]
     #[arg(long = "plant-bug", value_enum)]

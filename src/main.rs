@@ -21,6 +21,7 @@ fn main() -> std::process::ExitCode {
     }
     #[cfg(feature = "planted-bugs")]
     raftlock::planted::plant(&config.plant_bug);
+    raftlock::clock::set_wall_offset_ms(config.wall_clock_offset_ms);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .thread_stack_size(raftlock::server::WORKER_STACK_BYTES)
         .enable_all()

@@ -30,6 +30,8 @@ const RAFT_LAST_LOG: &str = "raftlock_raft_last_log_index";
 const APPLY_LAG: &str = "raftlock_raft_apply_lag_entries";
 const REPLICATION_LAG: &str = "raftlock_raft_replication_lag_entries";
 const QUORUM_ACK_AGE: &str = "raftlock_raft_quorum_ack_age_seconds";
+const PEER_CLOCK_OFFSET: &str = "raftlock_peer_clock_offset_seconds";
+const PEER_RTT: &str = "raftlock_peer_rtt_seconds";
 const COMMIT_LATENCY: &str = "raftlock_commit_latency_seconds";
 const FSYNC_LATENCY: &str = "raftlock_log_fsync_seconds";
 const FSYNC_BATCH: &str = "raftlock_log_fsync_batch_appends";
@@ -98,6 +100,8 @@ fn describe() {
     describe_gauge!(APPLY_LAG, "Entries in this node's log not yet applied to its state machine (last log index - applied index; an upper bound of commit - applied).");
     describe_gauge!(REPLICATION_LAG, "On the leader: log entries each member (label peer = node id) has not yet acknowledged; 0 on followers.");
     describe_gauge!(QUORUM_ACK_AGE, Unit::Seconds, "On the leader: time since a quorum last acknowledged it; 0 on followers.");
+    describe_gauge!(PEER_CLOCK_OFFSET, Unit::Seconds, "How far each peer's wall clock (label peer = node id) is ahead of this node's (negative: behind), measured on the peer calls this node makes, within half the round trip below. Leases do not depend on it.");
+    describe_gauge!(PEER_RTT, Unit::Seconds, "The round trip the peer's clock offset was measured on.");
     describe_histogram!(COMMIT_LATENCY, Unit::Seconds, "Time from proposing a command to its reply.");
     describe_histogram!(FSYNC_LATENCY, Unit::Seconds, "Time of one fsync of the Raft log.");
     describe_histogram!(FSYNC_BATCH, "Appends made durable by one fsync (group commit).");
@@ -187,6 +191,13 @@ pub fn record_replication(lags: &[(u64, u64)], reported: &std::collections::BTre
         gauge!(REPLICATION_LAG, "peer" => id.to_string()).set(lag as f64);
     }
     gauge!(QUORUM_ACK_AGE).set(quorum_ack_ms.map_or(0.0, |ms| ms as f64 / 1000.0));
+}
+
+/// The last estimate of `peer`'s wall-clock offset from this node's (positive:
+/// the peer's clock is ahead), and the round trip it was measured on.
+pub fn record_peer_clock(peer: u64, offset_us: i64, rtt_us: u64) {
+    gauge!(PEER_CLOCK_OFFSET, "peer" => peer.to_string()).set(offset_us as f64 / 1e6);
+    gauge!(PEER_RTT, "peer" => peer.to_string()).set(rtt_us as f64 / 1e6);
 }
 
 pub fn record_leader_change() {

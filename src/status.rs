@@ -4,7 +4,9 @@
 //! Asks the node for `RAFT.INFO`, then every member it lists (at its client
 //! address) for `RAFT.INFO` and `INFO server`, over plain RESP with a short
 //! timeout. A member that does not answer gets a row saying why. Lag is the
-//! leader's commit index minus the member's applied index.
+//! leader's commit index minus the member's applied index; the clock offset
+//! is the leader's last measurement of the member's wall clock against its
+//! own (see `raft::peer`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -126,11 +128,22 @@ pub fn collect(args: &StatusArgs) -> Result<Vec<Member>, String> {
 
 /// The table: one row per member.
 pub fn render(members: &[Member]) -> String {
-    let leader_commit = members
-        .iter()
-        .find(|m| m.get("role") == Some("leader"))
-        .and_then(|m| m.get("commit_index"))
-        .and_then(|v| v.parse::<u64>().ok());
+    let leader = members.iter().find(|m| m.get("role") == Some("leader"));
+    let leader_commit = leader.and_then(|m| m.get("commit_index")).and_then(|v| v.parse::<u64>().ok());
+    // The leader measures every member's clock against its own.
+    let offsets: Vec<(String, String)> = leader
+        .and_then(|m| m.get("clock_offsets_ms"))
+        .unwrap_or("")
+        .split(',')
+        .filter_map(|p| p.split_once('='))
+        .map(|(id, ms)| (id.to_string(), ms.to_string()))
+        .collect();
+    let offset_of = |m: &Member| -> String {
+        if leader.is_some_and(|l| l.id == m.id) {
+            return "0 ms (leader)".into();
+        }
+        offsets.iter().find(|(id, _)| *id == m.id).map_or("-".into(), |(_, ms)| format!("{ms} ms"))
+    };
     let header = ["id", "address", "role", "term", "commit", "applied", "last-log", "lag", "version", "clock-offset"];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for m in members {
@@ -143,8 +156,7 @@ pub fn render(members: &[Member]) -> String {
                     (Some(c), Some(a)) => c.saturating_sub(a).to_string(),
                     _ => "-".into(),
                 };
-                // Clock offsets are not measured yet (issue 16).
-                row.extend([g("role"), g("term"), g("commit_index"), g("applied_index"), g("last_log_index"), lag, g("raftlock_version"), "-".into()]);
+                row.extend([g("role"), g("term"), g("commit_index"), g("applied_index"), g("last_log_index"), lag, g("raftlock_version"), offset_of(m)]);
             }
         }
         rows.push(row);
@@ -192,7 +204,7 @@ mod tests {
     #[test]
     fn the_table_shows_each_member_and_its_lag_behind_the_leader() {
         let ms = vec![
-            member("1", "role:leader\nterm:3\ncommit_index:100\napplied_index:100\nlast_log_index:100\nraftlock_version:0.1.0"),
+            member("1", "role:leader\nterm:3\ncommit_index:100\napplied_index:100\nlast_log_index:100\nraftlock_version:0.1.0\nclock_offsets_ms:2=-3000,3=5000"),
             member("2", "role:follower\nterm:3\ncommit_index:90\napplied_index:88\nlast_log_index:95\nraftlock_version:0.1.0"),
             Member { id: "3".into(), addr: "127.0.0.1:3".into(), fields: Err("connection refused".into()) },
         ];
@@ -201,8 +213,8 @@ mod tests {
         assert_eq!(lines.len(), 4, "{t}");
         assert!(lines[0].starts_with("id  address"), "{t}");
         let cols = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
-        assert_eq!(cols(lines[1]), ["1", "127.0.0.1:1", "leader", "3", "100", "100", "100", "0", "0.1.0", "-"]);
-        assert_eq!(cols(lines[2]), ["2", "127.0.0.1:2", "follower", "3", "90", "88", "95", "12", "0.1.0", "-"]);
+        assert_eq!(cols(lines[1]), ["1", "127.0.0.1:1", "leader", "3", "100", "100", "100", "0", "0.1.0", "0", "ms", "(leader)"]);
+        assert_eq!(cols(lines[2]), ["2", "127.0.0.1:2", "follower", "3", "90", "88", "95", "12", "0.1.0", "-3000", "ms"]);
         assert!(lines[3].contains("unreachable: connection refused"), "{t}");
     }
 

@@ -1109,3 +1109,30 @@ fn status_prints_every_member() {
     let down = text.lines().find(|l| l.split_whitespace().next() == Some(&f.to_string())).expect("a row for the dead member");
     assert!(down.contains("unreachable"), "{text}");
 }
+
+/// Each node estimates the wall-clock offset of the peers it calls: with
+/// node 2's clock faked 3 s behind and node 3's 5 s ahead, the leader reports
+/// each within half a second of the truth.
+#[test]
+fn the_leader_measures_its_peers_clock_offsets() {
+    let _serial = serial();
+    let shift = std::collections::BTreeMap::from([(1u64, 0i64), (2, -3000), (3, 5000)]);
+    let node_args = shift.iter().map(|(id, ms)| (*id, vec![format!("--wall-clock-offset-ms={ms}")])).collect();
+    let c = Cluster::start(3, Opts { metrics: true, node_args, ..Opts::default() });
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for peer in others(&ALL, leader) {
+        let want = (shift[&peer] - shift[&leader]) as f64 / 1000.0;
+        let key = format!("raftlock_peer_clock_offset_seconds{{peer=\"{peer}\"}}");
+        loop {
+            let m = c.node(leader).metrics().expect("leader metrics");
+            match m.get(&key) {
+                Some(got) if (got - want).abs() < 0.5 => break,
+                got => assert!(Instant::now() < deadline, "offset of node {peer} on leader {leader}: {got:?}, want {want}"),
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        let rtt = c.node(leader).metrics().unwrap()[&format!("raftlock_peer_rtt_seconds{{peer=\"{peer}\"}}")];
+        assert!((0.0..0.5).contains(&rtt), "round trip to node {peer}: {rtt}");
+    }
+}

@@ -99,6 +99,66 @@ fn encode(id: u64, body: &impl Serialize) -> Bytes {
     Bytes::from(bincode::serialize(&(id, body)).expect("serialising plain data cannot fail"))
 }
 
+/// A response frame, followed by this node's wall clock (Unix microseconds,
+/// 8 bytes little-endian) as it sends it, from which the caller estimates the
+/// offset between their clocks (see [`ClockEstimate`]). A node of an older
+/// version ignores the trailing bytes (bincode allows them), and a response
+/// without them is read as before.
+fn encode_stamped(id: u64, body: &PeerResponse) -> Bytes {
+    let mut frame = bincode::serialize(&(id, body)).expect("serialising plain data cannot fail");
+    frame.extend_from_slice(&crate::clock::wall_unix_us().to_le_bytes());
+    Bytes::from(frame)
+}
+
+/// The peer's wall clock stamped after the response in `frame`, if any.
+fn stamp_of(frame: &[u8], id: u64, response: &PeerResponse) -> Option<u64> {
+    let size = bincode::serialized_size(&(id, response)).ok()? as usize;
+    let stamp: [u8; 8] = frame.get(size..)?.try_into().ok()?;
+    Some(u64::from_le_bytes(stamp))
+}
+
+/// The last clock offset measured of each peer, in ms (see [`ClockEstimate`]).
+pub fn clock_offsets() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<NodeId, i64>> {
+    static OFFSETS: std::sync::OnceLock<Mutex<std::collections::BTreeMap<NodeId, i64>>> = std::sync::OnceLock::new();
+    OFFSETS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How far a peer's wall clock is from ours, from the calls made to it: each
+/// response carries the peer's clock, read against the midpoint of our send
+/// and receive times. Of each second's samples the one with the shortest
+/// round trip is kept (the least queueing, so the least error: at most half
+/// its round trip), and exported as the peer's offset. Only for operators:
+/// leases never depend on it.
+struct ClockEstimate {
+    peer: NodeId,
+    since: Instant,
+    best: Option<(u64, i64)>,
+}
+
+impl ClockEstimate {
+    const WINDOW: Duration = Duration::from_secs(1);
+
+    fn new(peer: NodeId) -> ClockEstimate {
+        ClockEstimate { peer, since: Instant::now(), best: None }
+    }
+
+    fn sample(&mut self, sent_us: u64, received_us: u64, peer_us: u64) {
+        let rtt = received_us.saturating_sub(sent_us);
+        let midpoint = sent_us / 2 + received_us / 2;
+        let offset = peer_us as i64 - midpoint as i64;
+        if self.best.is_none_or(|(best_rtt, _)| rtt < best_rtt) {
+            self.best = Some((rtt, offset));
+        }
+        if self.since.elapsed() >= Self::WINDOW {
+            if let Some((rtt, offset)) = self.best.take() {
+                crate::metrics::record_peer_clock(self.peer, offset, rtt);
+                clock_offsets().insert(self.peer, offset / 1000);
+            }
+            self.since = Instant::now();
+        }
+    }
+}
+
 /// A peer link's bytes: plain TCP, or TLS over it.
 trait PeerStream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> PeerStream for T {}
@@ -251,7 +311,7 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
                 PeerRequest::InstallSnapshot(rpc) => PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await),
                 PeerRequest::Forward(command) => PeerResponse::Forward(handler.forward(command).await),
             };
-            let _ = tx.send(encode(id, &response)).await;
+            let _ = tx.send(encode_stamped(id, &response)).await;
         });
     }
     writer.abort();
@@ -335,7 +395,8 @@ async fn run_conn(
             }
         };
         let (mut sink, mut stream) = socket.split();
-        let mut inflight: HashMap<u64, Waiter> = HashMap::new();
+        let mut inflight: HashMap<u64, (Waiter, u64)> = HashMap::new();
+        let mut clock = ClockEstimate::new(target);
         let mut pending = Some(first);
         loop {
             if let Some(first) = pending.take() {
@@ -354,7 +415,7 @@ async fn run_conn(
                         failed = true;
                         break;
                     }
-                    inflight.insert(id, waiter);
+                    inflight.insert(id, (waiter, crate::clock::wall_unix_us()));
                     fed += 1;
                     if fed < MAX_COALESCED {
                         next = requests.try_recv().ok();
@@ -373,7 +434,10 @@ async fn run_conn(
                     let Some(Ok(frame)) = frame else { break };
                     match bincode::deserialize::<(u64, PeerResponse)>(&frame) {
                         Ok((id, response)) => {
-                            if let Some(w) = inflight.remove(&id) {
+                            if let Some((w, sent_us)) = inflight.remove(&id) {
+                                if let Some(peer_us) = stamp_of(&frame, id, &response) {
+                                    clock.sample(sent_us, crate::clock::wall_unix_us(), peer_us);
+                                }
                                 let _ = w.send(Ok(response));
                             }
                         }
@@ -382,7 +446,7 @@ async fn run_conn(
                 }
             }
         }
-        for (_, w) in inflight.drain() {
+        for (_, (w, _)) in inflight.drain() {
             let _ = w.send(Err(PeerError::Unreachable(target, "connection lost".into())));
         }
     }

@@ -128,6 +128,9 @@ fn raft_fields(status: &RaftStatus, t: &mut Text) {
     };
     t.field("voters", ids(true).join(","));
     t.field("learners", ids(false).join(","));
+    // Measured on this node's calls to its peers (the leader's cover all).
+    let offsets: Vec<String> = crate::raft::peer_clock_offsets().iter().map(|(id, ms)| format!("{id}={ms}")).collect();
+    t.field("clock_offsets_ms", offsets.join(","));
 }
 
 /// `RAFT.INFO`: `field:value` lines.

@@ -49,6 +49,8 @@ pub struct Opts {
     pub extra_args: Vec<String>,
     /// Serve /metrics on `Node::metrics_port` (otherwise off).
     pub metrics: bool,
+    /// More flags for one node (by id).
+    pub node_args: BTreeMap<u64, Vec<String>>,
 }
 
 /// Find `n` distinct free TCP ports on 127.0.0.1 (all listeners are held until the
@@ -166,6 +168,9 @@ impl Node {
             cmd.args(["--snapshot-logs", &v.to_string()]);
         }
         cmd.args(&opts.extra_args);
+        if let Some(args) = opts.node_args.get(&self.id) {
+            cmd.args(args);
+        }
         // To show that a test catches a bug: RAFTLOCK_TEST_PLANT_BUG=<bug> with a
         // build that has the `planted-bugs` feature (see src/planted.rs).
         if let Ok(bug) = std::env::var("RAFTLOCK_TEST_PLANT_BUG") {
