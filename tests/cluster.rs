@@ -1136,3 +1136,59 @@ fn the_leader_measures_its_peers_clock_offsets() {
         assert!((0.0..0.5).contains(&rtt), "round trip to node {peer}: {rtt}");
     }
 }
+
+/// The Grafana dashboard and the alert rules in scripts/ops name only metrics
+/// that nodes export: every one of them is on some node's /metrics once the
+/// cluster has granted, renewed, released, expired, refused and handed over
+/// a lock.
+#[test]
+fn the_ops_files_name_only_metrics_a_node_exports() {
+    let _serial = serial();
+    let mut named = std::collections::BTreeSet::new();
+    for file in ["scripts/ops/grafana-dashboard.json", "scripts/ops/alerts.yml"] {
+        let text = std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).expect(file);
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("raftlock_") {
+            let name: String = rest[at..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+            rest = &rest[at + name.len()..];
+            named.insert(name);
+        }
+    }
+    assert!(named.len() >= 20, "only {} metric names found: {named:?}", named.len());
+
+    let c = Cluster::start(3, Opts { metrics: true, ..Opts::default() });
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let mut con = c.node(leader).client();
+    let t = acquire(&mut con, "a", "o", 10_000).to_string();
+    let _: i64 = redis::cmd("LOCK.RENEW").arg("a").arg("o").arg(&t).arg(10_000).query(&mut con).unwrap();
+    let _: Value = redis::cmd("LOCK.ACQUIRE").arg("a").arg("other").arg(1000).query(&mut con).unwrap();
+    let _: i64 = redis::cmd("LOCK.RELEASE").arg("a").arg("o").arg(&t).query(&mut con).unwrap();
+    assert!(redis::cmd("LOCK.RENEW").arg("a").arg("o").arg(&t).arg(1000).query::<i64>(&mut con).is_err());
+    acquire(&mut con, "e", "o", 100);
+    let held = acquire(&mut con, "w", "first", 10_000).to_string();
+    let waiter = {
+        let mut w = c.node(leader).client();
+        thread::spawn(move || redis::cmd("LOCK.ACQUIRE").arg("w").arg("second").arg(1000).arg("WAIT").arg(5000).query::<i64>(&mut w))
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while lock_info(&mut con, "w").unwrap().is_some_and(|i| i.waiters == 0) {
+        assert!(Instant::now() < deadline, "the waiter never queued");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _: i64 = redis::cmd("LOCK.RELEASE").arg("w").arg("first").arg(&held).query(&mut con).unwrap();
+    waiter.join().unwrap().expect("the waiter is handed the lock");
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let exported: Vec<String> = ALL.iter().flat_map(|id| c.node(*id).metrics().expect("metrics").into_keys()).collect();
+        let missing: Vec<&String> = named
+            .iter()
+            .filter(|n| !exported.iter().any(|e| e == *n || e.starts_with(&format!("{n}{{"))))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "named in scripts/ops but exported by no node: {missing:?}");
+        thread::sleep(Duration::from_millis(200));
+    }
+}
