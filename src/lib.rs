@@ -14,7 +14,8 @@
 //!   Redis digit for digit and every node computes the same bits.
 //! - [`keyspace`]: PURE replicated data: keys, values, versions, expiry in log
 //!   time, events out, snapshot encoding. No tokio, openraft or rocksdb.
-//! - [`scripting`]: the deterministic, sandboxed Lua 5.1 for `EVAL`.
+//! - [`scripting`]: the deterministic, sandboxed Lua 5.1 for `EVAL`, and the
+//!   lock scripts libraries send word for word, run without Lua.
 //! - [`clock`]: the log-time source, monotonic and anchored, behind a trait.
 //! - [`storage`]: the only module that imports `rocksdb`.
 //! - [`raft`]: the only module that imports `openraft`: types, log store, state
@@ -22,8 +23,10 @@
 //!   the handle the server uses (group commit, ReadIndex batching, forwarding
 //!   to the leader, membership changes).
 //! - [`server`]: listener, connections, pub/sub hub, client-side caching
-//!   (`CLIENT TRACKING`), the stored-only Redis parameters, expiry timer, node
-//!   wiring.
+//!   (`CLIENT TRACKING`), the stored-only Redis parameters, expiry timer, the
+//!   hot-lock rankings of `LOCK.TOP`, node wiring.
+//! - [`status`]: `raftlock status`, the members table for operators (a small
+//!   RESP client).
 //! - [`metrics`]: metric names, descriptions, the Prometheus exporter.
 //! - [`tls`]: rustls for the TLS client port and mutual TLS between peers.
 //!
