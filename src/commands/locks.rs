@@ -709,6 +709,30 @@ mod tests {
         assert!(!refused(&ks, &argv("SET l b NX"), &ReadCtx::at(1001)));
     }
 
+    /// The attempts whose nil reply is a refusal (LOCK.TOP counts those),
+    /// and among them those the leader may refuse without the log.
+    #[test]
+    fn lock_attempts_are_lock_acquires_and_set_nx_without_get() {
+        use crate::commands::{attempted_lock, is_lock_attempt};
+        let key = Bytes::from("k");
+        for (cmd, attempt, without_log) in [
+            ("LOCK.ACQUIRE k o 100", true, true),
+            ("lock.acquire k o 100 WAIT 5", true, false),
+            ("set k o PX 100 nx", true, true),
+            ("SET k o NX", true, true),
+            // With GET, nil means the key was free and is now set.
+            ("SET k o NX GET", false, false),
+            ("SET k o", false, false),
+            ("SET k nx", false, false),
+            ("GET k", false, false),
+        ] {
+            let words = argv(&cmd.split(' ').collect::<Vec<_>>());
+            assert_eq!(attempted_lock(&words), attempt.then_some(&key), "{cmd}");
+            assert_eq!(is_lock_attempt(&words), without_log, "{cmd}");
+        }
+        assert_eq!(attempted_lock(&argv(&["LOCK.ACQUIRE"])), None);
+    }
+
     /// Issue 10, finding 4: the same proposal applied twice (a follower
     /// re-sent it after losing the answer, and both copies committed) runs
     /// once; the second copy gets the first one's reply.

@@ -405,18 +405,28 @@ pub(super) fn run_write(
     reply
 }
 
+/// The key `argv` tries to lock, if it is a lock attempt that answers nil
+/// when refused (and only then): `LOCK.ACQUIRE`, with or without `WAIT`, and
+/// `SET` with `NX` and without `GET` (with `GET`, nil means the key was free
+/// and is now set).
+pub fn attempted_lock(argv: &[Bytes]) -> Option<&Bytes> {
+    let name = argv.first()?;
+    let attempt = if name.eq_ignore_ascii_case(b"lock.acquire") {
+        argv.len() == 4 || argv.len() == 6
+    } else {
+        name.eq_ignore_ascii_case(b"set")
+            && argv.len() > 3
+            && argv[3..].iter().any(|a| a.eq_ignore_ascii_case(b"nx"))
+            && !argv[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get"))
+    };
+    attempt.then(|| &argv[1])
+}
+
 /// Whether `argv` only tries to take a lock, so that refused it changes
-/// nothing and replies nil: `LOCK.ACQUIRE` without `WAIT`, and `SET` with `NX`
-/// and without `GET`.
+/// nothing and replies nil: an [`attempted_lock`] without `WAIT` (which
+/// queues its owner when refused).
 pub fn is_lock_attempt(argv: &[Bytes]) -> bool {
-    let Some(name) = argv.first() else { return false };
-    if name.eq_ignore_ascii_case(b"lock.acquire") {
-        return argv.len() == 4;
-    }
-    name.eq_ignore_ascii_case(b"set")
-        && argv.len() > 3
-        && argv[3..].iter().any(|a| a.eq_ignore_ascii_case(b"nx"))
-        && !argv[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get"))
+    attempted_lock(argv).is_some() && !(argv[0].eq_ignore_ascii_case(b"lock.acquire") && argv.len() == 6)
 }
 
 /// Whether `argv` is a `LOCK.ACQUIRE ... WAIT` that would queue behind

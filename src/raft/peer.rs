@@ -124,11 +124,13 @@ pub fn clock_offsets() -> std::sync::MutexGuard<'static, std::collections::BTree
 }
 
 /// How far a peer's wall clock is from ours, from the calls made to it: each
-/// response carries the peer's clock, read against the midpoint of our send
-/// and receive times. Of each second's samples the one with the shortest
-/// round trip is kept (the least queueing, so the least error: at most half
-/// its round trip), and exported as the peer's offset. Only for operators:
-/// leases never depend on it.
+/// response carries the peer's clock, read against our wall clock at the
+/// midpoint of the call (the wall clock at the send, plus half the round
+/// trip as the monotonic clock measures it, so that a step of our wall
+/// clock during the call does not make a short round trip). Of each
+/// second's samples the one with the shortest round trip is kept (the least
+/// queueing, so the least error: at most half its round trip), and exported
+/// as the peer's offset. Only for operators: leases never depend on it.
 struct ClockEstimate {
     peer: NodeId,
     since: Instant,
@@ -142,9 +144,11 @@ impl ClockEstimate {
         ClockEstimate { peer, since: Instant::now(), best: None }
     }
 
-    fn sample(&mut self, sent_us: u64, received_us: u64, peer_us: u64) {
-        let rtt = received_us.saturating_sub(sent_us);
-        let midpoint = sent_us / 2 + received_us / 2;
+    /// A response stamped `peer_us`, to a call sent at `sent_us` on our wall
+    /// clock, `rtt` ago.
+    fn sample(&mut self, sent_us: u64, rtt: Duration, peer_us: u64) {
+        let rtt = rtt.as_micros() as u64;
+        let midpoint = sent_us.saturating_add(rtt / 2);
         let offset = peer_us as i64 - midpoint as i64;
         if self.best.is_none_or(|(best_rtt, _)| rtt < best_rtt) {
             self.best = Some((rtt, offset));
@@ -395,7 +399,8 @@ async fn run_conn(
             }
         };
         let (mut sink, mut stream) = socket.split();
-        let mut inflight: HashMap<u64, (Waiter, u64)> = HashMap::new();
+        // Each call's waiter, and when it was sent (wall clock and monotonic).
+        let mut inflight: HashMap<u64, (Waiter, u64, Instant)> = HashMap::new();
         let mut clock = ClockEstimate::new(target);
         let mut pending = Some(first);
         loop {
@@ -415,7 +420,7 @@ async fn run_conn(
                         failed = true;
                         break;
                     }
-                    inflight.insert(id, (waiter, crate::clock::wall_unix_us()));
+                    inflight.insert(id, (waiter, crate::clock::wall_unix_us(), Instant::now()));
                     fed += 1;
                     if fed < MAX_COALESCED {
                         next = requests.try_recv().ok();
@@ -434,9 +439,9 @@ async fn run_conn(
                     let Some(Ok(frame)) = frame else { break };
                     match bincode::deserialize::<(u64, PeerResponse)>(&frame) {
                         Ok((id, response)) => {
-                            if let Some((w, sent_us)) = inflight.remove(&id) {
+                            if let Some((w, sent_us, sent_at)) = inflight.remove(&id) {
                                 if let Some(peer_us) = stamp_of(&frame, id, &response) {
-                                    clock.sample(sent_us, crate::clock::wall_unix_us(), peer_us);
+                                    clock.sample(sent_us, sent_at.elapsed(), peer_us);
                                 }
                                 let _ = w.send(Ok(response));
                             }
@@ -446,7 +451,7 @@ async fn run_conn(
                 }
             }
         }
-        for (_, (w, _)) in inflight.drain() {
+        for (_, (w, _, _)) in inflight.drain() {
             let _ = w.send(Err(PeerError::Unreachable(target, "connection lost".into())));
         }
     }

@@ -99,70 +99,60 @@ const fn concat<const N: usize>(parts: &[&[T]]) -> [T; N] {
 }
 
 const ARGV1: [T; 4] = [Name("ARGV"), Sym("["), Num("1"), Sym("]")];
-const ARGV2_CLOSE: [T; 6] = [Sym(","), Name("ARGV"), Sym("["), Num("2"), Sym("]"), Sym(")")];
+
+/// The pieces the templates share.
+/// `if redis.call("get", KEYS[1]) == ARGV[1] then return`
+const IF_GET_EQUALS_RETURN: [T; 19] = concat(&[
+    &[Name("if")],
+    &call_key1!("get"),
+    &[Sym(")"), Sym("==")],
+    &ARGV1,
+    &[Name("then"), Name("return")],
+]);
+/// `local <name> = redis.call("get", KEYS[1])`
+const LOCAL_GET: [T; 14] = concat(&[&[Name("local"), Local, Sym("=")], &call_key1!("get"), &[Sym(")")]]);
+/// redis-py's guard: `if not <name> or <name> ~= ARGV[1] then return 0 end`
+const UNLESS_LOCAL_EQUALS_RETURN_0: [T; 14] = concat(&[
+    &[Name("if"), Name("not"), Local, Name("or"), Local, Sym("~=")],
+    &ARGV1,
+    &[Name("then"), Name("return"), Num("0"), Name("end")],
+]);
+/// `redis.call("del", KEYS[1])`
+const DEL_CALL: [T; 11] = concat(&[&call_key1!("del"), &[Sym(")")]]);
+/// `redis.call("pexpire", KEYS[1], ARGV[2])`
+const PEXPIRE_CALL: [T; 16] =
+    concat(&[&call_key1!("pexpire"), &[Sym(","), Name("ARGV"), Sym("["), Num("2"), Sym("]"), Sym(")")]]);
+const ELSE_RETURN_0_END: [T; 4] = [Name("else"), Name("return"), Num("0"), Name("end")];
 
 /// The compare-and-delete of Redis's documentation (`SET` page), Jedis and
 /// Lettuce recipes, node-redlock 4 and many more:
 /// `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`.
-const DEL_IF_EQUAL: [T; 34] = concat(&[
-    &[Name("if")],
-    &call_key1!("get"),
-    &[Sym(")"), Sym("==")],
-    &ARGV1,
-    &[Name("then"), Name("return")],
-    &call_key1!("del"),
-    &[Sym(")"), Name("else"), Name("return"), Num("0"), Name("end")],
-]);
+const DEL_IF_EQUAL: [T; 34] = concat(&[&IF_GET_EQUALS_RETURN, &DEL_CALL, &ELSE_RETURN_0_END]);
 
 /// The same, extending: redsync's touch script.
-const PEXPIRE_IF_EQUAL: [T; 39] = concat(&[
-    &[Name("if")],
-    &call_key1!("get"),
-    &[Sym(")"), Sym("==")],
-    &ARGV1,
-    &[Name("then"), Name("return")],
-    &call_key1!("pexpire"),
-    &ARGV2_CLOSE,
-    &[Name("else"), Name("return"), Num("0"), Name("end")],
-]);
+const PEXPIRE_IF_EQUAL: [T; 39] = concat(&[&IF_GET_EQUALS_RETURN, &PEXPIRE_CALL, &ELSE_RETURN_0_END]);
 
 /// redsync's delete script:
 /// `local val = redis.call("GET", KEYS[1]) if val == ARGV[1] then return redis.call("DEL", KEYS[1])
 ///  elseif val == false then return -1 else return 0 end`.
 const REDSYNC_DELETE: [T; 46] = concat(&[
-    &[Name("local"), Local, Sym("=")],
-    &call_key1!("get"),
-    &[Sym(")"), Name("if"), Local, Sym("==")],
+    &LOCAL_GET,
+    &[Name("if"), Local, Sym("==")],
     &ARGV1,
     &[Name("then"), Name("return")],
-    &call_key1!("del"),
-    &[Sym(")"), Name("elseif"), Local, Sym("=="), Name("false"), Name("then"), Name("return"), Sym("-"), Num("1")],
-    &[Name("else"), Name("return"), Num("0"), Name("end")],
+    &DEL_CALL,
+    &[Name("elseif"), Local, Sym("=="), Name("false"), Name("then"), Name("return"), Sym("-"), Num("1")],
+    &ELSE_RETURN_0_END,
 ]);
 
 /// redis-py's `Lock` release: `local token = redis.call('get', KEYS[1])
 /// if not token or token ~= ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1`.
-const REDIS_PY_RELEASE: [T; 41] = concat(&[
-    &[Name("local"), Local, Sym("=")],
-    &call_key1!("get"),
-    &[Sym(")"), Name("if"), Name("not"), Local, Name("or"), Local, Sym("~=")],
-    &ARGV1,
-    &[Name("then"), Name("return"), Num("0"), Name("end")],
-    &call_key1!("del"),
-    &[Sym(")"), Name("return"), Num("1")],
-]);
+const REDIS_PY_RELEASE: [T; 41] =
+    concat(&[&LOCAL_GET, &UNLESS_LOCAL_EQUALS_RETURN_0, &DEL_CALL, &[Name("return"), Num("1")]]);
 
 /// redis-py's `Lock.reacquire`: the same with `redis.call('pexpire', KEYS[1], ARGV[2])`.
-const REDIS_PY_REACQUIRE: [T; 46] = concat(&[
-    &[Name("local"), Local, Sym("=")],
-    &call_key1!("get"),
-    &[Sym(")"), Name("if"), Name("not"), Local, Name("or"), Local, Sym("~=")],
-    &ARGV1,
-    &[Name("then"), Name("return"), Num("0"), Name("end")],
-    &call_key1!("pexpire"),
-    &ARGV2_CLOSE,
-    &[Name("return"), Num("1")],
-]);
+const REDIS_PY_REACQUIRE: [T; 46] =
+    concat(&[&LOCAL_GET, &UNLESS_LOCAL_EQUALS_RETURN_0, &PEXPIRE_CALL, &[Name("return"), Num("1")]]);
 
 const TEMPLATES: &[Template] = &[
     Template { tokens: &DEL_IF_EQUAL, recipe: Recipe::ReturnWrite { when_missing: 0 }, write: Write::Del },

@@ -256,7 +256,7 @@ impl Connection {
         }
         self.track_reads(commands.iter().map(|c| &c[..]));
         self.caching = None;
-        let attempts: Vec<Option<Bytes>> = commands.iter().map(|c| super::top::lock_attempt_key(c).cloned()).collect();
+        let attempts: Vec<Option<Bytes>> = commands.iter().map(|c| commands::attempted_lock(c).cloned()).collect();
         let replies = match self.on_leader(Request::Pipeline(commands)).await {
             Reply::Array(replies) if replies.len() == n => replies,
             // The request as a whole failed (no leader, timed out): every
@@ -417,7 +417,7 @@ impl Connection {
         // CLIENT CACHING counts for the next command, or the next
         // transaction until its EXEC.
         let sets_caching = spec.name == "client" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"caching"));
-        let attempt = super::top::lock_attempt_key(&argv).cloned();
+        let attempt = commands::attempted_lock(&argv).cloned();
         let (reply, next) = match spec.handler {
             _ if spec.name == "watch" => (Some(self.watch(argv).await), Next::Continue),
             _ if spec.flags.contains(&"blocking") => match self.blocking_pop(spec, argv, frames).await {

@@ -173,19 +173,8 @@ pub fn report(count: usize) -> Vec<(Ranking, Vec<(Bytes, u64)>)> {
     Ranking::ALL.iter().map(|&r| (r, top.top_at(now, r, count))).collect()
 }
 
-/// The key of a lock attempt: `LOCK.ACQUIRE key ...`, or `SET key value ...
-/// NX ...`. A nil reply to it is a refusal.
-pub fn lock_attempt_key(argv: &[Bytes]) -> Option<&Bytes> {
-    let name = argv.first()?;
-    let is_set_nx = || name.eq_ignore_ascii_case(b"set") && argv.len() >= 4 && argv[3..].iter().any(|a| a.eq_ignore_ascii_case(b"nx"));
-    if (name.eq_ignore_ascii_case(b"lock.acquire") && argv.len() >= 2) || is_set_nx() {
-        Some(&argv[1])
-    } else {
-        None
-    }
-}
-
-/// Counts a denial if `reply` refused the lock attempt on `key`.
+/// Counts a denial if `reply` refused the lock attempt on `key` (see
+/// [`crate::commands::attempted_lock`]).
 pub fn record_if_refused(key: Option<&Bytes>, reply: &crate::protocol::Reply) {
     if let (Some(key), crate::protocol::Reply::Nil) = (key, reply) {
         record(Ranking::Denials, key, 1);
@@ -252,17 +241,5 @@ mod tests {
         top.add_at(top.start, Ranking::Denials, &long, 1);
         let got = top.top_at(top.start, Ranking::Denials, 1);
         assert_eq!(got[0].0.len(), MAX_KEY_BYTES);
-    }
-
-    #[test]
-    fn lock_attempts_are_lock_acquires_and_set_nx() {
-        let v = |s: &str| s.split(' ').map(|p| Bytes::copy_from_slice(p.as_bytes())).collect::<Vec<_>>();
-        assert_eq!(lock_attempt_key(&v("LOCK.ACQUIRE k o 100")), Some(&Bytes::from("k")));
-        assert_eq!(lock_attempt_key(&v("set k o PX 100 nx")), Some(&Bytes::from("k")));
-        assert_eq!(lock_attempt_key(&v("set k o NX")), Some(&Bytes::from("k")));
-        assert_eq!(lock_attempt_key(&v("set k o")), None);
-        assert_eq!(lock_attempt_key(&v("set k nx")), None);
-        assert_eq!(lock_attempt_key(&v("get k")), None);
-        assert_eq!(lock_attempt_key(&v("lock.acquire")), None);
     }
 }
