@@ -5,11 +5,12 @@
 # redis-server (the benchmark's baseline), tmux (interactive redis-cli test),
 # and for the chaos harness (tests/chaos) iproute2 and iptables (network
 # namespaces, partitions), libfaketime (wall-clock faults) and gcc (the fsync
-# shim), and openssl (test certificates for TLS). Does nothing if all are present.
+# shim), openssl (test certificates for TLS), and Chromium (the dashboard test,
+# tests/dashboard.rs, renders the page headless). Does nothing if all are present.
 set -euo pipefail
 
 need=()
-for pkg in libclang-dev clang g++ gcc redis-tools redis-server tmux iproute2 iptables libfaketime openssl; do
+for pkg in libclang-dev clang g++ gcc redis-tools redis-server tmux iproute2 iptables libfaketime openssl chromium; do
     # "install ok installed" only: a removed package keeps a dpkg record.
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done

@@ -115,6 +115,16 @@ pub struct Config {
     /// stops). Give every node the same list. Repeat or separate with commas.
     #[arg(long = "skip-entry", env = "RAFTLOCK_SKIP_ENTRIES", value_delimiter = ',')]
     pub skip_entry: Vec<u64>,
+    /// Disaster recovery when a majority of the members is lost for good:
+    /// apply every entry in this node's log, then make this node's data a
+    /// one-node cluster of this node alone, serving what it holds. Entries
+    /// only the lost members had are gone, so force the member with the
+    /// highest last log index (`raftlock status`, `RAFT.INFO`). The old
+    /// members must never start again with their data (give the new cluster
+    /// a new --cluster-secret); add new members with `RAFT.NODE ADD`. Start
+    /// with it once: see scripts/ops/README.md.
+    #[arg(long, env = "RAFTLOCK_FORCE_NEW_CLUSTER")]
+    pub force_new_cluster: bool,
     /// Shift this node's wall clock by this many ms (for tests of clock
     /// skew: TIME, EXAT/PXAT and the clock offsets peers measure see it;
     /// leases never read the wall clock).

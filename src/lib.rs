@@ -24,9 +24,12 @@
 //!   to the leader, membership changes).
 //! - [`server`]: listener, connections, pub/sub hub, client-side caching
 //!   (`CLIENT TRACKING`), the stored-only Redis parameters, expiry timer, the
-//!   hot-lock rankings of `LOCK.TOP`, node wiring.
+//!   hot-lock rankings of `LOCK.TOP`, the metrics address (`/metrics` and the
+//!   dashboard page), node wiring.
 //! - [`status`]: `raftlock status`, the members table for operators (a small
 //!   RESP client).
+//! - [`backup`]: `raftlock backup` and `raftlock restore` (the file format
+//!   and the recoveries, `--force-new-cluster` too, are in `raft::recovery`).
 //! - [`metrics`]: metric names, descriptions, the Prometheus exporter.
 //! - [`tls`]: rustls for the TLS client port and mutual TLS between peers.
 //!
@@ -48,6 +51,8 @@
 //! a hash table. The clone is encoded on a blocking thread and streamed into
 //! a file beside the database (`storage`), not through the WAL the log uses.
 
+#[cfg(feature = "server")]
+pub mod backup;
 pub mod clock;
 pub mod commands;
 #[cfg(feature = "server")]

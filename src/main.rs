@@ -1,12 +1,19 @@
 //! The `raftlock` binary: configuration, logging and metrics, then the node.
-//! `raftlock status --addr host:port` prints the cluster's members instead.
+//! `raftlock status --addr host:port` prints the cluster's members instead;
+//! `raftlock backup` and `raftlock restore` take and restore backups.
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("status") {
-        let args = raftlock::status::StatusArgs::parse_from(std::env::args().skip(1));
-        return raftlock::status::main(&args);
+    match std::env::args().nth(1).as_deref() {
+        Some("status") => return raftlock::status::main(&raftlock::status::StatusArgs::parse_from(std::env::args().skip(1))),
+        Some("backup") => {
+            return raftlock::backup::backup_main(&raftlock::backup::BackupArgs::parse_from(std::env::args().skip(1)))
+        }
+        Some("restore") => {
+            return raftlock::backup::restore_main(&raftlock::backup::RestoreArgs::parse_from(std::env::args().skip(1)))
+        }
+        _ => {}
     }
     let config = raftlock::config::Config::parse();
     tracing_subscriber::fmt()

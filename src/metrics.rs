@@ -3,11 +3,10 @@
 //! Labels never carry key names: cardinality stays bounded. Every metric is
 //! recorded through a function here, so the names live in one place.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::keyspace::LeaseEvent;
 use crate::protocol::Reply;
@@ -53,15 +52,15 @@ const LOCK_WAIT_TIMEOUTS: &str = "raftlock_lock_wait_timeouts_total";
 /// run), since the process started; also in `RAFT.INFO`.
 static REPEATED_COMMANDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Starts the Prometheus endpoint at `addr` (`/metrics`) and describes every
-/// metric. Must run inside the tokio runtime.
-pub fn install(addr: SocketAddr) -> Result<(), String> {
+/// Installs the Prometheus recorder and describes every metric; the handle
+/// renders `/metrics` (served by `server::dashboard`, which also runs the
+/// recorder's upkeep).
+pub fn install() -> Result<PrometheusHandle, String> {
     let latency = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
     let lease = [0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
     let headroom = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
     let sizes = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
-    PrometheusBuilder::new()
-        .with_http_listener(addr)
+    let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full(COMMIT_LATENCY.into()), &latency)
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_LATENCY.into()), &latency))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LEASE_TTL.into()), &lease))
@@ -72,13 +71,25 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(READ_BATCH.into()), &sizes))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(WRITE_BATCH.into()), &sizes))
         .map_err(|e| e.to_string())?
-        .install()
-        .map_err(|e| format!("metrics exporter on {addr}: {e}"))?;
+        .install_recorder()
+        .map_err(|e| format!("metrics recorder: {e}"))?;
     describe();
-    Ok(())
+    Ok(handle)
+}
+
+/// Counters exported from the start, at 0: a series that appears only
+/// with its first event has no rate before it, and an alert on it cannot fire.
+fn register_counters() {
+    for name in [LOCK_GRANTS, LOCK_DENIALS, LOCK_RELEASES, LEASE_EXPIRATIONS, FENCING_REJECTIONS, RAFT_LEADER_CHANGES, REJECTED, TLS_FAILED, REPEATED, LOCK_HANDOFFS, LOCK_WAIT_TIMEOUTS] {
+        counter!(name).increment(0);
+    }
+    for result in ["ok", "lost"] {
+        counter!(LOCK_RENEWALS, "result" => result).increment(0);
+    }
 }
 
 fn describe() {
+    register_counters();
     describe_counter!(COMMANDS, "Commands served, by command name and result (ok or error).");
     describe_counter!(LOCK_GRANTS, "Locks granted (LOCK.ACQUIRE or SET NX with expiry on a free key).");
     describe_counter!(LOCK_DENIALS, "LOCK.ACQUIRE calls refused because another owner held the lock.");

@@ -43,17 +43,24 @@ impl Member {
     }
 }
 
-/// A connection speaking just enough RESP2 for this.
-struct Conn {
+/// A connection speaking just enough RESP2 for the operator's commands
+/// (`status`, `backup`).
+pub(crate) struct Conn {
     reader: BufReader<TcpStream>,
 }
 
 impl Conn {
     fn open(addr: &str, args: &StatusArgs) -> Result<Conn, String> {
+        Conn::open_waiting(addr, args, TIMEOUT)
+    }
+
+    /// Connects (within [`TIMEOUT`]) and authenticates; each reply may take
+    /// up to `wait`.
+    pub(crate) fn open_waiting(addr: &str, args: &StatusArgs, wait: Duration) -> Result<Conn, String> {
         let sock = addr.to_socket_addrs().map_err(|e| format!("{addr}: {e}"))?.next().ok_or(format!("{addr}: no address"))?;
         let stream = TcpStream::connect_timeout(&sock, TIMEOUT).map_err(|e| format!("{addr}: {e}"))?;
-        stream.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
-        stream.set_write_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
+        stream.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
+        stream.set_write_timeout(Some(wait)).map_err(|e| e.to_string())?;
         let mut conn = Conn { reader: BufReader::new(stream) };
         if let Some(password) = &args.password {
             let mut auth = vec!["AUTH"];
@@ -68,7 +75,12 @@ impl Conn {
 
     /// Sends one command; the reply as text (a bulk or simple string), or
     /// the error it answered.
-    fn call(&mut self, argv: &[&str]) -> Result<String, String> {
+    pub(crate) fn call(&mut self, argv: &[&str]) -> Result<String, String> {
+        self.call_bytes(argv, 16 << 20).map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// [`Conn::call`] for a reply of up to `max` bytes, as bytes.
+    pub(crate) fn call_bytes(&mut self, argv: &[&str], max: usize) -> Result<Vec<u8>, String> {
         let mut req = format!("*{}\r\n", argv.len());
         for a in argv {
             req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
@@ -78,17 +90,17 @@ impl Conn {
         self.reader.read_line(&mut line).map_err(|e| e.to_string())?;
         let line = line.trim_end_matches(['\r', '\n']);
         match line.as_bytes().first() {
-            Some(b'+') => Ok(line[1..].to_string()),
+            Some(b'+') => Ok(line.as_bytes()[1..].to_vec()),
             Some(b'-') => Err(line[1..].to_string()),
             Some(b'$') => {
                 let len: usize = line[1..].parse().map_err(|_| format!("bad reply {line:?}"))?;
-                if len > 16 << 20 {
+                if len > max {
                     return Err(format!("reply of {len} bytes"));
                 }
                 let mut body = vec![0u8; len + 2];
                 self.reader.read_exact(&mut body).map_err(|e| e.to_string())?;
                 body.truncate(len);
-                Ok(String::from_utf8_lossy(&body).into_owned())
+                Ok(body)
             }
             _ => Err(format!("unexpected reply {line:?}")),
         }

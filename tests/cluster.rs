@@ -1137,7 +1137,8 @@ fn the_leader_measures_its_peers_clock_offsets() {
     }
 }
 
-/// The Grafana dashboard and the alert rules in scripts/ops name only metrics
+/// The Grafana dashboard, the alert rules in scripts/ops and the node's own
+/// dashboard page name only metrics
 /// that nodes export: every one of them is on some node's /metrics once the
 /// cluster has granted, renewed, released, expired, refused and handed over
 /// a lock.
@@ -1145,7 +1146,7 @@ fn the_leader_measures_its_peers_clock_offsets() {
 fn the_ops_files_name_only_metrics_a_node_exports() {
     let _serial = serial();
     let mut named = std::collections::BTreeSet::new();
-    for file in ["scripts/ops/grafana-dashboard.json", "scripts/ops/alerts.yml"] {
+    for file in ["scripts/ops/grafana-dashboard.json", "scripts/ops/alerts.yml", "src/server/dashboard.html"] {
         let text = std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).expect(file);
         let mut rest = text.as_str();
         while let Some(at) = rest.find("raftlock_") {

@@ -113,6 +113,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("flushdb", -1, ["write"], (0, 0, 0), "server", "1.0.0", "Removes all keys.", Write(server::flush)),
     cmd!("flushall", -1, ["write"], (0, 0, 0), "server", "1.0.0", "Removes all keys.", Write(server::flush)),
     cmd!("raft.node", -3, ["admin", "noscript"], (0, 0, 0), "server", "0.1.0", "RAFT.NODE ADD id peer-addr client-addr | RAFT.NODE REMOVE id: changes the cluster's members.", Local),
+    cmd!("raft.backup", 1, ["admin", "noscript"], (0, 0, 0), "server", "0.1.0", "Returns a backup of the replicated state (a file for raftlock restore), taken on the leader with every acknowledged write in it.", Local),
     cmd!("raft.digest", 1, ["loading", "stale"], (0, 0, 0), "server", "0.1.0", "Returns this node's last applied index and a SHA1 of its keyspace there (replicas that applied the same entries agree).", Local),
     cmd!("raft.info", 1, ["loading", "stale"], (0, 0, 0), "server", "0.1.0", "Returns the Raft role, term, leader, indexes and members.", Local),
     // strings

@@ -48,6 +48,10 @@ pub struct LogReader {
 }
 
 impl LogReader {
+    pub(super) fn new(db: Arc<Storage>) -> LogReader {
+        LogReader { db }
+    }
+
     fn entries(&self, start: u64, end_inclusive: Option<u64>) -> Result<Vec<Entry>, StorageIoError> {
         let mut out = Vec::new();
         self.db
@@ -141,6 +145,24 @@ impl LogStore {
         let raw = self.db().get(Cf::Meta, key).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
         raw.map(|r| decode(&r, ErrorSubject::Store)).transpose()
     }
+}
+
+/// The vote stored in `db`, read without opening the log store.
+pub(super) fn read_vote(db: &Storage) -> Result<Option<Vote<NodeId>>, StorageIoError> {
+    let raw = db.get(Cf::Meta, VOTE).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Read, e))?;
+    raw.map(|r| decode(&r, ErrorSubject::Vote)).transpose()
+}
+
+/// Empties the log of `db` up to and including `last` (a snapshot covers
+/// it), records `last` as purged and committed, and stores `vote`: one
+/// synced batch (`raft::recovery`).
+pub(super) fn reset(db: &Storage, last: LogId, vote: Vote<NodeId>) -> Result<(), StorageIoError> {
+    let mut b = Batch::default();
+    b.delete_range(Cf::Log, index_key(0), index_key(u64::MAX));
+    b.put(Cf::Meta, LAST_PURGED, encode(&Some(last)));
+    b.put(Cf::Meta, COMMITTED, encode(&Some(last)));
+    b.put(Cf::Meta, VOTE, encode(&vote));
+    db.write(b, true).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
 }
 
 /// Fsyncs the WAL once per batch of queued appends, then acknowledges them.

@@ -11,6 +11,7 @@ mod audit;
 mod log_store;
 mod network;
 mod peer;
+pub mod recovery;
 mod state_machine;
 mod types;
 
@@ -681,17 +682,48 @@ impl Consensus {
         self.proposer.propose(Op::Expire).await.map(|_| ())
     }
 
-    /// Runs `f` on the keyspace once it reflects every write committed before
-    /// this call (ReadIndex), at the log time of the applied state.
-    async fn read<T>(&self, f: impl FnOnce(&Keyspace, &ReadCtx) -> T) -> Result<T, ClusterError> {
+    /// Waits until this node, the leader, has applied every write committed
+    /// before the call (one ReadIndex round, shared with every read waiting
+    /// then); returns the term it leads in.
+    async fn read_index(&self) -> Result<u64, ClusterError> {
         let term = self.leader_term()?;
         let (tx, rx) = oneshot::channel();
         self.reads.send(tx).map_err(|_| ClusterError::Fatal("read path stopped".into()))?;
         match tokio::time::timeout(self.proposer.request_timeout, rx).await {
-            Err(_) => return Err(ClusterError::Timeout),
-            Ok(Err(_)) => return Err(ClusterError::Fatal("read path stopped".into())),
-            Ok(Ok(result)) => result?,
+            Err(_) => Err(ClusterError::Timeout),
+            Ok(Err(_)) => Err(ClusterError::Fatal("read path stopped".into())),
+            Ok(Ok(result)) => result.map(|()| term),
         }
+    }
+
+    /// `RAFT.BACKUP`: a backup file's bytes (`recovery::Backup`), on the
+    /// leader only: the state applied after a ReadIndex round, so it holds
+    /// every write acknowledged before the call. The keyspace is cloned
+    /// under the state lock (O(1)) and encoded on a blocking thread.
+    pub async fn backup(&self) -> Result<Vec<u8>, ClusterError> {
+        let term = self.read_index().await?;
+        let (keyspace, last, members) = {
+            let applied = self.shared.lock();
+            let members = applied.membership.membership().nodes().map(|(id, n)| (*id, n.clone())).collect();
+            (applied.keyspace.clone(), applied.last_applied, members)
+        };
+        let Some(last) = last else { return Err(ClusterError::NoLeader) };
+        let node_id = self.proposer.node_id;
+        tokio::task::spawn_blocking(move || recovery::Backup::encode(node_id, term, last, members, &keyspace))
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))
+    }
+
+    /// The client address of node `id`, if it is a member.
+    pub fn client_addr_of(&self, id: NodeId) -> Option<String> {
+        let m = self.proposer.metrics.borrow();
+        m.membership_config.nodes().find(|(nid, _)| **nid == id).map(|(_, n)| n.client_addr.clone())
+    }
+
+    /// Runs `f` on the keyspace once it reflects every write committed before
+    /// this call (ReadIndex), at the log time of the applied state.
+    async fn read<T>(&self, f: impl FnOnce(&Keyspace, &ReadCtx) -> T) -> Result<T, ClusterError> {
+        let term = self.read_index().await?;
         let clock = &self.proposer.clock;
         let applied = self.shared.lock();
         // At the log time of the applied state, never at the leader's live

@@ -194,6 +194,16 @@ fn write_snapshot(db: &Storage, snap: &StoredSnapshot) -> Result<(), StorageIoEr
         .map_err(|e| io_err(ErrorVerb::Write, e))
 }
 
+/// Stores a snapshot of the encoded keyspace `data` with `meta` as the
+/// current one (`raft::recovery`). Blocking.
+pub(super) fn write_snapshot_of(
+    db: &Storage,
+    meta: SnapshotMeta<NodeId, NodeInfo>,
+    data: &[u8],
+) -> Result<(), StorageIoError> {
+    write_snapshot(db, &StoredSnapshot { meta, data: data.to_vec() })
+}
+
 /// Runs `work` on the runtime's blocking pool (outside a runtime, here).
 async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, StorageIoError> {
     match tokio::runtime::Handle::try_current() {

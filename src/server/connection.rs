@@ -254,10 +254,12 @@ impl Connection {
                 c.last_active = Instant::now();
             });
         }
-        self.track_reads(commands.iter().map(|c| &c[..]));
+        let tracked = self.track_reads(commands.iter().map(|c| &c[..]));
         self.caching = None;
         let attempts: Vec<Option<Bytes>> = commands.iter().map(|c| commands::attempted_lock(c).cloned()).collect();
-        let replies = match self.on_leader(Request::Pipeline(commands)).await {
+        let outcome = self.on_leader(Request::Pipeline(commands)).await;
+        self.node.hub.reads_answered(self.id, &tracked);
+        let replies = match outcome {
             Reply::Array(replies) if replies.len() == n => replies,
             // The request as a whole failed (no leader, timed out): every
             // command gets that answer.
@@ -433,8 +435,9 @@ impl Connection {
             }
             // Replicated state: runs on the leader (here, or forwarded to it).
             Handler::Write(_) | Handler::Read(_) => {
-                self.track_reads([&argv[..]]);
+                let tracked = self.track_reads([&argv[..]]);
                 let reply = self.on_leader(Request::Command(argv)).await;
+                self.node.hub.reads_answered(self.id, &tracked);
                 (Some(reply), Next::Continue)
             }
             Handler::Local => self.local(spec, &argv).await,
@@ -456,17 +459,23 @@ impl Connection {
     /// where its reads cannot be seen from here, and a script names the
     /// keys it touches (rueidislock's scripts read their lock key so that
     /// a waiter hears of its release).
-    fn track_reads<'a>(&self, commands: impl IntoIterator<Item = &'a [Bytes]>) {
-        let Some(mode) = &self.tracking else { return };
+    ///
+    /// Returns the keys, for [`Hub::reads_answered`] once the reply is back.
+    fn track_reads<'a>(&self, commands: impl IntoIterator<Item = &'a [Bytes]>) -> Vec<Bytes> {
+        let Some(mode) = &self.tracking else { return Vec::new() };
         if mode.bcast || !super::tracking::tracks(mode, self.caching) {
-            return;
+            return Vec::new();
         }
+        let mut tracked = Vec::new();
         for argv in commands {
             let reads = |s: &&CommandSpec| matches!(s.handler, Handler::Read(_)) || s.name.starts_with("eval");
             if let Some(spec) = commands::lookup(&argv[0]).filter(reads) {
-                self.node.hub.remember_reads(self.id, spec.keys(argv));
+                let keys: Vec<Bytes> = spec.keys(argv).cloned().collect();
+                self.node.hub.remember_reads(self.id, keys.iter());
+                tracked.extend(keys);
             }
         }
+        tracked
     }
 
     /// Connection-local and node-local commands. Returns the reply, or `None`
@@ -531,6 +540,14 @@ impl Connection {
             }
             "raft.info" => Reply::Verbatim(info::raft_info(&self.node).await),
             "lock.top" => lock_top(argv),
+            "raft.backup" => match self.node.consensus.backup().await {
+                Ok(file) => Reply::bulk(file),
+                Err(crate::raft::ClusterError::NotLeader(id)) => Reply::Error(format!(
+                    "TRYAGAIN RAFT.BACKUP runs on the leader: node {id} at {}",
+                    self.node.consensus.client_addr_of(id).unwrap_or_default()
+                )),
+                Err(e) => Reply::Error(e.to_string()),
+            },
             "raft.digest" => {
                 let (index, digest) = self.node.consensus.digest();
                 Reply::Array(vec![Reply::Int(index as i64), Reply::bulk(digest)])
@@ -569,12 +586,13 @@ impl Connection {
                 }
                 Some(commands) => {
                     let watched = std::mem::take(&mut self.watched);
-                    self.track_reads(commands.iter().map(|c| &c[..]));
+                    let tracked = self.track_reads(commands.iter().map(|c| &c[..]));
                     // This node answers its own commands (TIME, INFO,
                     // CLIENT ...) in their places; the rest is one entry.
                     let here = |c: &Vec<Bytes>| commands::lookup(&c[0]).is_some_and(|s| answered_here(s, c));
                     let replicated: Vec<Vec<Bytes>> = commands.iter().filter(|c| !here(c)).cloned().collect();
                     let reply = self.on_leader(Request::Transaction { watched, commands: replicated }).await;
+                    self.node.hub.reads_answered(self.id, &tracked);
                     match reply {
                         Reply::Array(results) if commands.iter().any(here) => {
                             let mut results = results.into_iter();

@@ -471,6 +471,13 @@ impl Hub {
         self.invalidate(evicted);
     }
 
+    /// The reads announced with [`Hub::remember_reads`] were answered.
+    pub fn reads_answered(&self, id: u64, keys: &[Bytes]) {
+        if !keys.is_empty() {
+            self.tracking.answered(id, keys);
+        }
+    }
+
     /// Sends `CLIENT TRACKING` messages: to the tracking connection, or to
     /// its redirect's target if that one listens on `__redis__:invalidate`.
     fn invalidate(&self, messages: Vec<super::tracking::Invalidation>) {

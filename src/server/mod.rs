@@ -5,6 +5,7 @@
 mod auth;
 mod clients;
 mod connection;
+mod dashboard;
 mod expiry;
 mod hub;
 mod info;
@@ -115,6 +116,25 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         skip_entries: config.skip_entry.iter().copied().collect(),
         tls: tls.clone().filter(|t| t.cluster()),
     };
+    if config.force_new_cluster {
+        let forced = crate::raft::recovery::force_new_cluster(
+            &config.data_dir,
+            storage.clone(),
+            clock.clone(),
+            config.node_id,
+            settings.node.clone(),
+            settings.skip_entries.clone(),
+        )
+        .await
+        .map_err(|e| ServerError::Config(format!("--force-new-cluster: {e}")))?;
+        tracing::warn!(
+            node_id = config.node_id,
+            replayed = forced.replayed,
+            last_index = forced.last_index,
+            previous_members = ?forced.previous_members,
+            "--force-new-cluster: this node is now a one-node cluster; never start the old members with their data again; remove the flag"
+        );
+    }
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await
         .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
@@ -124,7 +144,11 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     hub.set_local_identity(me.node, me.boot);
     let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
     if let Some(addr) = metrics_addr {
-        crate::metrics::install(addr).map_err(ServerError::Config)?;
+        let handle = crate::metrics::install().map_err(ServerError::Config)?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Listen { addr: addr.to_string(), source })?;
+        tokio::spawn(dashboard::serve(listener, handle));
     }
     let mut listeners = Vec::new();
     for (addr, tls) in [(config.plain_addr(), None), (config.tls_addr(), tls.clone())] {

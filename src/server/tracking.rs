@@ -10,6 +10,13 @@
 //! the read is sent to the leader, so a change applied here after the read
 //! is never missed, whatever the lag of this node (at worst the client drops
 //! a value that was already fresh).
+//!
+//! Until the read's reply is back, a change of one of its keys is told but
+//! does not end the tracking: that change may come before the read in the
+//! log (this node applies entries while the read travels to the leader and
+//! back), and Redis tracks a key from the moment the read runs. Without
+//! this, a waiter whose lock was renewed while its failed attempt was in
+//! flight would never hear of the release that follows.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
@@ -45,6 +52,8 @@ struct Tracker {
     own: Subscriber,
     /// The keys it reads that are tracked now (default mode).
     keys: HashSet<Bytes>,
+    /// Keys of its reads sent and not yet answered, with how many.
+    pending: HashMap<Bytes, u32>,
 }
 
 #[derive(Default)]
@@ -83,8 +92,8 @@ impl Tracking {
     /// Turns tracking on (or changes its options) for connection `id`.
     pub fn enable(&self, id: u64, mode: TrackingMode, own: &Subscriber) {
         let mut state = self.lock();
-        let keys = state.trackers.remove(&id).map(|t| t.keys).unwrap_or_default();
-        state.trackers.insert(id, Tracker { mode, own: own.clone(), keys });
+        let (keys, pending) = state.trackers.remove(&id).map(|t| (t.keys, t.pending)).unwrap_or_default();
+        state.trackers.insert(id, Tracker { mode, own: own.clone(), keys, pending });
     }
 
     /// Turns tracking off for `id` (and forgets what it read).
@@ -107,7 +116,8 @@ impl Tracking {
     }
 
     /// Connection `id` is about to read `keys` (default mode): it is told
-    /// the next time each changes. Past [`MAX_TRACKED_KEYS`] keys, as
+    /// the next time each changes after the read (and of changes while the
+    /// read is in flight: see [`Tracking::answered`]). Past [`MAX_TRACKED_KEYS`] keys, as
     /// Redis's `tracking-table-max-keys`, keys are dropped from the table and
     /// their readers told they changed (they may no longer rely on them):
     /// those messages are returned for the caller to send.
@@ -119,6 +129,7 @@ impl Tracking {
             return Vec::new();
         }
         for key in keys {
+            *t.pending.entry(key.clone()).or_default() += 1;
             if t.keys.insert(key.clone()) {
                 readers.entry(key.clone()).or_default().insert(id);
             }
@@ -130,6 +141,22 @@ impl Tracking {
         let evicted: Vec<Bytes> = readers.keys().take(over).cloned().collect();
         drop(state);
         self.changed(&evicted, None)
+    }
+
+    /// The reads of `keys` that connection `id` announced with
+    /// [`Tracking::remember`] were answered: from now on the next change of
+    /// each ends its tracking, as in Redis.
+    pub fn answered(&self, id: u64, keys: &[Bytes]) {
+        let mut state = self.lock();
+        let Some(t) = state.trackers.get_mut(&id) else { return };
+        for key in keys {
+            if let Some(n) = t.pending.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    t.pending.remove(key);
+                }
+            }
+        }
     }
 
     /// Who must hear that `keys` changed by a command of connection
@@ -144,14 +171,21 @@ impl Tracking {
         let mut per_client: HashMap<u64, Vec<Bytes>> = HashMap::new();
         let State { trackers, readers } = &mut *state;
         for key in keys {
-            if let Some(ids) = readers.remove(key) {
-                for id in ids {
-                    if let Some(t) = trackers.get_mut(&id) {
-                        t.keys.remove(key);
-                        if !(t.mode.noloop && origin == Some(id)) {
-                            per_client.entry(id).or_default().push(key.clone());
-                        }
+            if let Some(mut ids) = readers.remove(key) {
+                ids.retain(|id| {
+                    let Some(t) = trackers.get_mut(id) else { return false };
+                    if !(t.mode.noloop && origin == Some(*id)) {
+                        per_client.entry(*id).or_default().push(key.clone());
                     }
+                    // A read in flight keeps it tracked.
+                    let keep = t.pending.contains_key(key);
+                    if !keep {
+                        t.keys.remove(key);
+                    }
+                    keep
+                });
+                if !ids.is_empty() {
+                    readers.insert(key.clone(), ids);
                 }
             }
             for (id, t) in trackers.iter() {
@@ -181,9 +215,14 @@ impl Tracking {
     /// and forgets what it read.
     pub fn flushed(&self) -> Vec<Invalidation> {
         let mut state = self.lock();
-        state.readers.clear();
-        let out = state.trackers.values_mut().map(|t| {
-            t.keys.clear();
+        let State { trackers, readers } = &mut *state;
+        readers.clear();
+        let out = trackers.iter_mut().map(|(id, t)| {
+            // Reads in flight stay tracked, as in `changed`.
+            t.keys = t.pending.keys().cloned().collect();
+            for key in &t.keys {
+                readers.entry(key.clone()).or_default().insert(*id);
+            }
             Invalidation { to: delivery(t), keys: None }
         });
         out.collect()
@@ -287,10 +326,12 @@ mod tests {
         let t = Tracking::default();
         t.enable(1, TrackingMode::default(), &sub());
         assert!(t.remember(1, [&b("a"), &b("b")]).is_empty());
+        t.answered(1, &[b("a"), b("b")]);
         assert!(t.changed(&[b("c")], None).is_empty(), "a key it never read");
         assert_eq!(keys_of(&t.changed(&[b("a")], None)), vec![Some(vec![b("a")])]);
         assert!(t.changed(&[b("a")], None).is_empty(), "told once, until it reads again");
         t.remember(1, [&b("a")]);
+        t.answered(1, &[b("a")]);
         assert_eq!(keys_of(&t.changed(&[b("a"), b("b")], None)), vec![Some(vec![b("a"), b("b")])]);
         // The table is bounded: past its size, keys are dropped, their
         // readers told.
@@ -300,6 +341,35 @@ mod tests {
         t.disable(1);
         t.enable(1, TrackingMode::default(), &sub());
         assert!(t.changed(&[b("a")], None).is_empty());
+    }
+
+    /// A change applied while a read is in flight may precede the read in
+    /// the log: it is told, and the key stays tracked until the read is
+    /// answered; the next change after that is told too, and ends it.
+    #[test]
+    fn a_change_during_a_read_in_flight_does_not_end_its_tracking() {
+        let t = Tracking::default();
+        t.enable(1, TrackingMode { noloop: true, ..Default::default() }, &sub());
+        t.remember(1, [&b("lock")]);
+        assert_eq!(keys_of(&t.changed(&[b("lock")], None)), vec![Some(vec![b("lock")])], "a renewal by another client");
+        assert!(t.changed(&[b("lock")], Some(1)).is_empty(), "NOLOOP: its own change is not told");
+        t.answered(1, &[b("lock")]);
+        assert_eq!(keys_of(&t.changed(&[b("lock")], None)), vec![Some(vec![b("lock")])], "the release after the read");
+        assert!(t.changed(&[b("lock")], None).is_empty(), "and then it is over");
+        // Two reads of one key in flight: tracked until both are answered.
+        t.remember(1, [&b("k")]);
+        t.remember(1, [&b("k")]);
+        t.answered(1, &[b("k")]);
+        assert_eq!(t.changed(&[b("k")], None).len(), 1);
+        assert_eq!(t.changed(&[b("k")], None).len(), 1, "one read still in flight");
+        t.answered(1, &[b("k")]);
+        assert_eq!(t.changed(&[b("k")], None).len(), 1);
+        assert!(t.changed(&[b("k")], None).is_empty());
+        // A flush keeps reads in flight tracked.
+        t.remember(1, [&b("f")]);
+        t.flushed();
+        t.answered(1, &[b("f")]);
+        assert_eq!(keys_of(&t.changed(&[b("f")], None)), vec![Some(vec![b("f")])]);
     }
 
     #[test]
