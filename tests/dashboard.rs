@@ -108,11 +108,13 @@ fn the_dashboard_renders_the_nodes_own_numbers() {
     c.wait_ready(&c.ids(), READY_TIMEOUT);
 
     // Load: contention on two hot keys (one named in markup), renewals, and
-    // plain grants and releases, through the leader and a follower.
+    // plain grants and releases, through the leader (where LOCK.TOP counts
+    // the refusals of its own clients) and a follower.
     let stop = Arc::new(AtomicBool::new(false));
     let mut workers = Vec::new();
-    for t in 0..4u64 {
-        let url = c.node(c.ids()[t as usize % 3]).url();
+    let follower = c.ids().into_iter().find(|id| *id != leader).unwrap();
+    for t in 0..5u64 {
+        let url = c.node(if t == 4 { follower } else { leader }).url();
         let stop = stop.clone();
         workers.push(thread::spawn(move || {
             let mut con = redis::Client::open(url.as_str()).unwrap().get_connection_with_timeout(IO_TIMEOUT).unwrap();
@@ -121,7 +123,7 @@ fn the_dashboard_renders_the_nodes_own_numbers() {
             while !stop.load(Ordering::Relaxed) {
                 i += 1;
                 let owner = format!("w{t}-{i}");
-                let key = if t == 3 { HOSTILE } else { "hot" };
+                let key = if t == 2 || t == 3 { HOSTILE } else { "hot" };
                 if let Ok(Value::Int(token)) = common::q(&mut con, &["LOCK.ACQUIRE", key, &owner, "300"]) {
                     let token = token.to_string();
                     let _ = common::q(&mut con, &["LOCK.RENEW", key, &owner, &token, "300"]);

@@ -393,6 +393,20 @@ impl Keyspace {
         self.last_version
     }
 
+    /// Makes the next version at least `gap` above every version handed out
+    /// so far, for a keyspace that continues where others may have gone on
+    /// without it (a restored backup, a forced survivor: `raft::recovery`).
+    /// Refused if that would come near [`MAX_SNAPSHOT_VERSION`].
+    pub fn skip_versions(&mut self, gap: u64) -> Result<(), SnapshotError> {
+        match self.last_version.checked_add(gap) {
+            Some(v) if v <= MAX_SNAPSHOT_VERSION / 2 => {
+                self.last_version = v;
+                Ok(())
+            }
+            _ => Err(SnapshotError(format!("version {} cannot skip {gap} more", self.last_version))),
+        }
+    }
+
     /// Moves the keyspace's time forward to `t` (never backward) and returns
     /// the time to apply the entry at.
     pub fn advance_to(&mut self, t: LogTime) -> LogTime {
@@ -861,6 +875,18 @@ mod tests {
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn skipped_versions_stay_skipped_through_a_snapshot() {
+        let mut ks = Keyspace::new();
+        assert_eq!(ks.next_version(10), 10);
+        ks.skip_versions(1000).unwrap();
+        let ks2 = Keyspace::decode(&ks.encode()).unwrap();
+        let mut ks = ks2;
+        assert_eq!(ks.next_version(11), 1011, "above the gap, not the log index");
+        assert!(ks.skip_versions(MAX_SNAPSHOT_VERSION).is_err());
+        assert_eq!(ks.last_version(), 1011, "a refused skip changes nothing");
     }
 
     #[test]

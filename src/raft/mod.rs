@@ -717,7 +717,8 @@ impl Consensus {
     /// The client address of node `id`, if it is a member.
     pub fn client_addr_of(&self, id: NodeId) -> Option<String> {
         let m = self.proposer.metrics.borrow();
-        m.membership_config.nodes().find(|(nid, _)| **nid == id).map(|(_, n)| n.client_addr.clone())
+        let addr = m.membership_config.nodes().find(|(nid, _)| **nid == id).map(|(_, n)| n.client_addr.clone());
+        addr
     }
 
     /// Runs `f` on the keyspace once it reflects every write committed before

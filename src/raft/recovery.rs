@@ -8,9 +8,13 @@
 //! log id `L` it covers, its membership names this node alone as a voter,
 //! the log is empty with `L` as its last purged id, and the vote is this
 //! node's, uncommitted, in the term of `L` (or later). Started, the node
-//! elects itself in a higher term and appends after `L`: log indexes, and so
-//! fencing tokens (`Keyspace::next_version`), continue above everything in
-//! the keyspace it started from.
+//! elects itself in a higher term and appends after `L`.
+//!
+//! Fencing tokens jump by [`TOKEN_GAP`]: the old cluster may have gone on
+//! granting after the backup was taken (or the lost majority after the
+//! survivor's last entry), with tokens the new cluster knows nothing of. A
+//! fenced resource that saw one of them must never see it again, nor a lower
+//! one, from a new holder.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -38,6 +42,11 @@ const HEADER: usize = 16 + 4 + 32;
 /// A file in the data directory recording that `--force-new-cluster` made
 /// it a one-node cluster, and at which log index.
 pub const FORCED_MARKER: &str = "forced-new-cluster";
+
+/// How far tokens jump in a recovered keyspace: above any token the old
+/// cluster can have granted since (2^40 grants is 35 years at 1,000 a
+/// second), far below the 2^62 a snapshot may carry.
+pub const TOKEN_GAP: u64 = 1 << 40;
 
 /// Log entries applied at once while a forced start replays the log.
 const REPLAY_CHUNK: u64 = 512;
@@ -156,15 +165,19 @@ pub fn restore(backup: &Backup, dir: &Path, id: NodeId, node: NodeInfo) -> Resul
             dir.display()
         )));
     }
+    let mut keyspace = backup.keyspace.clone();
+    keyspace.skip_versions(TOKEN_GAP).map_err(fail)?;
     let db = Storage::open(dir).map_err(fail)?;
     let last = backup.body.last_log_id;
-    install_alone(&db, last, last.leader_id.term.max(backup.body.term), id, node, &backup.body.keyspace)?;
+    install_alone(&db, last, last.leader_id.term.max(backup.body.term), id, node, &keyspace.encode())?;
     db.stop_background_work();
     Ok(())
 }
 
 /// What a forced start did.
 pub struct Forced {
+    /// False if the node was a one-node cluster of itself already.
+    pub changed: bool,
     pub replayed: u64,
     pub last_index: u64,
     pub previous_members: Vec<NodeId>,
@@ -173,7 +186,8 @@ pub struct Forced {
 /// `--force-new-cluster`: applies every entry of this node's log (committed
 /// as far as it knows or not: an entry it holds may have been acknowledged
 /// by the lost majority's leader), then makes the result a one-node cluster
-/// of this node. Refuses if the data was forced before and members have
+/// of this node. Does nothing to a node that is a one-node cluster of
+/// itself already; refuses if the data was forced before and members have
 /// joined since: that node is part of a cluster again, and forcing it would
 /// split it from them.
 pub async fn force_new_cluster(
@@ -209,11 +223,16 @@ pub async fn force_new_cluster(
         return Err(fail("this node has no data: there is nothing to force a cluster from"));
     };
     let previous_members: Vec<NodeId> = membership.membership().nodes().map(|(id, _)| *id).collect();
+    if previous_members == [id] {
+        // Already a one-node cluster of this node (forced before, or never
+        // more): nothing to do.
+        return Ok(Forced { replayed, last_index: last.index, previous_members, changed: false });
+    }
     let marker = dir.join(FORCED_MARKER);
     if let Ok(text) = std::fs::read_to_string(&marker) {
         let forced_at: u64 = text.split_whitespace().next().and_then(|t| t.parse().ok()).unwrap_or(0);
         let changed_at = membership.log_id().map_or(0, |l| l.index);
-        if changed_at > forced_at && previous_members.iter().any(|m| *m != id) {
+        if changed_at > forced_at {
             return Err(fail(format!(
                 "--force-new-cluster already made this node a one-node cluster at log index {forced_at}, and its members changed since (at index {changed_at}, now {previous_members:?}): forcing again would split it from them. Start it without --force-new-cluster. If that cluster has lost its majority for good too, delete {} and start with the flag again.",
                 marker.display()
@@ -222,11 +241,16 @@ pub async fn force_new_cluster(
     }
     let vote = log_store::read_vote(&db).map_err(fail)?;
     let term = vote.map_or(0, |v| v.leader_id().term).max(last.leader_id.term);
-    let data = sm.shared().lock().keyspace.encode();
+    let shared = sm.shared();
+    let data = {
+        let mut applied = shared.lock();
+        applied.keyspace.skip_versions(TOKEN_GAP).map_err(fail)?;
+        applied.keyspace.encode()
+    };
     install_alone(&db, last, term, id, node, &data)?;
     let note = format!("{} forced at this log index, unix time {} ms\n", last.index, crate::clock::wall_unix_us() / 1000);
     write_synced(&marker, note.as_bytes()).map_err(|e| fail(format!("{}: {e}", marker.display())))?;
-    Ok(Forced { replayed, last_index: last.index, previous_members })
+    Ok(Forced { replayed, last_index: last.index, previous_members, changed: true })
 }
 
 /// Writes the snapshot of `keyspace` (encoded) at `last`, naming node `id`

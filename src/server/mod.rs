@@ -127,13 +127,17 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         )
         .await
         .map_err(|e| ServerError::Config(format!("--force-new-cluster: {e}")))?;
-        tracing::warn!(
-            node_id = config.node_id,
-            replayed = forced.replayed,
-            last_index = forced.last_index,
-            previous_members = ?forced.previous_members,
-            "--force-new-cluster: this node is now a one-node cluster; never start the old members with their data again; remove the flag"
-        );
+        if forced.changed {
+            tracing::warn!(
+                node_id = config.node_id,
+                replayed = forced.replayed,
+                last_index = forced.last_index,
+                previous_members = ?forced.previous_members,
+                "--force-new-cluster: this node is now a one-node cluster; never start the old members with their data again; remove the flag"
+            );
+        } else {
+            tracing::warn!("--force-new-cluster: this node is a one-node cluster of itself already; nothing changed; remove the flag");
+        }
     }
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await
