@@ -621,7 +621,8 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
         let meter = meter.clone();
         Rc::new(move |steps: u64| meter.charge(steps))
     };
-    patterns::install(lua, &string, charge_steps, MEMORY_LIMIT)?;
+    patterns::install(lua, &string, charge_steps.clone(), MEMORY_LIMIT)?;
+    let reset_libs = libs::install(lua, &g, charge_steps, MEMORY_LIMIT)?;
 
     let charge = {
         let meter = meter.clone();
@@ -629,7 +630,7 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
     };
     lua.load(
         r##"
-        local MEMORY_LIMIT, charge = ...
+        local MEMORY_LIMIT, charge, reset_libs = ...
         -- Bytecode can break out of any Lua sandbox: text only.
         local text_only = loadstring
         loadstring = function(s, name)
@@ -741,7 +742,9 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
         -- tostring of a table or function shows its address, which differs
         -- from node to node; a script that stored it would make the replicas
         -- differ. Number such values in the order the script first shows them.
+        -- cjson.null is the NULL pointer, shown alike everywhere.
         local raw_tostring, metatable_of, setmetatable, rawget, format = tostring, debug.getmetatable, setmetatable, rawget, string.format
+        local null = cjson.null
         local weak = { __mode = "k" }
         local ids, last_id = setmetatable({}, weak), 0
         _G.tostring = function(...)
@@ -749,7 +752,7 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
             local kind = type(v)
             if kind == "table" or kind == "function" or kind == "thread" or kind == "userdata" then
                 local mt = metatable_of(v)
-                if not (mt and rawget(mt, "__tostring") ~= nil) then
+                if not (mt and rawget(mt, "__tostring") ~= nil) and v ~= null then
                     local id = ids[v]
                     if id == nil then
                         last_id = last_id + 1
@@ -775,11 +778,12 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
         return function()
             seed = 0
             ids, last_id = setmetatable({}, weak), 0
+            reset_libs()
         end
         "##,
     )
     .set_name("=raftlock")
-    .call::<mlua::Function>((MEMORY_LIMIT, charge))
+    .call::<mlua::Function>((MEMORY_LIMIT, charge, reset_libs))
 }
 
 /// Makes the globals and the libraries read-only, with Redis's messages:
@@ -796,7 +800,7 @@ fn protect_globals(lua: &Lua) -> mlua::Result<mlua::Function> {
         for k in pairs(backing) do rawset(G, k, nil) end
         local function deny() error("Attempt to modify a readonly table", 2) end
         local readonly = { [G] = true }
-        for _, name in ipairs({"string", "table", "math", "redis", "coroutine"}) do
+        for _, name in ipairs({"string", "table", "math", "redis", "coroutine", "cjson", "cmsgpack", "bit", "struct"}) do
             backing[name] = setmetatable({}, { __index = backing[name], __newindex = deny, __metatable = false })
             readonly[backing[name]] = true
         end
@@ -804,9 +808,10 @@ fn protect_globals(lua: &Lua) -> mlua::Result<mlua::Function> {
         local string_meta = backing.getmetatable("")
         string_meta.__index = backing.string
         string_meta.__metatable = false
-        -- rawset would bypass __newindex.
+        -- rawset would bypass __newindex. Redis's rawset raises without a
+        -- position.
         backing.rawset = function(t, k, v)
-            if readonly[t] then error("Attempt to modify a readonly table", 2) end
+            if readonly[t] then error("Attempt to modify a readonly table", 0) end
             return rawset(t, k, v)
         end
         backing._G = G
@@ -1001,6 +1006,7 @@ fn lua_message(e: &mlua::Error) -> String {
 }
 
 mod known;
+mod libs;
 mod patterns;
 
 #[cfg(test)]

@@ -751,7 +751,7 @@ pub fn gsub<M: Meter, E: From<PatternError>>(
 
 /// The steps charged to the script: `charge` is called once at least
 /// [`CHUNK`] steps have piled up, and with the rest when the call ends.
-type Charge = dyn Fn(u64) -> mlua::Result<()>;
+pub(super) type Charge = dyn Fn(u64) -> mlua::Result<()>;
 
 /// A [`Meter`] that pays through the script's `charge`. When `charge`
 /// refuses, its error is kept to be returned unchanged.
@@ -808,7 +808,7 @@ impl Meter for Charged<'_> {
 }
 
 /// How one of the Lua functions fails.
-enum Fail {
+pub(super) enum Fail {
     /// A Lua error message: raised as a string, after the position of the
     /// calling Lua code, as `luaL_error` does.
     Message(String),
@@ -857,7 +857,17 @@ unsafe extern "C-unwind" fn index_table(state: *mut ffi::lua_State) -> c_int {
 }
 
 /// A Lua function running `body` through [`trampoline`].
-fn lua_function<F>(lua: &Lua, body: F) -> mlua::Result<Function>
+pub(super) fn lua_function<F>(lua: &Lua, body: F) -> mlua::Result<Function>
+where
+    F: Fn(&Lua, MultiValue) -> Result<MultiValue, Fail> + 'static,
+{
+    lua_function_through(lua, body, trampoline)
+}
+
+/// A Lua function running `body` through `trampoline`, a C function that
+/// calls its upvalue 1 as [`trampoline`] does (body at level 0, trampoline at
+/// level 1, the caller at level 2).
+pub(super) fn lua_function_through<F>(lua: &Lua, body: F, trampoline: ffi::lua_CFunction) -> mlua::Result<Function>
 where
     F: Fn(&Lua, MultiValue) -> Result<MultiValue, Fail> + 'static,
 {
@@ -881,7 +891,7 @@ where
 
 /// `luaL_where(L, 1)` seen from the body: level 0 is the body, 1 the
 /// trampoline (Lua's C function), 2 the code that called it.
-fn caller_position(lua: &Lua) -> String {
+pub(super) fn caller_position(lua: &Lua) -> String {
     lua.inspect_stack(2, |d| match d.current_line() {
         Some(line) if line > 0 => format!("{}:{}: ", d.source().short_src.unwrap_or_default(), line),
         _ => String::new(),
@@ -891,7 +901,12 @@ fn caller_position(lua: &Lua) -> String {
 
 /// `luaL_argerror`: names the function as the caller called it, and does
 /// not count `self` in a method call.
-fn arg_error(lua: &Lua, mut narg: usize, extra: &str) -> Fail {
+fn arg_error(lua: &Lua, narg: usize, extra: &str) -> Fail {
+    arg_error_at(lua, narg as i64, extra)
+}
+
+/// [`arg_error`] for any argument number: C libraries name argument 0 too.
+pub(super) fn arg_error_at(lua: &Lua, mut narg: i64, extra: &str) -> Fail {
     let (name, method) = lua
         .inspect_stack(1, |d| {
             let names = d.names();
@@ -909,7 +924,7 @@ fn arg_error(lua: &Lua, mut narg: usize, extra: &str) -> Fail {
 }
 
 /// `luaL_typename`.
-fn type_name(value: Option<&Value>) -> &'static str {
+pub(super) fn type_name(value: Option<&Value>) -> &'static str {
     match value {
         None => "no value",
         Some(Value::Nil) => "nil",
@@ -926,7 +941,7 @@ fn type_name(value: Option<&Value>) -> &'static str {
 /// A double as a C cast to a 64-bit integer on x86-64 (`cvttsd2si`), which
 /// is what Lua 5.1's `lua_tointeger` does: out of range and NaN give the
 /// minimum. Fixed here so every node converts alike.
-fn number_to_integer(n: f64) -> i64 {
+pub(super) fn number_to_integer(n: f64) -> i64 {
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
     if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) {
         i64::MIN
@@ -936,27 +951,27 @@ fn number_to_integer(n: f64) -> i64 {
 }
 
 /// The arguments of one call, read as `luaL_check*`/`luaL_opt*` do.
-struct Args<'l> {
+pub(super) struct Args<'l> {
     lua: &'l Lua,
     values: Vec<Value>,
 }
 
 impl<'l> Args<'l> {
-    fn new(lua: &'l Lua, args: MultiValue) -> Self {
+    pub(super) fn new(lua: &'l Lua, args: MultiValue) -> Self {
         Args { lua, values: args.into_vec() }
     }
 
     /// Argument `n`, 1-based; `None` when not passed at all.
-    fn get(&self, n: usize) -> Option<&Value> {
+    pub(super) fn get(&self, n: usize) -> Option<&Value> {
         self.values.get(n - 1)
     }
 
-    fn type_error(&self, n: usize, expected: &str) -> Fail {
+    pub(super) fn type_error(&self, n: usize, expected: &str) -> Fail {
         arg_error(self.lua, n, &format!("{expected} expected, got {}", type_name(self.get(n))))
     }
 
     /// `luaL_checklstring`: a string, or a number as Lua writes it.
-    fn check_string(&self, n: usize) -> Result<mlua::String, Fail> {
+    pub(super) fn check_string(&self, n: usize) -> Result<mlua::String, Fail> {
         match self.get(n) {
             Some(Value::String(s)) => Ok(s.clone()),
             Some(v @ (Value::Integer(_) | Value::Number(_))) => {
@@ -967,7 +982,7 @@ impl<'l> Args<'l> {
     }
 
     /// `luaL_optinteger`: `None` for an absent or nil argument.
-    fn opt_integer(&self, n: usize) -> Result<Option<i64>, Fail> {
+    pub(super) fn opt_integer(&self, n: usize) -> Result<Option<i64>, Fail> {
         match self.get(n) {
             None | Some(Value::Nil) => Ok(None),
             Some(Value::Integer(i)) => Ok(Some(*i)),
@@ -978,6 +993,38 @@ impl<'l> Args<'l> {
             },
             Some(_) => Err(self.type_error(n, "number")),
         }
+    }
+
+    /// These arguments and a nil after them.
+    pub(super) fn and_nil(&self) -> Args<'l> {
+        let mut values = self.values.clone();
+        values.push(Value::Nil);
+        Args { lua: self.lua, values }
+    }
+
+    /// How many arguments were passed (`lua_gettop`).
+    pub(super) fn count(&self) -> usize {
+        self.values.len()
+    }
+
+    /// `lua_tonumber`: a number, or a string Lua reads as one.
+    pub(super) fn to_number(&self, n: usize) -> Result<Option<f64>, Fail> {
+        Ok(match self.get(n) {
+            Some(Value::Integer(i)) => Some(*i as f64),
+            Some(Value::Number(f)) => Some(*f),
+            Some(v @ Value::String(_)) => self.lua.coerce_number(v.clone())?,
+            _ => None,
+        })
+    }
+
+    /// `luaL_checknumber`.
+    pub(super) fn check_number(&self, n: usize) -> Result<f64, Fail> {
+        self.to_number(n)?.ok_or_else(|| self.type_error(n, "number"))
+    }
+
+    /// `luaL_checkinteger`: truncated as Lua 5.1 does on x86-64.
+    pub(super) fn check_integer(&self, n: usize) -> Result<i64, Fail> {
+        Ok(number_to_integer(self.check_number(n)?))
     }
 
     fn truthy(&self, n: usize) -> bool {
