@@ -41,13 +41,16 @@ for bug in "${planted[@]+"${planted[@]}"}"; do
     fi
 done
 if [ ${#bugs[@]} -gt 0 ]; then
-    cargo build --release --features planted-bugs --bin raftlock >&2
+    # Built as the tests build it (cargo test ... --test cluster): dev-dependencies
+    # change a few features of shared crates, so a plain `cargo build --bin` would
+    # compile RocksDB a second time.
+    cargo test --release --no-run --features planted-bugs --test cluster >&2
     mkdir -p "$CARGO_TARGET_DIR/planted"
     cp "$CARGO_TARGET_DIR/release/raftlock" "$CARGO_TARGET_DIR/planted/raftlock"
     binary="$CARGO_TARGET_DIR/planted/raftlock"
     # Put the normal binary back for everything else.
-    cargo build --release --bin raftlock >&2
+    cargo test --release --no-run --test cluster >&2
 else
-    cargo build --release --bin raftlock >&2
+    cargo test --release --no-run --test cluster >&2
 fi
 exec python3 tests/chaos/run.py --binary "$binary" "${bugs[@]+"${bugs[@]}"}" "${args[@]+"${args[@]}"}"

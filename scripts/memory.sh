@@ -30,7 +30,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/raftlock-target}"
 if [[ -z "$BINARY" ]]; then
-    cargo build --release --bin raftlock >&2
+    cargo test --release --no-run --test cluster >&2 # as the tests build it
     BINARY="$CARGO_TARGET_DIR/release/raftlock"
 fi
 

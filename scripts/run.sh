@@ -6,5 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/raftlock-target}"
-cargo build --release --bin raftlock
+# Built as the tests build it (dev-dependencies change a few features of
+# shared crates: a plain `cargo build --bin` would compile RocksDB a second
+# time when the tests run).
+cargo test --release --no-run --test cluster
 exec "$CARGO_TARGET_DIR/release/raftlock" "$@"
