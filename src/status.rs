@@ -87,7 +87,7 @@ impl Conn {
         }
         self.reader.get_mut().write_all(req.as_bytes()).map_err(|e| e.to_string())?;
         let mut line = String::new();
-        self.reader.read_line(&mut line).map_err(|e| e.to_string())?;
+        (&mut self.reader).take(64 * 1024).read_line(&mut line).map_err(|e| e.to_string())?;
         let line = line.trim_end_matches(['\r', '\n']);
         match line.as_bytes().first() {
             Some(b'+') => Ok(line.as_bytes()[1..].to_vec()),
@@ -97,8 +97,12 @@ impl Conn {
                 if len > max {
                     return Err(format!("reply of {len} bytes"));
                 }
-                let mut body = vec![0u8; len + 2];
-                self.reader.read_exact(&mut body).map_err(|e| e.to_string())?;
+                // Grown as the bytes arrive, not allocated on the server's word.
+                let mut body = Vec::new();
+                (&mut self.reader).take(len as u64 + 2).read_to_end(&mut body).map_err(|e| e.to_string())?;
+                if body.len() != len + 2 {
+                    return Err(format!("the reply ended after {} of {len} bytes", body.len().saturating_sub(2)));
+                }
                 body.truncate(len);
                 Ok(body)
             }

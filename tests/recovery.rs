@@ -173,6 +173,25 @@ fn a_backup_of_a_loaded_cluster_restores_every_acknowledged_lock() {
     let stop = Arc::new(AtomicBool::new(false));
     let held = Arc::new(Mutex::new(Vec::new()));
     let workers = load(&cluster, stop.clone(), held.clone());
+    // A waiter queued behind a held lock: its connection is gone in the
+    // restored cluster, so its place in the queue must be too.
+    let mut admin = cluster.node(leader).client();
+    let queued = common::q(&mut admin, &["LOCK.ACQUIRE", "queued", "holder", "600000"]);
+    assert!(matches!(queued, Ok(Value::Int(_))), "{queued:?}");
+    let waiter_url = cluster.node(follower).url();
+    let _waiter = thread::spawn(move || {
+        let mut c = redis::Client::open(waiter_url.as_str()).unwrap().get_connection().unwrap();
+        let _ = common::q(&mut c, &["LOCK.ACQUIRE", "queued", "waiter", "600000", "WAIT", "600000"]);
+    });
+    poll_until(Duration::from_secs(5), "the waiter queued", || {
+        lock_info(&mut admin, "queued").ok().flatten().filter(|i| i.waiters == 1)
+    });
+    // Only a user with every permission may take one.
+    let limited = common::q(&mut admin, &["ACL", "SETUSER", "app", "on", ">pw", "~app:*", "+@all"]);
+    assert!(matches!(limited, Ok(Value::Okay)), "{limited:?}");
+    let mut app = redis::Client::open(format!("redis://app:pw@127.0.0.1:{}/", cluster.node(leader).port)).unwrap().get_connection().unwrap();
+    let refused = common::q(&mut app, &["RAFT.BACKUP"]).map(|_| ()).map_err(|e| err_text(&e));
+    assert!(refused.as_ref().is_err_and(|e| e.starts_with("NOPERM")), "{refused:?}");
     thread::sleep(Duration::from_millis(2500));
 
     // Through a follower, which sends it to the leader; the load goes on.
@@ -229,6 +248,8 @@ fn a_backup_of_a_loaded_cluster_restores_every_acknowledged_lock() {
     let info = common::RaftInfo::parse(&common::as_text(&common::q(&mut con, &["RAFT.INFO"]).unwrap()).unwrap());
     assert_eq!(info.role(), "leader");
     assert_eq!(info.members().len(), 1, "a one-node cluster: {}", info.raw);
+    let queued = lock_info(&mut con, "queued").unwrap().expect("the held lock is restored");
+    assert_eq!((queued.owner.as_str(), queued.waiters), ("holder", 0), "the old cluster's waiter is not carried over");
     // New grants continue above every token of the old cluster.
     let fresh = match common::q(&mut con, &["LOCK.ACQUIRE", "after-restore", "x", "10000"]) {
         Ok(Value::Int(t)) => t,

@@ -393,6 +393,13 @@ impl Keyspace {
         self.last_version
     }
 
+    /// Forgets every lock waiter: for a keyspace that continues in a new
+    /// cluster (`raft::recovery`), where no connection of the old one is
+    /// left to be granted or to leave the queue.
+    pub fn drop_waiters(&mut self) {
+        self.waiters = Waiters::default();
+    }
+
     /// Makes the next version at least `gap` above every version handed out
     /// so far, for a keyspace that continues where others may have gone on
     /// without it (a restored backup, a forced survivor: `raft::recovery`).
@@ -682,6 +689,13 @@ impl Keyspace {
     /// proportion to the keyspace: encode a clone (O(1), see `entries`)
     /// away from the apply path.
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// [`Keyspace::encode`], appended to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
         // In key order (the map is ordered), so equal keyspaces give
         // byte-identical snapshots.
         let entries: Vec<(&Bytes, &Entry)> = self.entries.iter().collect();
@@ -693,15 +707,14 @@ impl Keyspace {
         };
         let v2 = SnapshotV2Out { v1, sessions: self.sessions.to_list() };
         let snap = SnapshotV3Out { v2, waiters: self.waiters.to_list() };
-        let serialise = "serialising plain data cannot fail";
+        let serialise = "serialising plain data into memory cannot fail";
+        // Straight into `out`: one copy of the keyspace, not two.
         if self.acl.users.is_empty() {
-            let mut out = vec![3u8];
-            out.extend(bincode::serialize(&snap).expect(serialise));
-            out
+            out.push(3u8);
+            bincode::serialize_into(out, &snap).expect(serialise);
         } else {
-            let mut out = vec![4u8];
-            out.extend(bincode::serialize(&(snap, &*self.acl)).expect(serialise));
-            out
+            out.push(4u8);
+            bincode::serialize_into(out, &(snap, &*self.acl)).expect(serialise);
         }
     }
 

@@ -153,6 +153,17 @@ pub(super) fn read_vote(db: &Storage) -> Result<Option<Vote<NodeId>>, StorageIoE
     raw.map(|r| decode(&r, ErrorSubject::Vote)).transpose()
 }
 
+/// The index of the last entry in the log of `db`, if it has one.
+pub(super) fn last_index(db: &Storage) -> Result<Option<u64>, StorageIoError> {
+    let mut last = None;
+    db.scan_back(Cf::Log, |k, _| {
+        last = k.try_into().ok().map(u64::from_be_bytes);
+        Ok(false)
+    })
+    .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+    Ok(last)
+}
+
 /// Empties the log of `db` up to and including `last` (a snapshot covers
 /// it), records `last` as purged and committed, and stores `vote`: one
 /// synced batch (`raft::recovery`).

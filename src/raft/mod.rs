@@ -52,13 +52,15 @@ pub enum ClusterError {
     Unreachable(String),
     #[error("ERR consensus stopped: {0}")]
     Fatal(String),
+    #[error("BUSY {0}")]
+    Busy(String),
 }
 
 impl ClusterError {
     /// Whether the command may be sent again (to whoever leads by then): it
     /// did not run, or it carries its origin and so runs at most once.
     fn worth_retrying(&self) -> bool {
-        !matches!(self, ClusterError::Fatal(_))
+        !matches!(self, ClusterError::Fatal(_) | ClusterError::Busy(_))
     }
 }
 
@@ -701,6 +703,18 @@ impl Consensus {
     /// every write acknowledged before the call. The keyspace is cloned
     /// under the state lock (O(1)) and encoded on a blocking thread.
     pub async fn backup(&self) -> Result<Vec<u8>, ClusterError> {
+        // One at a time: each holds a copy of the whole keyspace.
+        static RUNNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        struct Running;
+        impl Drop for Running {
+            fn drop(&mut self) {
+                RUNNING.store(false, Ordering::Release);
+            }
+        }
+        if RUNNING.swap(true, Ordering::AcqRel) {
+            return Err(ClusterError::Busy("a backup is being taken on this node already".into()));
+        }
+        let _running = Running;
         let term = self.read_index().await?;
         let (keyspace, last, members) = {
             let applied = self.shared.lock();

@@ -25,6 +25,7 @@ use openraft::{Membership, SnapshotMeta, StoredMembership, Vote};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::audit::AuditLog;
 use super::log_store::{self, LogReader};
 use super::state_machine::{self, StateMachine};
 use super::types::{LogId, NodeId, NodeInfo};
@@ -35,7 +36,9 @@ use crate::storage::Storage;
 /// The first bytes of every backup file.
 const MAGIC: &[u8; 16] = b"RAFTLOCK BACKUP\n";
 /// The layout after [`MAGIC`]: a little-endian u32 version, the SHA-256 of
-/// the body, the body (bincode of [`BackupBody`]).
+/// everything after it (the body), then the body: the length of the
+/// [`BackupMeta`] (u64, little-endian), its bincode, and the encoded
+/// keyspace to the end.
 const VERSION: u32 = 1;
 const HEADER: usize = 16 + 4 + 32;
 
@@ -43,10 +46,20 @@ const HEADER: usize = 16 + 4 + 32;
 /// it a one-node cluster, and at which log index.
 pub const FORCED_MARKER: &str = "forced-new-cluster";
 
-/// How far tokens jump in a recovered keyspace: above any token the old
-/// cluster can have granted since (2^40 grants is 35 years at 1,000 a
-/// second), far below the 2^62 a snapshot may carry.
+/// How far tokens jump in a recovered keyspace, at least: every write
+/// command may take a version, and 2^40 of them is 127 days at 100,000 a
+/// second. [`token_gap`] adds more for the time since the keyspace's last
+/// entry. Far below the 2^61 a recovered keyspace may reach.
 pub const TOKEN_GAP: u64 = 1 << 40;
+/// Versions the old cluster is assumed to hand out per millisecond at most,
+/// for as long as it may have run on without the recovered keyspace.
+const VERSIONS_PER_MS: u64 = 1000;
+
+/// The jump for a keyspace whose last entry was at Unix time `last_ms`.
+fn token_gap(last_ms: u64) -> u64 {
+    let now_ms = crate::clock::wall_unix_us() / 1000;
+    TOKEN_GAP.saturating_add(now_ms.saturating_sub(last_ms).saturating_mul(VERSIONS_PER_MS))
+}
 
 /// Log entries applied at once while a forced start replays the log.
 const REPLAY_CHUNK: u64 = 512;
@@ -59,26 +72,28 @@ fn fail(what: impl std::fmt::Display) -> RecoveryError {
     RecoveryError(what.to_string())
 }
 
+/// What a backup says of itself.
 #[derive(Serialize, Deserialize)]
-struct BackupBody {
+struct BackupMeta {
     taken_unix_ms: u64,
     /// The leader that took it, and its term then.
     node_id: NodeId,
     term: u64,
-    /// The last entry applied to `keyspace`.
+    /// The last entry applied to the keyspace.
     last_log_id: LogId,
     members: BTreeMap<NodeId, NodeInfo>,
-    keyspace: Vec<u8>,
 }
 
 /// A backup, checked: its checksum matched and its keyspace decodes.
 pub struct Backup {
-    body: BackupBody,
+    meta: BackupMeta,
     keyspace: Keyspace,
+    keyspace_bytes: usize,
 }
 
 impl Backup {
-    /// Encodes the state applied at `last_log_id` as a backup file's bytes.
+    /// Encodes the state applied at `last_log_id` as a backup file's bytes,
+    /// in one buffer (the keyspace is encoded straight into it).
     pub(super) fn encode(
         node_id: NodeId,
         term: u64,
@@ -86,26 +101,23 @@ impl Backup {
         members: BTreeMap<NodeId, NodeInfo>,
         keyspace: &Keyspace,
     ) -> Vec<u8> {
-        let body = BackupBody {
-            taken_unix_ms: crate::clock::wall_unix_us() / 1000,
-            node_id,
-            term,
-            last_log_id,
-            members,
-            keyspace: keyspace.encode(),
-        };
-        let body = bincode::serialize(&body).expect("serialising plain data cannot fail");
-        let mut out = Vec::with_capacity(HEADER + body.len());
+        let meta = BackupMeta { taken_unix_ms: crate::clock::wall_unix_us() / 1000, node_id, term, last_log_id, members };
+        let meta = bincode::serialize(&meta).expect("serialising plain data cannot fail");
+        let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&Sha256::digest(&body));
-        out.extend_from_slice(&body);
+        out.extend_from_slice(&[0; 32]);
+        out.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+        out.extend_from_slice(&meta);
+        keyspace.encode_into(&mut out);
+        let digest = Sha256::digest(&out[HEADER..]);
+        out[20..HEADER].copy_from_slice(&digest);
         out
     }
 
     /// Reads and checks a backup file's bytes.
     pub fn decode(raw: &[u8]) -> Result<Backup, RecoveryError> {
-        if raw.len() < HEADER || &raw[..16] != MAGIC {
+        if raw.len() < HEADER + 8 || &raw[..16] != MAGIC {
             return Err(fail("not a raftlock backup (no RAFTLOCK BACKUP header)"));
         }
         let version = u32::from_le_bytes(raw[16..20].try_into().expect("4 bytes"));
@@ -116,15 +128,19 @@ impl Backup {
         if Sha256::digest(body)[..] != raw[20..HEADER] {
             return Err(fail("the backup is damaged: its checksum does not match"));
         }
-        let body: BackupBody = bincode::deserialize(body).map_err(|e| fail(format!("the backup does not decode: {e}")))?;
-        let keyspace =
-            Keyspace::decode(&body.keyspace).map_err(|e| fail(format!("the backup's keyspace does not decode: {e}")))?;
-        Ok(Backup { body, keyspace })
+        let meta_len = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+        let rest = &body[8..];
+        let meta_len = usize::try_from(meta_len).ok().filter(|n| *n <= rest.len()).ok_or_else(|| fail("the backup's header is damaged"))?;
+        let meta: BackupMeta =
+            bincode::deserialize(&rest[..meta_len]).map_err(|e| fail(format!("the backup does not decode: {e}")))?;
+        let data = &rest[meta_len..];
+        let keyspace = Keyspace::decode(data).map_err(|e| fail(format!("the backup's keyspace does not decode: {e}")))?;
+        Ok(Backup { meta, keyspace, keyspace_bytes: data.len() })
     }
 
     /// One line for an operator: where and when it was taken, and what it holds.
     pub fn describe(&self) -> String {
-        let b = &self.body;
+        let b = &self.meta;
         format!(
             "taken by node {} (leader, term {}) at log index {}, unix time {} ms; {} keys, highest fencing token {}, {} bytes of keyspace; members then: {}",
             b.node_id,
@@ -133,13 +149,13 @@ impl Backup {
             b.taken_unix_ms,
             self.keyspace.len(self.keyspace.log_time()),
             self.keyspace.last_version(),
-            b.keyspace.len(),
+            self.keyspace_bytes,
             b.members.iter().map(|(id, n)| format!("{id}@{n}")).collect::<Vec<_>>().join(",")
         )
     }
 
     pub fn last_index(&self) -> u64 {
-        self.body.last_log_id.index
+        self.meta.last_log_id.index
     }
 
     pub fn keyspace(&self) -> &Keyspace {
@@ -158,6 +174,10 @@ fn is_empty_dir(dir: &Path) -> Result<bool, RecoveryError> {
 
 /// Makes `dir` (which must be empty or absent) the data directory of a new
 /// one-node cluster of node `id` at `node`, holding `backup`'s keyspace.
+///
+/// Built beside it (`DIR.restoring`) and renamed into place once complete:
+/// an interrupted restore leaves no `DIR`, never one that would start as
+/// an empty cluster (handing out tokens again from 1).
 pub fn restore(backup: &Backup, dir: &Path, id: NodeId, node: NodeInfo) -> Result<(), RecoveryError> {
     if !is_empty_dir(dir)? {
         return Err(fail(format!(
@@ -166,12 +186,28 @@ pub fn restore(backup: &Backup, dir: &Path, id: NodeId, node: NodeInfo) -> Resul
         )));
     }
     let mut keyspace = backup.keyspace.clone();
-    keyspace.skip_versions(TOKEN_GAP).map_err(fail)?;
-    let db = Storage::open(dir).map_err(fail)?;
-    let last = backup.body.last_log_id;
-    install_alone(&db, last, last.leader_id.term.max(backup.body.term), id, node, &keyspace.encode())?;
-    db.stop_background_work();
-    Ok(())
+    keyspace.drop_waiters();
+    keyspace.skip_versions(token_gap(backup.meta.taken_unix_ms)).map_err(fail)?;
+    let name = dir.file_name().ok_or_else(|| fail(format!("{}: not a directory name", dir.display())))?;
+    let building = dir.with_file_name(format!("{}.restoring", name.to_string_lossy()));
+    let io = |what: &str, e: std::io::Error| fail(format!("{what}: {e}"));
+    if building.exists() {
+        std::fs::remove_dir_all(&building).map_err(|e| io(&format!("{}", building.display()), e))?;
+    }
+    {
+        let db = Storage::open(&building).map_err(fail)?;
+        let last = backup.meta.last_log_id;
+        install_alone(&db, last, last.leader_id.term.max(backup.meta.term), id, node, &keyspace.encode())?;
+        db.sync_wal().map_err(fail)?;
+        db.stop_background_work();
+    }
+    // An empty `dir` (a mount point, say) is replaced by the new one.
+    if dir.exists() {
+        std::fs::remove_dir(dir).map_err(|e| io(&format!("{}", dir.display()), e))?;
+    }
+    std::fs::rename(&building, dir).map_err(|e| io("rename into place", e))?;
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| io("fsync the parent directory", e))
 }
 
 /// What a forced start did.
@@ -190,6 +226,7 @@ pub struct Forced {
 /// itself already; refuses if the data was forced before and members have
 /// joined since: that node is part of a cluster again, and forcing it would
 /// split it from them.
+#[allow(clippy::too_many_arguments)]
 pub async fn force_new_cluster(
     dir: &Path,
     db: Arc<Storage>,
@@ -197,24 +234,33 @@ pub async fn force_new_cluster(
     id: NodeId,
     node: NodeInfo,
     skipped: BTreeSet<u64>,
+    audit: Option<Arc<AuditLog>>,
 ) -> Result<Forced, RecoveryError> {
     let sink: state_machine::EventSink = Arc::new(|_, _| 0);
     let mut sm = StateMachine::open(db.clone(), clock, sink).map_err(fail)?.with_skipped_entries(skipped);
+    if let Some(audit) = audit {
+        sm = sm.with_audit(audit);
+    }
     let (applied, _) = sm.applied_state().await.map_err(fail)?;
     let mut reader = LogReader::new(db.clone());
     let mut next = applied.map_or(0, |l| l.index + 1);
     let mut replayed = 0;
-    loop {
+    let log_end = log_store::last_index(&db).map_err(fail)?;
+    while log_end.is_some_and(|end| next <= end) {
         let entries = reader.try_get_log_entries(next..next + REPLAY_CHUNK).await.map_err(fail)?;
-        let Some(last) = entries.last() else { break };
-        if entries[0].log_id.index != next {
-            return Err(fail(format!(
-                "the log has a gap: entry {} follows the applied index {}",
-                entries[0].log_id.index,
-                next.saturating_sub(1)
-            )));
+        for (i, entry) in entries.iter().enumerate() {
+            if entry.log_id.index != next + i as u64 {
+                return Err(fail(format!(
+                    "the log has a gap: entry {} where {} should be; nothing was changed",
+                    entry.log_id.index,
+                    next + i as u64
+                )));
+            }
         }
-        next = last.log_id.index + 1;
+        if entries.is_empty() {
+            return Err(fail(format!("the log has a gap: no entry {next} below its last; nothing was changed")));
+        }
+        next += entries.len() as u64;
         replayed += entries.len() as u64;
         sm.apply(entries).await.map_err(fail)?;
     }
@@ -223,12 +269,16 @@ pub async fn force_new_cluster(
         return Err(fail("this node has no data: there is nothing to force a cluster from"));
     };
     let previous_members: Vec<NodeId> = membership.membership().nodes().map(|(id, _)| *id).collect();
+    let marker = dir.join(FORCED_MARKER);
     if previous_members == [id] {
         // Already a one-node cluster of this node (forced before, or never
-        // more): nothing to do.
+        // more): nothing to do, but to make sure the marker is there (a
+        // crash may have come between the two) for the guard below.
+        if !marker.exists() {
+            write_marker(&marker, last.index)?;
+        }
         return Ok(Forced { replayed, last_index: last.index, previous_members, changed: false });
     }
-    let marker = dir.join(FORCED_MARKER);
     if let Ok(text) = std::fs::read_to_string(&marker) {
         let forced_at: u64 = text.split_whitespace().next().and_then(|t| t.parse().ok()).unwrap_or(0);
         let changed_at = membership.log_id().map_or(0, |l| l.index);
@@ -244,12 +294,16 @@ pub async fn force_new_cluster(
     let shared = sm.shared();
     let data = {
         let mut applied = shared.lock();
-        applied.keyspace.skip_versions(TOKEN_GAP).map_err(fail)?;
+        let last_ms = applied.wall_clock.map_or(0, |(_, unix_ms)| unix_ms);
+        applied.keyspace.drop_waiters();
+        applied.keyspace.skip_versions(token_gap(last_ms)).map_err(fail)?;
         applied.keyspace.encode()
     };
+    // The marker first: a crash after it and before the data is complete
+    // forces again on the next start with the flag (the membership has not
+    // changed since); a crash after the data finds the node alone.
+    write_marker(&marker, last.index)?;
     install_alone(&db, last, term, id, node, &data)?;
-    let note = format!("{} forced at this log index, unix time {} ms\n", last.index, crate::clock::wall_unix_us() / 1000);
-    write_synced(&marker, note.as_bytes()).map_err(|e| fail(format!("{}: {e}", marker.display())))?;
     Ok(Forced { replayed, last_index: last.index, previous_members, changed: true })
 }
 
@@ -273,6 +327,11 @@ fn install_alone(
     };
     state_machine::write_snapshot_of(db, meta, keyspace).map_err(fail)?;
     log_store::reset(db, last, Vote::new(term, id)).map_err(fail)
+}
+
+fn write_marker(marker: &Path, index: u64) -> Result<(), RecoveryError> {
+    let note = format!("{index} forced at this log index, unix time {} ms\n", crate::clock::wall_unix_us() / 1000);
+    write_synced(marker, note.as_bytes()).map_err(|e| fail(format!("{}: {e}", marker.display())))
 }
 
 fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {

@@ -540,6 +540,10 @@ impl Connection {
             }
             "raft.info" => Reply::Verbatim(info::raft_info(&self.node).await),
             "lock.top" => lock_top(argv),
+            // It holds every key and the users' password hashes.
+            "raft.backup" if self.perms.as_ref().is_some_and(|p| !p.unrestricted()) => {
+                Reply::error("NOPERM RAFT.BACKUP needs a user with every permission (+@all ~* &*): a backup holds every key and every user")
+            }
             "raft.backup" => match self.node.consensus.backup().await {
                 Ok(file) => Reply::bulk(file),
                 Err(crate::raft::ClusterError::NotLeader(id)) => Reply::Error(format!(

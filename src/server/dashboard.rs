@@ -35,6 +35,9 @@ const MAX_CONNECTIONS: usize = 16;
 const MAX_HEAD: usize = 8 * 1024;
 /// Time a client has to send its request.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a whole request may take, answer included (a client that stops
+/// reading must not keep its slot).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The samples of the last [`HISTORY`]: (Unix ms, sample lines).
 #[derive(Default)]
@@ -54,14 +57,16 @@ impl History {
         samples.push_back((unix_ms, lines));
     }
 
-    /// Every sample, oldest first, each after a line `# t <unix ms>`.
-    fn render(&self) -> String {
+    /// Every sample, oldest first, each after a line `# t <unix ms>`, then
+    /// `# now <unix ms>` (the page aligns its own clock with this node's).
+    fn render(&self, now_ms: u64) -> String {
         let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = String::with_capacity(samples.iter().map(|(_, s)| s.len() + 24).sum());
+        let mut out = String::with_capacity(samples.iter().map(|(_, s)| s.len() + 24).sum::<usize>() + 24);
         for (t, lines) in samples.iter() {
             out.push_str(&format!("# t {t}\n"));
             out.push_str(lines);
         }
+        out.push_str(&format!("# now {now_ms}\n"));
         out
     }
 }
@@ -83,9 +88,7 @@ pub async fn serve(listener: TcpListener, handle: PrometheusHandle) {
                     handle.run_upkeep();
                     since_upkeep = Duration::ZERO;
                 }
-                // The browser's clock, not this node's (which a test may shift).
-                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-                history.add(now.as_millis() as u64, &handle.render());
+                history.add(system_ms(), &handle.render());
             }
         }
     });
@@ -99,11 +102,14 @@ pub async fn serve(listener: TcpListener, handle: PrometheusHandle) {
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        // All slots taken: this one is closed at once, and accepting goes on.
+        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
         let (handle, history) = (handle.clone(), history.clone());
         tokio::spawn(async move {
-            if let Err(e) = answer(stream, &handle, &history).await {
-                tracing::debug!("metrics address: {e}");
+            match tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &handle, &history)).await {
+                Ok(Err(e)) => tracing::debug!("metrics address: {e}"),
+                Err(_) => tracing::debug!("metrics address: a request took over {REQUEST_TIMEOUT:?}"),
+                Ok(Ok(())) => {}
             }
             drop(slot);
         });
@@ -159,10 +165,16 @@ fn route(head: &[u8], handle: &PrometheusHandle, history: &History) -> (&'static
     match path {
         "/" | "/index.html" => ("200 OK", "text/html; charset=utf-8", PAGE.to_string()),
         "/metrics" => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", handle.render()),
-        "/history" => ("200 OK", "text/plain; charset=utf-8", history.render()),
+        "/history" => ("200 OK", "text/plain; charset=utf-8", history.render(system_ms())),
         "/top" => ("200 OK", "application/json", top_json()),
         _ => ("404 Not Found", "text/plain", "not found: try / or /metrics\n".into()),
     }
+}
+
+/// The operating system's clock in Unix ms (not the node's wall clock,
+/// which a test may shift): the page's timeline.
+fn system_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `LOCK.TOP 10` as JSON: `{"denials": [{"key": "...", "count": n}, ...], ...}`.
@@ -221,7 +233,8 @@ mod tests {
         assert!(body.contains("<canvas") && body.contains("fetch(\"/metrics\""), "the page polls /metrics");
         assert!(!body.contains("src=\"http") && !body.contains("href=\"http"), "no external assets");
         assert_eq!(get("GET /metrics?x=1 HTTP/1.1\r\n\r\n").0, "200 OK");
-        assert_eq!(get("GET /history HTTP/1.1\r\n\r\n").2, "# t 7\nx 1\n");
+        let (_, _, text) = get("GET /history HTTP/1.1\r\n\r\n");
+        assert!(text.starts_with("# t 7\nx 1\n# now "), "{text}");
         assert!(get("GET /top HTTP/1.1\r\n\r\n").2.starts_with("{\"denials\":["));
         assert_eq!(get("GET /nothing HTTP/1.1\r\n\r\n").0, "404 Not Found");
         assert_eq!(get("POST /metrics HTTP/1.1\r\n\r\n").0, "405 Method Not Allowed");
@@ -235,10 +248,10 @@ mod tests {
         for i in 0..keep + 3 {
             h.add(i as u64, &format!("# HELP x a metric\n# TYPE x gauge\nx {i}\n"));
         }
-        let text = h.render();
+        let text = h.render(99);
         assert!(!text.contains("HELP") && !text.contains("TYPE"), "{}", &text[..200]);
         assert_eq!(text.matches("# t ").count(), keep);
         assert!(text.starts_with("# t 3\nx 3\n"), "the oldest three are gone: {}", &text[..40]);
-        assert!(text.ends_with(&format!("# t {}\nx {}\n", keep + 2, keep + 2)));
+        assert!(text.ends_with(&format!("# t {}\nx {}\n# now 99\n", keep + 2, keep + 2)));
     }
 }

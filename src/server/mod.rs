@@ -124,6 +124,13 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
             config.node_id,
             settings.node.clone(),
             settings.skip_entries.clone(),
+            match &settings.audit_log {
+                Some(path) => Some(Arc::new(
+                    crate::raft::AuditLog::open(path, config.node_id)
+                        .map_err(|e| ServerError::Config(format!("audit log {}: {e}", path.display())))?,
+                )),
+                None => None,
+            },
         )
         .await
         .map_err(|e| ServerError::Config(format!("--force-new-cluster: {e}")))?;
