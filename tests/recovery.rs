@@ -292,6 +292,15 @@ fn force_new_cluster_serves_the_locks_of_a_dead_majority() {
         cluster.kill9(id);
     }
     cluster.opts.node_args.insert(survivor, vec!["--force-new-cluster".into()]);
+    // With the old secret the old members could come back: refused, and
+    // nothing changed.
+    cluster.restart(survivor);
+    let refused = poll_until(Duration::from_secs(20), "the forced start with the old secret refuses", || {
+        let node = cluster.node_mut(survivor);
+        (!node.is_running()).then(|| node.logs())
+    });
+    assert!(refused.contains("start it with a new --cluster-secret"), "{}", tail(&refused, 3000));
+    cluster.secret = format!("{}-after-the-loss", cluster.secret);
     cluster.restart(survivor);
     let forced = cluster.wait_leader(&[survivor], READY_TIMEOUT);
     assert_eq!(forced, survivor);

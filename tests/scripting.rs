@@ -231,6 +231,30 @@ fn keys_and_argv() {
     assert_eq!(raw.read().unwrap(), Resp::Bulk(Some(b"a\x00b\r\nc".to_vec())));
 }
 
+/// As Redis 7.0.15 answers: the blocking pops are refused in scripts, except
+/// BLMPOP, which never blocks there (LMPOP's reply, nil when empty).
+#[test]
+fn blocking_pops_in_scripts() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let blmpop = "return redis.call('blmpop', 0, 1, KEYS[1], 'LEFT', 'COUNT', 5)";
+    assert_eq!(c.cmd(&["EVAL", blmpop, "1", "l"]), Resp::Bulk(None), "empty: nil, at once");
+    assert_eq!(c.cmd(&["RPUSH", "l", "a", "b"]), Resp::Int(2));
+    assert_eq!(c.cmd(&["EVAL", blmpop, "1", "l"]), arr(vec![b("l"), arr(vec![b("a"), b("b")])]));
+    for call in [
+        "redis.call('blpop', KEYS[1], 0)",
+        "redis.call('brpop', KEYS[1], 0)",
+        "redis.call('blmove', KEYS[1], 'x', 'LEFT', 'RIGHT', 0)",
+        "redis.call('brpoplpush', KEYS[1], 'x', 0)",
+        "redis.call('bzpopmin', KEYS[1], 0)",
+        "redis.call('bzpopmax', KEYS[1], 0)",
+    ] {
+        let e = err(c.cmd(&["EVAL", &format!("return {call}"), "1", "l"]), call);
+        assert!(e.starts_with("ERR This Redis command is not allowed from script script: "), "{call}: {e}");
+    }
+    pong(&mut c);
+}
+
 // ---------------------------------------------------------------------------------
 // redis.call vs redis.pcall
 // ---------------------------------------------------------------------------------

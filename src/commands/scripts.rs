@@ -44,7 +44,9 @@ fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpe
     if !spec.arity_ok(cmd.len()) {
         return Err(Reply::error("ERR Wrong number of args calling Redis command from script"));
     }
-    if spec.flags.iter().any(|f| *f == "noscript" || *f == "blocking") {
+    // As Redis 7: the blocking pops carry `noscript`, except BLMPOP, which
+    // a script may call and which never blocks there (LMPOP's reply).
+    if spec.flags.contains(&"noscript") {
         return Err(not_allowed());
     }
     Ok(spec)

@@ -31,7 +31,7 @@ use super::state_machine::{self, StateMachine};
 use super::types::{LogId, NodeId, NodeInfo};
 use crate::clock::LogClock;
 use crate::keyspace::Keyspace;
-use crate::storage::Storage;
+use crate::storage::{Batch, Cf, Storage};
 
 /// The first bytes of every backup file.
 const MAGIC: &[u8; 16] = b"RAFTLOCK BACKUP\n";
@@ -59,6 +59,40 @@ const VERSIONS_PER_MS: u64 = 1000;
 fn token_gap(last_ms: u64) -> u64 {
     let now_ms = crate::clock::wall_unix_us() / 1000;
     TOKEN_GAP.saturating_add(now_ms.saturating_sub(last_ms).saturating_mul(VERSIONS_PER_MS))
+}
+
+/// The meta key under which a node keeps a salted digest of the cluster
+/// secret it last ran with: a forced start must use another one.
+const SECRET_DIGEST: &[u8] = b"cluster_secret_digest";
+
+fn secret_digest(salt: &[u8], secret: &str) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update(b"raftlock cluster secret\0");
+    h.update(salt);
+    h.update(secret.as_bytes());
+    h.finalize().to_vec()
+}
+
+/// Whether `secret` is the one this node last ran with (as far as it
+/// recorded one: older versions did not).
+fn is_last_secret(db: &Storage, secret: &str) -> Result<bool, RecoveryError> {
+    let Some(stored) = db.get(Cf::Meta, SECRET_DIGEST).map_err(fail)? else { return Ok(false) };
+    let (salt, digest) = stored.split_at(stored.len().min(16));
+    Ok(secret_digest(salt, secret) == digest)
+}
+
+/// Records (a salted digest of) the cluster secret this node starts with.
+pub fn remember_secret(db: &Storage, secret: &str) -> Result<(), RecoveryError> {
+    if is_last_secret(db, secret)? {
+        return Ok(());
+    }
+    let mut salt = [0u8; 16];
+    super::fill_random(&mut salt).map_err(fail)?;
+    let mut value = salt.to_vec();
+    value.extend(secret_digest(&salt, secret));
+    let mut b = Batch::default();
+    b.put(Cf::Meta, SECRET_DIGEST.to_vec(), value);
+    db.write(b, true).map_err(fail)
 }
 
 /// Log entries applied at once while a forced start replays the log.
@@ -235,6 +269,7 @@ pub async fn force_new_cluster(
     node: NodeInfo,
     skipped: BTreeSet<u64>,
     audit: Option<Arc<AuditLog>>,
+    secret: &str,
 ) -> Result<Forced, RecoveryError> {
     let sink: state_machine::EventSink = Arc::new(|_, _| 0);
     let mut sm = StateMachine::open(db.clone(), clock, sink).map_err(fail)?.with_skipped_entries(skipped);
@@ -288,6 +323,11 @@ pub async fn force_new_cluster(
                 marker.display()
             )));
         }
+    }
+    if is_last_secret(&db, secret)? {
+        return Err(fail(
+            "start it with a new --cluster-secret: the lost members, should they ever come back with their data, still have the old one, and with it they could elect a leader of their own over this node's log; nothing was changed",
+        ));
     }
     let vote = log_store::read_vote(&db).map_err(fail)?;
     let term = vote.map_or(0, |v| v.leader_id().term).max(last.leader_id.term);

@@ -131,6 +131,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
                 )),
                 None => None,
             },
+            &config.cluster_secret,
         )
         .await
         .map_err(|e| ServerError::Config(format!("--force-new-cluster: {e}")))?;
@@ -146,6 +147,8 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
             tracing::warn!("--force-new-cluster: this node is a one-node cluster of itself already; nothing changed; remove the flag");
         }
     }
+    crate::raft::recovery::remember_secret(&storage, &config.cluster_secret)
+        .map_err(|e| ServerError::Config(format!("cannot record the cluster secret's digest: {e}")))?;
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await
         .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
