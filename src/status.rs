@@ -3,7 +3,7 @@
 //!
 //! Asks the node for `RAFT.INFO`, then every member it lists (at its client
 //! address) for `RAFT.INFO` and `INFO server`, over plain RESP with a short
-//! timeout. A member that does not answer gets a row saying why. Lag is the
+//! timeout (or TLS with `--tls`). A member that does not answer gets a row saying why. Lag is the
 //! leader's commit index minus the member's applied index; the clock offset
 //! is the leader's last measurement of the member's wall clock against its
 //! own (see `raft::peer`).
@@ -27,7 +27,25 @@ pub struct StatusArgs {
     /// The ACL user to authenticate as, with --password.
     #[arg(long)]
     pub user: Option<String>,
+    /// Connect with TLS (to nodes' TLS ports: with --tls, each member is
+    /// reached at the client address it advertises, which is its TLS port
+    /// when it serves TLS only). Needs --tls-ca-cert-file.
+    #[arg(long)]
+    pub tls: bool,
+    /// CA certificates (PEM) the nodes' certificates must chain to.
+    #[arg(long)]
+    pub tls_ca_cert_file: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) to show, for nodes that ask for one.
+    #[arg(long)]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert-file.
+    #[arg(long)]
+    pub tls_key_file: Option<std::path::PathBuf>,
 }
+
+/// A byte stream to a node: plain TCP, or TLS over it.
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
 
 /// One member's answers, or why there are none.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +64,7 @@ impl Member {
 /// A connection speaking just enough RESP2 for the operator's commands
 /// (`status`, `backup`).
 pub(crate) struct Conn {
-    reader: BufReader<TcpStream>,
+    reader: BufReader<Box<dyn Stream>>,
 }
 
 impl Conn {
@@ -61,6 +79,7 @@ impl Conn {
         let stream = TcpStream::connect_timeout(&sock, TIMEOUT).map_err(|e| format!("{addr}: {e}"))?;
         stream.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
         stream.set_write_timeout(Some(wait)).map_err(|e| e.to_string())?;
+        let stream = if args.tls { tls_stream(addr, stream, args)? } else { Box::new(stream) as Box<dyn Stream> };
         let mut conn = Conn { reader: BufReader::new(stream) };
         if let Some(password) = &args.password {
             let mut auth = vec!["AUTH"];
@@ -109,6 +128,28 @@ impl Conn {
             _ => Err(format!("unexpected reply {line:?}")),
         }
     }
+}
+
+/// TLS over `stream`, checking the node's certificate against the CA and
+/// the host of `addr`.
+#[cfg(feature = "server")]
+fn tls_stream(addr: &str, stream: TcpStream, args: &StatusArgs) -> Result<Box<dyn Stream>, String> {
+    let ca = args.tls_ca_cert_file.as_deref().ok_or("--tls needs --tls-ca-cert-file")?;
+    let pair = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+        (None, None) => None,
+        _ => return Err("--tls-cert-file and --tls-key-file go together".into()),
+    };
+    let config = crate::tls::operator_client(ca, pair)?;
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| format!("{addr}: {e}"))?;
+    let conn = rustls::ClientConnection::new(config, name).map_err(|e| format!("{addr}: {e}"))?;
+    Ok(Box::new(rustls::StreamOwned::new(conn, stream)))
+}
+
+#[cfg(not(feature = "server"))]
+fn tls_stream(_: &str, _: TcpStream, _: &StatusArgs) -> Result<Box<dyn Stream>, String> {
+    Err("this build has no TLS".into())
 }
 
 /// `field:value` lines (`# Section` headers and blank lines skipped).

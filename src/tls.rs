@@ -179,6 +179,23 @@ pub fn peer_server_name(addr: &str) -> ServerName<'static> {
     ServerName::try_from(host.to_string()).unwrap_or_else(|_| ServerName::try_from("raftlock-peer").expect("a valid DNS name"))
 }
 
+/// The client side for an operator's command (`raftlock status`,
+/// `raftlock backup`): the node's certificate must chain to `ca` and name
+/// the host it is reached by; `cert` and `key`, if given, are shown to it.
+pub fn operator_client(ca: &Path, cert_and_key: Option<(&Path, &Path)>) -> Result<Arc<ClientConfig>, String> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots(ca)?);
+    let config = match cert_and_key {
+        Some((cert, k)) => builder
+            .with_client_auth_cert(certs(cert)?, key(k)?)
+            .map_err(|e| format!("the certificate and key do not fit together: {e}"))?,
+        None => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }

@@ -509,6 +509,21 @@ fn a_node_can_serve_tls_only() {
     assert!(matches!(q(&mut con, &["LOCK.ACQUIRE", "l", "me", "10000"]).unwrap(), Value::Int(t) if t > 0));
     let params = common::pairs(&q(&mut con, &["CONFIG", "GET", "port"]).unwrap());
     assert_eq!(common::lookup(&params, "port").and_then(common::as_text).as_deref(), Some("0"));
+    // The operator's commands speak TLS too.
+    let addr = format!("127.0.0.1:{tls_port}");
+    let tls_args = ["--tls", "--tls-ca-cert-file", s(&pki.ca.cert), "--tls-cert-file", s(&pki.client.cert), "--tls-key-file", s(&pki.client.key)];
+    let status = Command::new(env!("CARGO_BIN_EXE_raftlock")).args(["status", "--addr", &addr]).args(tls_args).output().unwrap();
+    let table = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success() && table.contains("leader"), "raftlock status over TLS: {table}{}", String::from_utf8_lossy(&status.stderr));
+    let file = dir.path().join("tls.backup");
+    let backup = Command::new(env!("CARGO_BIN_EXE_raftlock")).args(["backup", "--addr", &addr]).args(tls_args).arg(&file).output().unwrap();
+    assert!(backup.status.success(), "raftlock backup over TLS: {}", String::from_utf8_lossy(&backup.stderr));
+    assert!(String::from_utf8_lossy(&backup.stdout).contains("1 keys"), "{}", String::from_utf8_lossy(&backup.stdout));
+    // Without the CA it does not trust the node; plain TCP to a TLS port fails.
+    let untrusted = Command::new(env!("CARGO_BIN_EXE_raftlock")).args(["status", "--addr", &addr, "--tls"]).output().unwrap();
+    assert!(!untrusted.status.success() && String::from_utf8_lossy(&untrusted.stderr).contains("--tls-ca-cert-file"));
+    let plain = Command::new(env!("CARGO_BIN_EXE_raftlock")).args(["status", "--addr", &addr]).output().unwrap();
+    assert!(!plain.status.success());
     // Without --tls-port, --port 0 is refused: there would be no client port.
     let refused = Command::new(env!("CARGO_BIN_EXE_raftlock"))
         .args(["--port", "0", "--data-dir"])
