@@ -28,6 +28,9 @@ pub enum Bug {
     /// keep the key's version, so a lock key rewritten that way keeps the
     /// old grant's token.
     VersionKeptOnWrite,
+    /// A follower ends the pending state of a tracked read as soon as the
+    /// leader's answer arrives, before applying the entries it reflects.
+    TrackingAnsweredEarly,
     /// A freed lock goes to the waiter that queued last instead of first.
     WaitLifo,
 }

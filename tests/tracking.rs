@@ -148,3 +148,55 @@ fn a_reader_on_a_follower_is_told_of_a_write_through_the_leader() {
     w.cmd(&["SET", "shared", "1"]);
     assert_eq!(push(&mut a), invalidate(&["shared"]));
 }
+
+/// A follower forwards reads to the leader, whose answer can arrive before
+/// the follower has applied the entries the answer reflects. Those entries,
+/// applied after the answer, are changes the reader has already seen: they
+/// may be told, but must not end the read's tracking, or the first change
+/// after the read is never told (rueidislock's waiters, which sleep until
+/// told of the release, then hang). Here the leader's appends to the
+/// follower are held while a write and the read go through, so the
+/// follower applies the write only after the answer, every round.
+#[test]
+fn entries_a_follower_applies_after_the_answer_do_not_end_the_tracking() {
+    let _serial = cluster_support::serial();
+    let opts = cluster_support::Opts { partitionable: true, election_timeout_ms: Some(3000), ..Default::default() };
+    let c = cluster_support::Cluster::start(3, opts);
+    let leader = c.wait_leader(&[1, 2, 3], Duration::from_secs(10));
+    let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
+    c.wait_ready(&[1, 2, 3], Duration::from_secs(10));
+    let mut a = RawConn::connect(&c.node(follower).addr());
+    let mut w = RawConn::connect(&c.node(leader).addr());
+    hello3(&mut a);
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON"]), Resp::Simple("OK".into()));
+    assert_eq!(a.cmd(&["GET", "warm"]), Resp::Null, "the follower forwards through its link to the leader");
+    for round in 0..5 {
+        let seen = format!("seen-{round}");
+        c.net().hold_calls(leader, follower);
+        assert_eq!(w.cmd(&["SET", "k", &seen]), Resp::Simple("OK".into()));
+        assert_eq!(a.cmd(&["GET", "k"]), b(&seen), "round {round}: the leader answers with its applied state");
+        let reflected = c.node(leader).raft_info().unwrap().num("applied_index");
+        assert!(
+            c.node(follower).raft_info().unwrap().num("applied_index") < reflected,
+            "round {round}: the follower applied the write before the answer; the test does not test what it says"
+        );
+        c.net().heal();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while c.node(follower).raft_info().map(|i| i.num("applied_index")).unwrap_or(0) < reflected {
+            assert!(std::time::Instant::now() < deadline, "round {round}: the follower never caught up");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The write applied late may be told (the reader cannot tell it
+        // from a later one), once at most.
+        a.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        match a.read() {
+            Ok(p) => assert_eq!(p, invalidate(&["k"]), "round {round}"),
+            Err(common::RawErr::Timeout) => {}
+            Err(e) => panic!("round {round}: {e:?}"),
+        }
+        quiet(&mut a, 200);
+        // The first change after the read is told.
+        assert_eq!(w.cmd(&["SET", "k", &format!("after-{round}")]), Resp::Simple("OK".into()));
+        assert_eq!(push(&mut a), invalidate(&["k"]), "round {round}: the first change after the read");
+    }
+}

@@ -183,12 +183,16 @@ enum Route {
 struct ForwardedCommands(std::sync::Weak<Consensus>);
 
 impl peer::ForwardHandler for ForwardedCommands {
-    fn forward(&self, command: ClientCommand) -> futures_util::future::BoxFuture<'static, Result<Reply, ClusterError>> {
+    fn forward(&self, command: ClientCommand) -> futures_util::future::BoxFuture<'static, (Result<Reply, ClusterError>, u64)> {
         let consensus = self.0.upgrade();
         Box::pin(async move {
-            let Some(consensus) = consensus else { return Err(ClusterError::NoLeader) };
-            consensus.leader_term()?;
-            consensus.execute_here(command).await
+            let Some(consensus) = consensus else { return (Err(ClusterError::NoLeader), 0) };
+            let result = match consensus.leader_term() {
+                Ok(_) => consensus.execute_here(command).await,
+                Err(e) => Err(e),
+            };
+            // Read after the reply: at least the index it reflects.
+            (result, consensus.shared.applied_index())
         })
     }
 }
@@ -425,6 +429,14 @@ impl Consensus {
     /// (`keyspace::Sessions`). Only when time runs out does the client get
     /// `TRYAGAIN`/`CLUSTERDOWN`, and then the command may or may not have run.
     pub async fn execute(&self, conn: u64, request: Request) -> Result<Reply, ClusterError> {
+        self.execute_seen(conn, request).await.0
+    }
+
+    /// [`Consensus::execute`], with the log index the reply reflects when it
+    /// came from another node (the leader's applied index once it had
+    /// answered): this node may not have applied that far yet. `None` when
+    /// this node answered, or an older leader did not say.
+    pub async fn execute_seen(&self, conn: u64, request: Request) -> (Result<Reply, ClusterError>, Option<u64>) {
         let seq = self.next_request.fetch_add(1, Ordering::Relaxed);
         self.execute_as(conn, seq, request).await
     }
@@ -433,13 +445,30 @@ impl Consensus {
     /// (`Origin::seq`): to name it later, should its answer be lost.
     pub async fn execute_numbered(&self, conn: u64, request: Request) -> (u64, Result<Reply, ClusterError>) {
         let seq = self.next_request.fetch_add(1, Ordering::Relaxed);
-        (seq, self.execute_as(conn, seq, request).await)
+        (seq, self.execute_as(conn, seq, request).await.0)
     }
 
-    async fn execute_as(&self, conn: u64, seq: u64, request: Request) -> Result<Reply, ClusterError> {
+    /// Whether this node has applied the entry at `index`; if not, `later`
+    /// runs once it has (from the apply path, under the state lock: see
+    /// [`SharedState::on_applied`]), and false is returned.
+    pub fn applied_or_later(&self, index: u64, later: impl FnOnce()) -> bool {
+        let applied = self.shared.lock();
+        if applied.last_applied.map_or(0, |id| id.index) >= index {
+            return true;
+        }
+        later();
+        false
+    }
+
+    /// Sets the hook told this node's applied index after each batch.
+    pub fn on_applied(&self, hook: state_machine::AppliedHook) {
+        self.shared.on_applied(hook);
+    }
+
+    async fn execute_as(&self, conn: u64, seq: u64, request: Request) -> (Result<Reply, ClusterError>, Option<u64>) {
         if crate::planted::active(crate::planted::Bug::StaleReads) {
             if let Some(reply) = self.planted_local_read(&request) {
-                return Ok(reply);
+                return (Ok(reply), None);
             }
         }
         let client = ClientId { node: self.proposer.node_id, boot: self.boot, conn };
@@ -456,6 +485,7 @@ impl Consensus {
         loop {
             let seen = leader_of(&leadership.borrow_and_update());
             let mut may_have_run = false;
+            let mut reflects = None;
             let outcome = match self.route(deadline).await {
                 Err(e) => Err(e),
                 Ok(Route::Here) => self.execute_here(command.clone()).await,
@@ -465,8 +495,11 @@ impl Consensus {
                     // election, and the command goes to its successor.
                     let left = deadline.saturating_duration_since(Instant::now());
                     let ttl = if unrepeatable { left } else { left.min(FORWARD_ATTEMPT) }.max(Duration::from_millis(50));
-                    match self.pool.call(id, &addr, peer::PeerRequest::Forward(command.clone()), ttl).await {
-                        Ok(peer::PeerResponse::Forward(result)) => result,
+                    match self.pool.call_with_trailer(id, &addr, peer::PeerRequest::Forward(command.clone()), ttl).await {
+                        Ok(peer::Answer { response: peer::PeerResponse::Forward(result), applied }) => {
+                            reflects = applied;
+                            result
+                        }
                         Ok(_) => Err(ClusterError::Fatal("unexpected answer to a forwarded command".into())),
                         Err(e) => {
                             may_have_run = !matches!(e, peer::PeerError::NotSent(..));
@@ -500,7 +533,7 @@ impl Consensus {
                     }
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
-                other => return other,
+                other => return (other, reflects),
             }
         }
     }

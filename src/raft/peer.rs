@@ -92,7 +92,9 @@ pub enum PeerError {
 
 /// Runs commands forwarded by followers (implemented by the server).
 pub trait ForwardHandler: Send + Sync + 'static {
-    fn forward(&self, command: ClientCommand) -> BoxFuture<'static, Result<Reply, ClusterError>>;
+    /// The command's outcome, and this node's applied index once it was
+    /// reached (at least the index the reply reflects).
+    fn forward(&self, command: ClientCommand) -> BoxFuture<'static, (Result<Reply, ClusterError>, u64)>;
 }
 
 fn encode(id: u64, body: &impl Serialize) -> Bytes {
@@ -101,20 +103,36 @@ fn encode(id: u64, body: &impl Serialize) -> Bytes {
 
 /// A response frame, followed by this node's wall clock (Unix microseconds,
 /// 8 bytes little-endian) as it sends it, from which the caller estimates the
-/// offset between their clocks (see [`ClockEstimate`]). A node of an older
-/// version ignores the trailing bytes (bincode allows them), and a response
-/// without them is read as before.
-fn encode_stamped(id: u64, body: &PeerResponse) -> Bytes {
+/// offset between their clocks (see [`ClockEstimate`]); for a forwarded
+/// command, then by the leader's applied index after it (8 bytes, see
+/// [`Answer::applied`]). A node of an older version ignores the trailing
+/// bytes (bincode allows them; it reads no clock from a trailer of 16
+/// bytes), and a response without them is read as before.
+fn encode_stamped(id: u64, body: &PeerResponse, applied: Option<u64>) -> Bytes {
     let mut frame = bincode::serialize(&(id, body)).expect("serialising plain data cannot fail");
     frame.extend_from_slice(&crate::clock::wall_unix_us().to_le_bytes());
+    if let Some(applied) = applied {
+        frame.extend_from_slice(&applied.to_le_bytes());
+    }
     Bytes::from(frame)
 }
 
-/// The peer's wall clock stamped after the response in `frame`, if any.
-fn stamp_of(frame: &[u8], id: u64, response: &PeerResponse) -> Option<u64> {
-    let size = bincode::serialized_size(&(id, response)).ok()? as usize;
-    let stamp: [u8; 8] = frame.get(size..)?.try_into().ok()?;
-    Some(u64::from_le_bytes(stamp))
+/// What follows the response in `frame`: the peer's wall clock, and the
+/// applied index of a forwarded command's answer, each if there.
+fn trailer_of(frame: &[u8], id: u64, response: &PeerResponse) -> (Option<u64>, Option<u64>) {
+    let Some(size) = bincode::serialized_size(&(id, response)).ok() else { return (None, None) };
+    let field = |at: usize| -> Option<u64> {
+        let bytes: [u8; 8] = frame.get(size as usize + at..)?.get(..8)?.try_into().ok()?;
+        Some(u64::from_le_bytes(bytes))
+    };
+    (field(0), field(8))
+}
+
+/// A response, with the applied index the answering node sent after it
+/// (forwarded commands only; `None` from a node of an older version).
+pub struct Answer {
+    pub response: PeerResponse,
+    pub applied: Option<u64>,
 }
 
 /// The last clock offset measured of each peer, in ms (see [`ClockEstimate`]).
@@ -308,21 +326,26 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
         let (id, request): (u64, PeerRequest) = bincode::deserialize(&frame).map_err(|e| e.to_string())?;
         let (raft, handler, tx) = (raft.clone(), handler.clone(), tx.clone());
         tokio::spawn(async move {
-            let response = match request {
-                PeerRequest::Hello { .. } | PeerRequest::Proof(_) => PeerResponse::Refused("already past the handshake".into()),
-                PeerRequest::AppendEntries(rpc) => PeerResponse::AppendEntries(raft.append_entries(rpc).await),
-                PeerRequest::Vote(rpc) => PeerResponse::Vote(raft.vote(rpc).await),
-                PeerRequest::InstallSnapshot(rpc) => PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await),
-                PeerRequest::Forward(command) => PeerResponse::Forward(handler.forward(command).await),
+            let (response, applied) = match request {
+                PeerRequest::Hello { .. } | PeerRequest::Proof(_) => {
+                    (PeerResponse::Refused("already past the handshake".into()), None)
+                }
+                PeerRequest::AppendEntries(rpc) => (PeerResponse::AppendEntries(raft.append_entries(rpc).await), None),
+                PeerRequest::Vote(rpc) => (PeerResponse::Vote(raft.vote(rpc).await), None),
+                PeerRequest::InstallSnapshot(rpc) => (PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await), None),
+                PeerRequest::Forward(command) => {
+                    let (result, applied) = handler.forward(command).await;
+                    (PeerResponse::Forward(result), Some(applied))
+                }
             };
-            let _ = tx.send(encode_stamped(id, &response)).await;
+            let _ = tx.send(encode_stamped(id, &response, applied)).await;
         });
     }
     writer.abort();
     Ok(())
 }
 
-type Waiter = oneshot::Sender<Result<PeerResponse, PeerError>>;
+type Waiter = oneshot::Sender<Result<Answer, PeerError>>;
 
 /// One persistent connection to a peer, shared by every caller.
 struct PeerConn {
@@ -356,6 +379,11 @@ impl PeerPool {
 
     /// Sends `request` to `target` at `addr` and waits up to `ttl` for the answer.
     pub async fn call(&self, target: NodeId, addr: &str, request: PeerRequest, ttl: Duration) -> Result<PeerResponse, PeerError> {
+        self.call_with_trailer(target, addr, request, ttl).await.map(|a| a.response)
+    }
+
+    /// [`PeerPool::call`], with what the answer carried after it.
+    pub async fn call_with_trailer(&self, target: NodeId, addr: &str, request: PeerRequest, ttl: Duration) -> Result<Answer, PeerError> {
         let conn = self.conn(target, addr);
         let (tx, rx) = oneshot::channel();
         conn.requests
@@ -440,10 +468,11 @@ async fn run_conn(
                     match bincode::deserialize::<(u64, PeerResponse)>(&frame) {
                         Ok((id, response)) => {
                             if let Some((w, sent_us, sent_at)) = inflight.remove(&id) {
-                                if let Some(peer_us) = stamp_of(&frame, id, &response) {
+                                let (stamp, applied) = trailer_of(&frame, id, &response);
+                                if let Some(peer_us) = stamp {
                                     clock.sample(sent_us, sent_at.elapsed(), peer_us);
                                 }
-                                let _ = w.send(Ok(response));
+                                let _ = w.send(Ok(Answer { response, applied }));
                             }
                         }
                         Err(_) => break,

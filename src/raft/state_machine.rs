@@ -53,7 +53,17 @@ pub struct SharedState {
     acl_epoch: std::sync::atomic::AtomicU64,
     /// Told each new epoch (idle connections re-check their user then).
     acl_watch: tokio::sync::watch::Sender<u64>,
+    /// The index of the last applied entry (0: none), set at the end of
+    /// each applied batch, under the state lock.
+    applied_index: std::sync::atomic::AtomicU64,
+    /// Called with that index at the end of each applied batch (and
+    /// installed snapshot), under the state lock, after the batch's events
+    /// were delivered.
+    applied_hook: std::sync::OnceLock<AppliedHook>,
 }
+
+/// See [`SharedState::on_applied`].
+pub type AppliedHook = Box<dyn Fn(u64) + Send + Sync>;
 
 impl SharedState {
     /// Locks the applied state. Never held across an `.await`.
@@ -87,6 +97,29 @@ impl SharedState {
 
     pub fn acl_watch(&self) -> tokio::sync::watch::Receiver<u64> {
         self.acl_watch.subscribe()
+    }
+
+    /// The index of the last applied entry (0 before any), without the lock.
+    /// Read after a command's reply, it is at least the index the reply
+    /// reflects.
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Sets the one hook told the applied index after each applied batch
+    /// (see `applied_hook`); a second call changes nothing.
+    pub fn on_applied(&self, hook: AppliedHook) {
+        let _ = self.applied_hook.set(hook);
+    }
+
+    /// The batch that ended at `applied` (its events delivered) is done.
+    /// Called under the state lock.
+    fn batch_applied(&self, applied: &Applied) {
+        let index = applied.last_applied.map_or(0, |id| id.index);
+        self.applied_index.store(index, std::sync::atomic::Ordering::Release);
+        if let Some(hook) = self.applied_hook.get() {
+            hook(index);
+        }
     }
 }
 
@@ -143,7 +176,10 @@ impl StateMachine {
             acl,
             acl_epoch: Default::default(),
             acl_watch: tokio::sync::watch::channel(0).0,
+            applied_index: Default::default(),
+            applied_hook: Default::default(),
         });
+        shared.batch_applied(&shared.lock());
         Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default() })
     }
 
@@ -305,6 +341,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             crate::metrics::set_waiters(applied.keyspace.waiters().total());
             self.shared.publish_acl(&applied.keyspace);
+            self.shared.batch_applied(&applied);
         });
         if let Some(audit) = &self.audit {
             audit.flush();
@@ -345,6 +382,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             applied.membership = meta.last_membership.clone();
             let replaced = std::mem::replace(&mut applied.keyspace, keyspace);
             self.shared.publish_acl(&applied.keyspace);
+            self.shared.batch_applied(&applied);
             replaced
         };
         // Freed outside the lock, and off the runtime.

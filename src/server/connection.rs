@@ -257,8 +257,8 @@ impl Connection {
         let tracked = self.track_reads(commands.iter().map(|c| &c[..]));
         self.caching = None;
         let attempts: Vec<Option<Bytes>> = commands.iter().map(|c| commands::attempted_lock(c).cloned()).collect();
-        let outcome = self.on_leader(Request::Pipeline(commands)).await;
-        self.node.hub.reads_answered(self.id, &tracked);
+        let (outcome, reflects) = self.on_leader_seen(Request::Pipeline(commands)).await;
+        self.reads_answered(tracked, reflects);
         let replies = match outcome {
             Reply::Array(replies) if replies.len() == n => replies,
             // The request as a whole failed (no leader, timed out): every
@@ -436,8 +436,8 @@ impl Connection {
             // Replicated state: runs on the leader (here, or forwarded to it).
             Handler::Write(_) | Handler::Read(_) => {
                 let tracked = self.track_reads([&argv[..]]);
-                let reply = self.on_leader(Request::Command(argv)).await;
-                self.node.hub.reads_answered(self.id, &tracked);
+                let (reply, reflects) = self.on_leader_seen(Request::Command(argv)).await;
+                self.reads_answered(tracked, reflects);
                 (Some(reply), Next::Continue)
             }
             Handler::Local => self.local(spec, &argv).await,
@@ -460,7 +460,7 @@ impl Connection {
     /// keys it touches (rueidislock's scripts read their lock key so that
     /// a waiter hears of its release).
     ///
-    /// Returns the keys, for [`Hub::reads_answered`] once the reply is back.
+    /// Returns the keys, for [`Connection::reads_answered`] once the reply is back.
     fn track_reads<'a>(&self, commands: impl IntoIterator<Item = &'a [Bytes]>) -> Vec<Bytes> {
         let Some(mode) = &self.tracking else { return Vec::new() };
         if mode.bcast || !super::tracking::tracks(mode, self.caching) {
@@ -595,8 +595,8 @@ impl Connection {
                     // CLIENT ...) in their places; the rest is one entry.
                     let here = |c: &Vec<Bytes>| commands::lookup(&c[0]).is_some_and(|s| answered_here(s, c));
                     let replicated: Vec<Vec<Bytes>> = commands.iter().filter(|c| !here(c)).cloned().collect();
-                    let reply = self.on_leader(Request::Transaction { watched, commands: replicated }).await;
-                    self.node.hub.reads_answered(self.id, &tracked);
+                    let (reply, reflects) = self.on_leader_seen(Request::Transaction { watched, commands: replicated }).await;
+                    self.reads_answered(tracked, reflects);
                     match reply {
                         Reply::Array(results) if commands.iter().any(here) => {
                             let mut results = results.into_iter();
@@ -824,11 +824,42 @@ impl Connection {
     /// Sends `request` to the leader; a user with limits sends it as
     /// itself, so the scripts it runs keep to its permissions.
     async fn on_leader(&self, request: Request) -> Reply {
+        self.on_leader_seen(request).await.0
+    }
+
+    /// [`Connection::on_leader`], with the log index the reply reflects if
+    /// another node answered (see [`crate::raft::Consensus::execute_seen`]).
+    async fn on_leader_seen(&self, request: Request) -> (Reply, Option<u64>) {
         let request = match &self.perms {
             Some(_) => Request::AsUser { user: self.user.clone(), request: Box::new(request) },
             None => request,
         };
-        self.node.consensus.execute(self.id, request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
+        let (outcome, reflects) = self.node.consensus.execute_seen(self.id, request).await;
+        (outcome.unwrap_or_else(|e| Reply::Error(e.to_string())), reflects)
+    }
+
+    /// The reads of `tracked` (from [`Connection::track_reads`]) were
+    /// answered, reflecting the log up to `reflects` when the leader
+    /// answered: their tracking goes on as usual once this node has applied
+    /// that far (entries before, applied here after the answer, would
+    /// otherwise end it with a change the reader has already seen, and the
+    /// next change would not be told).
+    fn reads_answered(&self, tracked: Vec<Bytes>, reflects: Option<u64>) {
+        if tracked.is_empty() {
+            return;
+        }
+        let hub = &self.node.hub;
+        if let Some(index) = reflects.filter(|_| !crate::planted::active(crate::planted::Bug::TrackingAnsweredEarly)) {
+            let mut keys = Some(tracked);
+            let applied = self.node.consensus.applied_or_later(index, || {
+                hub.tracking.answered_at(index, self.id, keys.take().unwrap_or_default())
+            });
+            if let (true, Some(keys)) = (applied, keys) {
+                hub.reads_answered(self.id, &keys);
+            }
+            return;
+        }
+        hub.reads_answered(self.id, &tracked);
     }
 
     /// Becomes `user` (just authenticated as it).

@@ -154,6 +154,8 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
     let sink = Arc::new(move |events, origin| sink_hub.dispatch(events, origin));
     let consensus = Consensus::start(settings, peer_listener, storage.clone(), clock.clone(), sink).await?;
+    let applied_hub = hub.clone();
+    consensus.on_applied(Box::new(move |index| applied_hub.tracking.applied_through(index)));
     let me = consensus.client_id(0);
     hub.set_local_identity(me.node, me.boot);
     let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;

@@ -61,6 +61,10 @@ struct State {
     trackers: HashMap<u64, Tracker>,
     /// Default mode: key -> connections to tell when it changes.
     readers: HashMap<Bytes, HashSet<u64>>,
+    /// Answers that reflect entries this node has not applied yet, by the
+    /// index it must reach first: (connection, keys) for
+    /// [`Tracking::answered`] then.
+    deferred: std::collections::BTreeMap<u64, Vec<(u64, Vec<Bytes>)>>,
 }
 
 /// This node's tracking connections.
@@ -123,7 +127,7 @@ impl Tracking {
     /// those messages are returned for the caller to send.
     pub fn remember<'a>(&self, id: u64, keys: impl IntoIterator<Item = &'a Bytes>) -> Vec<Invalidation> {
         let mut state = self.lock();
-        let State { trackers, readers } = &mut *state;
+        let State { trackers, readers, .. } = &mut *state;
         let Some(t) = trackers.get_mut(&id) else { return Vec::new() };
         if t.mode.bcast {
             return Vec::new();
@@ -162,6 +166,32 @@ impl Tracking {
         }
     }
 
+    /// [`Tracking::answered`], once this node has applied the entry at
+    /// `index`: the answer came from the leader, which had applied that
+    /// far, and the entries up to there, applied here later, changed
+    /// nothing the reader has not seen. Until then their changes are told
+    /// but keep the keys tracked, so the first change after the read still
+    /// reaches the reader. Call it only while `index` is not applied, in
+    /// step with [`Tracking::applied_through`].
+    pub fn answered_at(&self, index: u64, id: u64, keys: Vec<Bytes>) {
+        self.lock().deferred.entry(index).or_default().push((id, keys));
+    }
+
+    /// This node has applied every entry up to `index` (and delivered their
+    /// changes): the answers waiting for it count as answered now.
+    pub fn applied_through(&self, index: u64) {
+        let mut state = self.lock();
+        if state.deferred.first_key_value().is_none_or(|(first, _)| *first > index) {
+            return;
+        }
+        let later = state.deferred.split_off(&(index + 1));
+        let due = std::mem::replace(&mut state.deferred, later);
+        drop(state);
+        for (id, keys) in due.into_values().flatten() {
+            self.answered(id, &keys);
+        }
+    }
+
     /// Who must hear that `keys` changed by a command of connection
     /// `origin` (a local connection; `None`: another node's, or no
     /// client's), and which of the keys each must hear about. Default-mode
@@ -172,7 +202,7 @@ impl Tracking {
             return Vec::new();
         }
         let mut per_client: HashMap<u64, Vec<Bytes>> = HashMap::new();
-        let State { trackers, readers } = &mut *state;
+        let State { trackers, readers, .. } = &mut *state;
         for key in keys {
             if let Some(mut ids) = readers.remove(key) {
                 ids.retain(|id| {
@@ -218,7 +248,7 @@ impl Tracking {
     /// and forgets what it read.
     pub fn flushed(&self) -> Vec<Invalidation> {
         let mut state = self.lock();
-        let State { trackers, readers } = &mut *state;
+        let State { trackers, readers, .. } = &mut *state;
         readers.clear();
         let out = trackers.iter_mut().map(|(id, t)| {
             // Reads in flight stay tracked, as in `changed`.
@@ -379,6 +409,38 @@ mod tests {
         t.flushed();
         t.answered(1, &[b("f")]);
         assert_eq!(keys_of(&t.changed(&[b("f")], None)), vec![Some(vec![b("f")])]);
+    }
+
+    #[test]
+    fn an_answer_from_the_leader_counts_once_this_node_applied_what_it_reflects() {
+        let t = Tracking::default();
+        t.enable(1, TrackingMode::default(), &sub());
+        t.remember(1, [&b("k")]);
+        // The leader answered at index 10; this node is at 8.
+        t.answered_at(10, 1, vec![b("k")]);
+        t.applied_through(9);
+        assert_eq!(t.changed(&[b("k")], None).len(), 1, "entry 9, applied late: told");
+        t.applied_through(10);
+        assert_eq!(t.changed(&[b("k")], None).len(), 1, "the first change after the read: told");
+        assert!(t.changed(&[b("k")], None).is_empty(), "and then it is over");
+        // Answers at several indexes are each released at theirs.
+        t.remember(1, [&b("a")]);
+        t.remember(1, [&b("c")]);
+        t.answered_at(20, 1, vec![b("a")]);
+        t.answered_at(30, 1, vec![b("c")]);
+        t.applied_through(25);
+        t.changed(&[b("a"), b("c")], None);
+        assert!(t.changed(&[b("a")], None).is_empty(), "a: answered at 20");
+        assert_eq!(t.changed(&[b("c")], None).len(), 1, "c: still waiting for 30");
+        t.applied_through(31);
+        t.changed(&[b("c")], None);
+        assert!(t.changed(&[b("c")], None).is_empty());
+        // A connection gone before its answer counts: nothing is left behind.
+        t.remember(1, [&b("gone")]);
+        t.answered_at(40, 1, vec![b("gone")]);
+        t.disable(1);
+        t.applied_through(40);
+        assert!(t.lock().deferred.is_empty());
     }
 
     #[test]

@@ -27,6 +27,10 @@ use std::time::Duration;
 struct State {
     /// Directed links `(from, to)` whose bytes are held.
     cut: Mutex<HashSet<(u64, u64)>>,
+    /// Directed links `(from, to)` whose calls are held: the bytes `from`
+    /// sends on connections it opened to `to` (its requests), while answers
+    /// to `to`'s own calls still flow.
+    calls_cut: Mutex<HashSet<(u64, u64)>>,
     changed: Condvar,
     stop: AtomicBool,
     /// Every socket the proxies opened, so that stopping can unblock them.
@@ -36,8 +40,17 @@ struct State {
 impl State {
     /// Blocks while `from → to` is cut; false once the network is stopped.
     fn wait_open(&self, from: u64, to: u64) -> bool {
+        self.wait_open_for(from, to, false)
+    }
+
+    /// [`State::wait_open`], for bytes that are `from`'s calls to `to` when
+    /// `call` (held by [`Net::hold_calls`] too).
+    fn wait_open_for(&self, from: u64, to: u64, call: bool) -> bool {
+        let held = |cut: &HashSet<(u64, u64)>| {
+            cut.contains(&(from, to)) || (call && self.calls_cut.lock().unwrap().contains(&(from, to)))
+        };
         let mut cut = self.cut.lock().unwrap();
-        while cut.contains(&(from, to)) && !self.stop.load(Ordering::SeqCst) {
+        while held(&cut) && !self.stop.load(Ordering::SeqCst) {
             cut = self.changed.wait_timeout(cut, Duration::from_millis(50)).unwrap().0;
         }
         !self.stop.load(Ordering::SeqCst)
@@ -75,6 +88,17 @@ impl Net {
         self.state.changed.notify_all();
     }
 
+    /// Holds the calls `from` makes to `to` (Raft's appends and votes, or
+    /// forwarded commands), but not `from`'s answers to the calls `to`
+    /// makes: e.g. a leader's appends to a follower wait while the answers
+    /// to the commands that follower forwards still arrive. Healed by
+    /// [`Net::heal`].
+    pub fn hold_calls(&self, from: u64, to: u64) {
+        self.state.calls_cut.lock().unwrap().insert((from, to));
+        let _cut = self.state.cut.lock().unwrap();
+        self.state.changed.notify_all();
+    }
+
     /// Cuts `a` off from each of `others`, both ways.
     pub fn isolate(&self, a: u64, others: &[u64]) {
         let mut cut = self.state.cut.lock().unwrap();
@@ -87,6 +111,7 @@ impl Net {
 
     /// Every link carries again; held bytes are delivered.
     pub fn heal(&self) {
+        self.state.calls_cut.lock().unwrap().clear();
         self.state.cut.lock().unwrap().clear();
         self.state.changed.notify_all();
     }
@@ -150,7 +175,7 @@ fn proxy_conn(state: Arc<State>, to: u64, mut caller: TcpStream, upstream: u16) 
     let _ = caller.set_nodelay(true);
     let Some(hello) = read_first_frame(&mut caller) else { return };
     let Some(from) = hello_node_id(&hello) else { return };
-    if !state.wait_open(from, to) {
+    if !state.wait_open_for(from, to, true) {
         return;
     }
     let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else { return };
@@ -162,21 +187,22 @@ fn proxy_conn(state: Arc<State>, to: u64, mut caller: TcpStream, upstream: u16) 
     let (Ok(caller2), Ok(server2)) = (caller.try_clone(), server.try_clone()) else { return };
     let back = {
         let state = state.clone();
-        thread::spawn(move || pump(&state, (to, from), server2, caller2))
+        thread::spawn(move || pump(&state, (to, from), false, server2, caller2))
     };
-    pump(&state, (from, to), caller, server);
+    pump(&state, (from, to), true, caller, server);
     let _ = back.join();
 }
 
-/// Copies `src` to `dst`, holding each chunk while `link` is cut.
-fn pump(state: &State, link: (u64, u64), mut src: TcpStream, mut dst: TcpStream) {
+/// Copies `src` to `dst`, holding each chunk while `link` is cut (or its
+/// calls held, if these are the caller's bytes: `calls`).
+fn pump(state: &State, link: (u64, u64), calls: bool, mut src: TcpStream, mut dst: TcpStream) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match src.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if !state.wait_open(link.0, link.1) || dst.write_all(&buf[..n]).is_err() {
+        if !state.wait_open_for(link.0, link.1, calls) || dst.write_all(&buf[..n]).is_err() {
             break;
         }
     }

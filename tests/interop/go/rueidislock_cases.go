@@ -251,83 +251,69 @@ func rueidislockMode(h *Harness, a Args, plain *Plain, library string, m rlMode)
 	// 2 lockers x 3 goroutines x 5 rounds: GET, then SET of the counter plus one
 	// through the locker's own client, under the lock. Only mutual exclusion
 	// makes the total exact; no two goroutines may hold the lock at once.
-	// KNOWN GAP, not hidden: through a follower, with NoLoopTracking, a
-	// waiter of this case still misses the release it waits for now and
-	// then (1 run in 2 on 2026-12-02) and runs into its deadline. One cause
-	// was found and fixed (a change applied while the waiter's failed
-	// attempt was in flight ended its tracking: src/server/tracking.rs);
-	// the likeliest one left is that the leader's reply can reach the
-	// follower before the follower has applied the entries before it, whose
-	// invalidations then end the tracking the read began. It is left out of
-	// the follower run until that is fixed, so that it cannot hide other
-	// failures.
-	if m.noloop && a.Port != a.CheckPort {
-		fmt.Fprintf(os.Stderr, "NOTE: %s: contention with NoLoopTracking through a follower is a known gap, not run\n", library)
-	} else {
-		h.Case(library, name("contention (2 lockers x 3 goroutines, counter)"), func() error {
-			if err := need(); err != nil {
-				return err
-			}
-			lock := "contention"
-			counter := unique(a.Prefix, "rueidislock-counter")
-			const perLocker, rounds = 3, 5
-			ctx, done := bounded(20 * time.Second)
-			defer done()
-			var inside, overlaps atomic.Int32
-			var wg sync.WaitGroup
-			errs := make(chan error, 2*perLocker)
-			for _, l := range []rueidislock.Locker{l1, l2} {
-				for g := 0; g < perLocker; g++ {
-					wg.Add(1)
-					go func(l rueidislock.Locker) {
-						defer wg.Done()
-						c := l.Client()
-						for r := 0; r < rounds; r++ {
-							lctx, cancel, err := l.WithContext(ctx, lock)
-							if err != nil {
-								errs <- errorf("WithContext (round %d): %v", r+1, err)
-								return
-							}
-							if inside.Add(1) != 1 {
-								overlaps.Add(1)
-							}
-							n, err := c.Do(lctx, c.B().Get().Key(counter).Build()).AsInt64()
-							if rueidis.IsRedisNil(err) {
-								n, err = 0, nil
-							}
-							if err == nil {
-								time.Sleep(time.Millisecond)
-								err = c.Do(lctx, c.B().Set().Key(counter).Value(fmt.Sprint(n+1)).Build()).Error()
-							}
-							inside.Add(-1)
-							cancel()
-							if err != nil {
-								errs <- errorf("counter under the lock (round %d): %v", r+1, err)
-								return
-							}
+	h.Case(library, name("contention (2 lockers x 3 goroutines, counter)"), func() error {
+		if err := need(); err != nil {
+			return err
+		}
+		lock := "contention"
+		counter := unique(a.Prefix, "rueidislock-counter")
+		const perLocker, rounds = 3, 5
+		ctx, done := bounded(20 * time.Second)
+		defer done()
+		var inside, overlaps atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*perLocker)
+		for _, l := range []rueidislock.Locker{l1, l2} {
+			for g := 0; g < perLocker; g++ {
+				wg.Add(1)
+				go func(l rueidislock.Locker) {
+					defer wg.Done()
+					c := l.Client()
+					for r := 0; r < rounds; r++ {
+						lctx, cancel, err := l.WithContext(ctx, lock)
+						if err != nil {
+							errs <- errorf("WithContext (round %d): %v", r+1, err)
+							return
 						}
-					}(l)
-				}
+						if inside.Add(1) != 1 {
+							overlaps.Add(1)
+						}
+						n, err := c.Do(lctx, c.B().Get().Key(counter).Build()).AsInt64()
+						if rueidis.IsRedisNil(err) {
+							n, err = 0, nil
+						}
+						if err == nil {
+							time.Sleep(time.Millisecond)
+							err = c.Do(lctx, c.B().Set().Key(counter).Value(fmt.Sprint(n+1)).Build()).Error()
+						}
+						inside.Add(-1)
+						cancel()
+						if err != nil {
+							errs <- errorf("counter under the lock (round %d): %v", r+1, err)
+							return
+						}
+					}
+				}(l)
 			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				return err
-			}
-			if n := overlaps.Load(); n != 0 {
-				return errorf("%d times a goroutine got the lock while another held it", n)
-			}
-			want := int64(2 * perLocker * rounds)
-			got, err := plain.Get(counter)
-			if err != nil {
-				return err
-			}
-			if string(got) != fmt.Sprint(want) {
-				return errorf("server: the counter is %s, expected exactly %d", show(got), want)
-			}
-			return plain.ExpectGone(key(lock))
-		})
-	}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			return err
+		}
+		if n := overlaps.Load(); n != 0 {
+			return errorf("%d times a goroutine got the lock while another held it", n)
+		}
+		want := int64(2 * perLocker * rounds)
+		got, err := plain.Get(counter)
+		if err != nil {
+			return err
+		}
+		if string(got) != fmt.Sprint(want) {
+			return errorf("server: the counter is %s, expected exactly %d", show(got), want)
+		}
+		return plain.ExpectGone(key(lock))
+	})
 
 	h.Case(library, name("holder's context cancelled releases"), func() error {
 		if err := need(); err != nil {
