@@ -854,7 +854,6 @@ fn blpop_on_several_keys_is_woken_by_any_of_them() {
 /// Redis serves a client blocked on several keys from the key that received a
 /// push first, when one transaction (or script) pushes to several of them.
 #[test]
-#[ignore = "known gap (issue 4): a woken BLPOP retries in key order, not in push order"]
 fn blpop_served_by_the_first_key_pushed_in_a_transaction() {
     let s = TestServer::start();
     let mut c = s.raw();

@@ -68,6 +68,48 @@ impl CommandSpec {
         self.positional_keys(argv).chain(counted.iter())
     }
 
+    /// Where [`CommandSpec::keys`] finds the keys in `argv`, in order.
+    fn key_indices(&self, argv: &[Bytes]) -> Vec<usize> {
+        let len = argv.len() as i64;
+        let first = self.first_key;
+        let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };
+        let step = self.key_step.max(1) as usize;
+        let mut at: Vec<usize> =
+            if first > 0 && first <= last { (first as usize..=last as usize).step_by(step).collect() } else { Vec::new() };
+        if self.numkeys_at > 0 {
+            let n = argv.get(self.numkeys_at).and_then(|n| crate::protocol::parse_i64(n)).unwrap_or(0).max(0) as usize;
+            let from = (self.numkeys_at + 1).min(argv.len());
+            at.extend(from..from.saturating_add(n).min(argv.len()));
+        }
+        at.retain(|i| *i < argv.len());
+        at
+    }
+
+    /// A blocking pop's retry after a push to `key` woke it: `argv` with
+    /// `key` moved to the first key position, the others in their order, so
+    /// that the retry pops from the key that was pushed to, as Redis serves
+    /// a woken client from the key that became ready (not from the first of
+    /// its keys). `None` if that changes nothing or the command's keys are
+    /// not all sources (`BLMOVE` names its destination).
+    pub fn with_key_first(&self, argv: &[Bytes], key: &Bytes) -> Option<Vec<Bytes>> {
+        if !matches!(self.name, "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop") {
+            return None;
+        }
+        let at = self.key_indices(argv);
+        let found = at.iter().position(|i| argv[*i] == key)?;
+        if found == 0 {
+            return None;
+        }
+        let mut reordered = argv.to_vec();
+        let mut keys: Vec<Bytes> = at.iter().map(|i| argv[*i].clone()).collect();
+        let woken = keys.remove(found);
+        keys.insert(0, woken);
+        for (i, k) in at.iter().zip(keys) {
+            reordered[*i] = k;
+        }
+        Some(reordered)
+    }
+
     /// The keys at the table's fixed positions (`first_key` .. `last_key`).
     fn positional_keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
         let len = argv.len() as i64;
@@ -321,6 +363,28 @@ pub fn command_docs(spec: &CommandSpec) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_woken_pop_retries_from_the_key_pushed_to() {
+        let argv = |s: &str| s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect::<Vec<_>>();
+        let first = |cmd: &str, key: &str| {
+            let a = argv(cmd);
+            lookup(&a[0]).unwrap().with_key_first(&a, &Bytes::copy_from_slice(key.as_bytes())).map(|v| {
+                v.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>().join(" ")
+            })
+        };
+        assert_eq!(first("BLPOP a b c 0", "c").as_deref(), Some("BLPOP c a b 0"));
+        assert_eq!(first("BRPOP a b c 0", "b").as_deref(), Some("BRPOP b a c 0"));
+        assert_eq!(first("BZPOPMIN a b 1.5", "b").as_deref(), Some("BZPOPMIN b a 1.5"));
+        assert_eq!(first("BLMPOP 0 3 a b c LEFT COUNT 2", "c").as_deref(), Some("BLMPOP 0 3 c a b LEFT COUNT 2"));
+        // Already first, not a key of the command, or not a source.
+        assert_eq!(first("BLPOP a b 0", "a"), None);
+        assert_eq!(first("BLPOP a b 0", "0"), None);
+        assert_eq!(first("BLMPOP 0 1 a LEFT", "LEFT"), None);
+        assert_eq!(first("BLMOVE a b LEFT RIGHT 0", "b"), None);
+        // A count the arguments cannot hold names fewer keys.
+        assert_eq!(first("BLMPOP 0 9 a b", "b").as_deref(), Some("BLMPOP 0 9 b a"));
+    }
 
     #[test]
     fn command_info_shows_the_acl_categories() {

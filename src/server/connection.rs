@@ -921,8 +921,10 @@ impl Connection {
         let id = self.id;
         let _blocked = Blocked::new(&node, id);
         let mut deadline = None;
+        let mut retry: Option<Vec<Bytes>> = None;
         for attempt in 0u64.. {
-            let reply = self.on_leader(Request::Command(argv.clone())).await;
+            let this = retry.take().unwrap_or_else(|| argv.clone());
+            let reply = self.on_leader(Request::Command(this)).await;
             if !matches!(reply, Reply::NilArray | Reply::Nil) {
                 return Some(reply);
             }
@@ -930,7 +932,7 @@ impl Connection {
                 // The first attempt checked every argument in Redis's order,
                 // so the timeout parses. It comes first in BLMPOP/BZMPOP,
                 // last in the others.
-                let at = if matches!(spec.name, "blmpop" | "bzmpop") { 1 } else { argv.len() - 1 };
+                let at = if spec.name == "blmpop" { 1 } else { argv.len() - 1 };
                 let timeout = match commands::parse_block_timeout(&argv[at]) {
                     Ok(t) => t,
                     Err(e) => return Some(Reply::from(e)),
@@ -942,7 +944,9 @@ impl Connection {
                     .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout));
             }
             tokio::select! {
-                _ = waiter.notify.notified() => {}
+                _ = waiter.wake.notify.notified() => {
+                    retry = waiter.wake.take_first().and_then(|key| spec.with_key_first(&argv, &key));
+                }
                 // As Redis, a blocked list or sorted-set pop that times out
                 // answers a nil array, whatever it answers when not blocking.
                 _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {

@@ -202,7 +202,7 @@ pub struct Hub {
     subs: Mutex<Subscriptions>,
     notify_flags: AtomicU32,
     /// Clients blocked in BLPOP/BRPOP, by list key: woken by pushes.
-    list_waiters: Mutex<HashMap<Bytes, Vec<Arc<Notify>>>>,
+    list_waiters: Mutex<HashMap<Bytes, Vec<Arc<ListWake>>>>,
     /// Connections of this node blocked in `LOCK.ACQUIRE ... WAIT`: where
     /// the end of their wait (command number, outcome) is sent.
     lock_waits: Mutex<HashMap<keyspace::ClientId, mpsc::UnboundedSender<(u64, WaitStep)>>>,
@@ -233,7 +233,27 @@ impl Drop for LockWait<'_> {
 pub struct ListWaiter<'a> {
     hub: &'a Hub,
     keys: Vec<Bytes>,
-    pub notify: Arc<Notify>,
+    pub wake: Arc<ListWake>,
+}
+
+/// How a blocked client is woken, and by which of its keys first.
+#[derive(Default)]
+pub struct ListWake {
+    pub notify: Notify,
+    first: Mutex<Option<Bytes>>,
+}
+
+impl ListWake {
+    /// The key whose push woke the client first since the last call (the
+    /// first of an entry's pushes, when one entry pushed to several).
+    pub fn take_first(&self) -> Option<Bytes> {
+        self.first.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn wake(&self, key: &Bytes) {
+        self.first.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| key.clone());
+        self.notify.notify_one();
+    }
 }
 
 impl Drop for ListWaiter<'_> {
@@ -241,7 +261,7 @@ impl Drop for ListWaiter<'_> {
         let mut waiters = self.hub.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
         for key in &self.keys {
             if let Some(list) = waiters.get_mut(key) {
-                list.retain(|n| !Arc::ptr_eq(n, &self.notify));
+                list.retain(|n| !Arc::ptr_eq(n, &self.wake));
                 if list.is_empty() {
                     waiters.remove(key);
                 }
@@ -298,18 +318,18 @@ impl Hub {
     /// Registers interest in pushes to `keys`. Register before trying to pop,
     /// so a push in between is not missed.
     pub fn wait_for_lists(&self, keys: &[Bytes]) -> ListWaiter<'_> {
-        let notify = Arc::new(Notify::new());
+        let wake = Arc::new(ListWake::default());
         let mut waiters = self.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
         for key in keys {
-            waiters.entry(key.clone()).or_default().push(notify.clone());
+            waiters.entry(key.clone()).or_default().push(wake.clone());
         }
-        ListWaiter { hub: self, keys: keys.to_vec(), notify }
+        ListWaiter { hub: self, keys: keys.to_vec(), wake }
     }
 
     fn wake_list_waiters(&self, key: &Bytes) {
         let waiters = self.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
-        for n in waiters.get(key).into_iter().flatten() {
-            n.notify_one();
+        for w in waiters.get(key).into_iter().flatten() {
+            w.wake(key);
         }
     }
 
