@@ -6,6 +6,7 @@
 //! [`Event`] values for the caller to deliver.
 
 pub mod acl;
+mod expiries;
 mod glob;
 mod sessions;
 mod waiters;
@@ -269,7 +270,7 @@ pub struct Keyspace {
     /// changes copy only what they touch, so a snapshot is taken under the
     /// lock in constant time and encoded elsewhere while applying goes on.
     entries: imbl::OrdMap<Bytes, Entry>,
-    expiries: imbl::OrdSet<(LogTime, Bytes)>,
+    expiries: expiries::Expiries,
     /// Highest log time applied so far.
     log_time: LogTime,
     /// Last version handed out.
@@ -300,7 +301,7 @@ struct Undo {
     /// versions in this order, the same on every node.
     keys: BTreeMap<Bytes, Option<Entry>>,
     /// The whole keyspace, saved once if the transaction flushed it.
-    flushed: Option<(imbl::OrdMap<Bytes, Entry>, imbl::OrdSet<(LogTime, Bytes)>)>,
+    flushed: Option<(imbl::OrdMap<Bytes, Entry>, expiries::Expiries)>,
     scripts: Option<imbl::OrdMap<String, Bytes>>,
     waiters: Option<Waiters>,
     /// Sessions as they were, if a handoff resolved a waiter's reply.
@@ -308,30 +309,81 @@ struct Undo {
     last_version: Version,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct SnapshotV1 {
     log_time: LogTime,
     last_version: Version,
     scripts: BTreeMap<String, Bytes>,
-    entries: Vec<(Bytes, Entry)>,
+    entries: DecodedEntries,
+}
+
+/// The keys of a snapshot (a sequence of key and entry, in key order), read
+/// straight into the map as they are decoded: no list of every key in
+/// between (for 10 M keys, a gigabyte copied as it grows), and the map is
+/// built in key order, so each insert lands at its right edge. The expiry
+/// index is built afterwards, from the expiries sorted (inserting them in
+/// key order would land all over the index).
+#[derive(Default)]
+struct DecodedEntries {
+    map: imbl::OrdMap<Bytes, Entry>,
+    expiries: Vec<(LogTime, Bytes)>,
+}
+
+impl<'de> Deserialize<'de> for DecodedEntries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = DecodedEntries;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sequence of keys and their entries")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<DecodedEntries, A::Error> {
+                let mut out = DecodedEntries::default();
+                while let Some((key, entry)) = seq.next_element::<(Bytes, Entry)>()? {
+                    if let Some(at) = entry.expires_at {
+                        out.expiries.push((at, key.clone()));
+                    }
+                    // Never from `encode` (a map has each key once): a
+                    // second copy would leave the first's expiry indexed.
+                    if out.map.insert(key, entry).is_some() {
+                        return Err(serde::de::Error::custom("a key appears twice in the snapshot"));
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(Entries)
+    }
+}
+
+/// The keys of a keyspace as [`DecodedEntries`] reads them, written as they
+/// are iterated (no list of them first).
+struct EncodedEntries<'a>(&'a imbl::OrdMap<Bytes, Entry>);
+
+impl Serialize for EncodedEntries<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter())
+    }
 }
 
 /// Format 2: format 1 and the client sessions.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct SnapshotV2 {
     v1: SnapshotV1,
     sessions: Vec<(ClientId, u64, crate::protocol::Reply, LogTime)>,
 }
 
 /// Format 3: format 2 and the lock waiters.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct SnapshotV3 {
     v2: SnapshotV2,
     waiters: Vec<(Bytes, Vec<Waiter>)>,
 }
 
 /// Format 4: format 3 and the ACL users (written only when there are any).
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct SnapshotV4 {
     v3: SnapshotV3,
     acl: acl::AclTable,
@@ -343,7 +395,7 @@ struct SnapshotV1Out<'a> {
     log_time: LogTime,
     last_version: Version,
     scripts: BTreeMap<&'a String, &'a Bytes>,
-    entries: Vec<(&'a Bytes, &'a Entry)>,
+    entries: EncodedEntries<'a>,
 }
 
 /// [`SnapshotV2`] as written.
@@ -492,11 +544,11 @@ impl Keyspace {
         self.remember(&key);
         if let Some(old) = self.entries.get(&key) {
             if let Some(at) = old.expires_at {
-                self.expiries.remove(&(at, key.clone()));
+                self.expiries.remove(at, &key);
             }
         }
         if let Some(at) = entry.expires_at {
-            self.expiries.insert((at, key.clone()));
+            self.expiries.insert(at, key.clone());
         }
         self.entries.insert(key, entry);
     }
@@ -506,7 +558,7 @@ impl Keyspace {
         self.remember(key);
         let (key, entry) = self.entries.remove_with_key(key)?;
         if let Some(at) = entry.expires_at {
-            self.expiries.remove(&(at, key.clone()));
+            self.expiries.remove(at, &key);
         }
         if self.waiters.has(&key) {
             self.freed.push(key);
@@ -519,18 +571,18 @@ impl Keyspace {
         self.remember(key);
         let Some(entry) = self.entries.get_mut(key) else { return false };
         if let Some(old) = entry.expires_at {
-            self.expiries.remove(&(old, key.clone()));
+            self.expiries.remove(old, &key);
         }
         entry.expires_at = at;
         if let Some(at) = at {
-            self.expiries.insert((at, key.clone()));
+            self.expiries.insert(at, key.clone());
         }
         true
     }
 
     /// The earliest expiry of any key or waiter's deadline, due or not.
     pub fn next_expiry(&self) -> Option<LogTime> {
-        let key = self.expiries.get_min().map(|(at, _)| *at);
+        let key = self.expiries.first().map(|(at, _)| at);
         match (key, self.waiters.next_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -655,12 +707,12 @@ impl Keyspace {
                 for (key, before) in std::mem::take(&mut undo.keys) {
                     if let Some(e) = entries.remove(&key) {
                         if let Some(at) = e.expires_at {
-                            expiries.remove(&(at, key.clone()));
+                            expiries.remove(at, &key);
                         }
                     }
                     if let Some(e) = before {
                         if let Some(at) = e.expires_at {
-                            expiries.insert((at, key.clone()));
+                            expiries.insert(at, key.clone());
                         }
                         entries.insert(key, e);
                     }
@@ -698,7 +750,7 @@ impl Keyspace {
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         // In key order (the map is ordered), so equal keyspaces give
         // byte-identical snapshots.
-        let entries: Vec<(&Bytes, &Entry)> = self.entries.iter().collect();
+        let entries = EncodedEntries(&self.entries);
         let v1 = SnapshotV1Out {
             log_time: self.log_time,
             last_version: self.last_version,
@@ -751,7 +803,11 @@ impl Keyspace {
                 v1.last_version, v1.log_time
             )));
         }
-        let mut ks = Keyspace {
+        let DecodedEntries { map: entries, expiries: mut at } = v1.entries;
+        at.sort_unstable();
+        let ks = Keyspace {
+            entries,
+            expiries: expiries::Expiries::from_sorted(at),
             log_time: v1.log_time,
             last_version: v1.last_version,
             scripts: v1.scripts.into_iter().collect(),
@@ -760,9 +816,6 @@ impl Keyspace {
             acl: std::sync::Arc::new(acl),
             ..Keyspace::default()
         };
-        for (key, entry) in v1.entries {
-            ks.insert(key, entry);
-        }
         Ok(ks)
     }
 
@@ -958,6 +1011,35 @@ mod tests {
         assert_eq!(back.script("sha"), Some(&b("return 1")));
         assert_eq!(back.sessions().check(&client, 9), Seen::Again(crate::protocol::Reply::Int(4)));
         assert!(Keyspace::decode(&[9, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn a_snapshot_decodes_many_keys_and_their_expiries_in_any_order() {
+        let mut ks = Keyspace::new();
+        for i in 0..5000u64 {
+            let mut e = Entry::string(Bytes::from(format!("owner{i}")), i + 1, 0);
+            // Expiries in another order than the keys, some shared, some none.
+            e.expires_at = (i % 7 != 0).then_some(1_000_000 - (i * 7919) % 4999);
+            ks.insert(Bytes::from(format!("k{i}")), e);
+        }
+        let back = Keyspace::decode(&ks.encode()).unwrap();
+        assert_eq!(back, ks);
+        assert_eq!(back.expires_count(), ks.expires_count());
+        assert_eq!(back.next_expiry(), ks.next_expiry());
+        assert_eq!(back.encode(), ks.encode());
+    }
+
+    #[test]
+    fn a_snapshot_with_a_key_twice_is_refused() {
+        let mut ks = Keyspace::new();
+        ks.insert(b("a"), Entry::string(b("x"), 1, 0));
+        ks.insert(b("b"), Entry::string(b("y"), 2, 0));
+        let mut data = ks.encode();
+        let b_key = [1u8, 0, 0, 0, 0, 0, 0, 0, b'b'];
+        let at = data.windows(b_key.len()).position(|w| w == b_key).expect("key b in the encoding");
+        data[at + 8] = b'a';
+        let err = Keyspace::decode(&data).expect_err("a key twice");
+        assert!(err.0.contains("twice"), "{}", err.0);
     }
 
     /// Replicas compare digests of their encodings (`RAFT.DIGEST`): the same
