@@ -57,32 +57,28 @@ impl CommandSpec {
     /// command with `numkeys`, the keys that argument counts (none if it is
     /// not a count the arguments can hold).
     pub fn keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
-        let counted = match self.numkeys_at {
-            0 => &argv[..0],
-            at => {
-                let n = argv.get(at).and_then(|n| crate::protocol::parse_i64(n)).unwrap_or(0).max(0) as usize;
-                let from = (at + 1).min(argv.len());
-                &argv[from..(from.saturating_add(n)).min(argv.len())]
-            }
-        };
-        self.positional_keys(argv).chain(counted.iter())
+        self.key_positions(argv).map(move |i| &argv[i])
     }
 
-    /// Where [`CommandSpec::keys`] finds the keys in `argv`, in order.
-    fn key_indices(&self, argv: &[Bytes]) -> Vec<usize> {
+    /// Where [`CommandSpec::keys`] finds the keys in `argv`, in order: the
+    /// table's fixed positions (`first_key` .. `last_key`), then those a
+    /// `numkeys` argument counts. Every position is within `argv`.
+    fn key_positions(&self, argv: &[Bytes]) -> impl Iterator<Item = usize> {
         let len = argv.len() as i64;
         let first = self.first_key;
         let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };
-        let step = self.key_step.max(1) as usize;
-        let mut at: Vec<usize> =
-            if first > 0 && first <= last { (first as usize..=last as usize).step_by(step).collect() } else { Vec::new() };
-        if self.numkeys_at > 0 {
-            let n = argv.get(self.numkeys_at).and_then(|n| crate::protocol::parse_i64(n)).unwrap_or(0).max(0) as usize;
-            let from = (self.numkeys_at + 1).min(argv.len());
-            at.extend(from..from.saturating_add(n).min(argv.len()));
-        }
-        at.retain(|i| *i < argv.len());
-        at
+        let step = self.key_step.max(1);
+        let fixed = if first > 0 && first <= last { (first..=last).step_by(step as usize) } else { (1..=0).step_by(1) };
+        let counted = match self.numkeys_at {
+            0 => 0..0,
+            at => {
+                let n = argv.get(at).and_then(|n| crate::protocol::parse_i64(n)).unwrap_or(0).max(0) as usize;
+                let from = (at + 1).min(argv.len());
+                from..from.saturating_add(n).min(argv.len())
+            }
+        };
+        let argc = argv.len();
+        fixed.map(|i| i as usize).filter(move |i| *i < argc).chain(counted)
     }
 
     /// A blocking pop's retry after a push to `key` woke it: `argv` with
@@ -95,29 +91,18 @@ impl CommandSpec {
         if !matches!(self.name, "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop") {
             return None;
         }
-        let at = self.key_indices(argv);
+        let at: Vec<usize> = self.key_positions(argv).collect();
         let found = at.iter().position(|i| argv[*i] == key)?;
         if found == 0 {
             return None;
         }
         let mut reordered = argv.to_vec();
         let mut keys: Vec<Bytes> = at.iter().map(|i| argv[*i].clone()).collect();
-        let woken = keys.remove(found);
-        keys.insert(0, woken);
+        keys[..=found].rotate_right(1);
         for (i, k) in at.iter().zip(keys) {
             reordered[*i] = k;
         }
         Some(reordered)
-    }
-
-    /// The keys at the table's fixed positions (`first_key` .. `last_key`).
-    fn positional_keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
-        let len = argv.len() as i64;
-        let first = self.first_key;
-        let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };
-        let step = self.key_step.max(1);
-        let range = if first > 0 && first <= last { (first..=last).step_by(step as usize) } else { (1..=0).step_by(1) };
-        range.filter_map(move |i| argv.get(i as usize))
     }
 }
 
