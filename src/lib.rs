@@ -17,7 +17,10 @@
 //! - [`scripting`]: the deterministic, sandboxed Lua 5.1 for `EVAL`, and the
 //!   lock scripts libraries send word for word, run without Lua.
 //! - [`clock`]: the log-time source, monotonic and anchored, behind a trait.
-//! - [`storage`]: the only module that imports `rocksdb`.
+//! - [`storage`]: the only module that imports `rocksdb` (Raft's vote and
+//!   metadata), and the Raft log's own segment files ([`storage::wal`]:
+//!   written into space allocated ahead, so a group commit's `fdatasync`
+//!   does not also commit a new file size).
 //! - [`raft`]: the only module that imports `openraft`: types, log store, state
 //!   machine adapter, the authenticated peer transport, and [`raft::Consensus`],
 //!   the handle the server uses (group commit, ReadIndex batching, forwarding

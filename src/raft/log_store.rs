@@ -1,15 +1,15 @@
-//! The Raft log and vote on RocksDB (openraft `RaftLogStorage`, storage-v2).
+//! The Raft log ([`crate::storage::wal`]: segment files of its own) and the
+//! vote, committed and purged log ids (RocksDB's `meta` family), as openraft's
+//! `RaftLogStorage` (storage-v2).
 //!
-//! Appends are written at once (readable immediately) and made durable by a
-//! flusher thread that fsyncs the WAL once for every append queued behind it,
-//! then acknowledges them all: group commit. Nothing is acknowledged before it
-//! is on disk.
+//! Appends are handed to the log's writer thread, which fsyncs once for
+//! every append queued behind it and then acknowledges them all: group
+//! commit, with no disk I/O on the runtime's threads. Nothing is
+//! acknowledged before it is on disk.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Instant;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftLogId, Vote};
@@ -17,8 +17,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::types::{Entry, LogId, NodeId, StorageIoError, TypeConfig};
-use crate::keyspace::LogTime;
 use crate::clock::LogClock;
+use crate::keyspace::LogTime;
+use crate::storage::wal::{self, Wal};
 use crate::storage::{Batch, Cf, Storage};
 
 const VOTE: &[u8] = b"vote";
@@ -29,7 +30,7 @@ fn index_key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }
 
-fn io_err(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: impl std::error::Error + 'static) -> StorageIoError {
+fn io_err(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: impl std::fmt::Display) -> StorageIoError {
     StorageIoError::from_io_error(subject, verb, std::io::Error::other(e.to_string()))
 }
 
@@ -41,30 +42,36 @@ fn decode<T: DeserializeOwned>(raw: &[u8], subject: ErrorSubject<NodeId>) -> Res
     bincode::deserialize(raw).map_err(|e| io_err(subject, ErrorVerb::Read, e))
 }
 
+fn read_meta<T: DeserializeOwned>(db: &Storage, key: &[u8]) -> Result<Option<T>, StorageIoError> {
+    let raw = db.get(Cf::Meta, key).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
+    raw.map(|r| decode(&r, ErrorSubject::Store)).transpose()
+}
+
+fn read_purged(db: &Storage) -> Result<Option<LogId>, StorageIoError> {
+    Ok(read_meta::<Option<LogId>>(db, LAST_PURGED)?.flatten())
+}
+
 /// Reads log entries; cloned for each replication task.
 #[derive(Clone)]
 pub struct LogReader {
-    db: Arc<Storage>,
+    wal: Wal,
 }
 
 impl LogReader {
-    pub(super) fn new(db: Arc<Storage>) -> LogReader {
-        LogReader { db }
+    fn entries(&self, start: u64, end_inclusive: Option<u64>) -> Result<Vec<Entry>, StorageIoError> {
+        let end = end_inclusive.map_or(u64::MAX, |e| e.saturating_add(1));
+        let records = self.wal.read(start, end).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+        records.iter().map(|(_, raw)| decode(raw, ErrorSubject::Logs)).collect()
     }
 
-    fn entries(&self, start: u64, end_inclusive: Option<u64>) -> Result<Vec<Entry>, StorageIoError> {
-        let mut out = Vec::new();
-        self.db
-            .scan(Cf::Log, &index_key(start), |k, v| {
-                let index = u64::from_be_bytes(k.try_into().unwrap_or([0xff; 8]));
-                if end_inclusive.is_some_and(|end| index > end) {
-                    return Ok(false);
-                }
-                out.push(v.to_vec());
-                Ok(true)
-            })
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-        out.iter().map(|raw| decode(raw, ErrorSubject::Logs)).collect()
+    /// The entry at `index`, if the log holds it.
+    fn entry(&self, index: u64) -> Result<Option<Entry>, StorageIoError> {
+        Ok(self.entries(index, Some(index))?.pop())
+    }
+
+    /// The index of the last entry, if the log holds any.
+    pub(super) fn last_index(&self) -> Option<u64> {
+        self.wal.last_index()
     }
 }
 
@@ -91,27 +98,27 @@ impl RaftLogReader<TypeConfig> for LogReader {
 /// The log store handed to openraft.
 pub struct LogStore {
     reader: LogReader,
+    db: Arc<Storage>,
     clock: Arc<LogClock>,
-    flusher: mpsc::Sender<LogFlushed<TypeConfig>>,
 }
 
 impl LogStore {
-    /// Opens the log in `db` and starts its flusher thread. Recovers the
-    /// highest log time in the log into `clock`.
+    /// Opens the log of `db` and starts its writer thread, moving a log an
+    /// older version kept in RocksDB into the log's files first. Recovers
+    /// the highest log time in the log into `clock`.
     pub fn open(db: Arc<Storage>, clock: Arc<LogClock>) -> Result<LogStore, StorageIoError> {
-        let (tx, rx) = mpsc::channel::<LogFlushed<TypeConfig>>();
-        let flush_db = db.clone();
-        std::thread::Builder::new()
-            .name("raftlock-fsync".into())
-            .spawn(move || flush_loop(flush_db, rx))
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Write, e))?;
-        let store = LogStore { reader: LogReader { db }, clock, flusher: tx };
+        let err = |e: &dyn std::fmt::Display| io_err(ErrorSubject::Logs, ErrorVerb::Read, e);
+        move_legacy_log(&db)?;
+        let purged = read_purged(&db)?;
+        let wal = Wal::open(db.log_dir(), purged.map(|l| l.index)).map_err(|e| err(&e))?;
+        let store = LogStore { reader: LogReader { wal }, db, clock };
         store.recover_log_time()?;
         Ok(store)
     }
 
-    fn db(&self) -> &Storage {
-        &self.reader.db
+    /// A reader of this log.
+    pub(super) fn reader(&self) -> LogReader {
+        self.reader.clone()
     }
 
     /// Tells the clock where the log ends after a restart.
@@ -124,83 +131,91 @@ impl LogStore {
 
     /// The newest entry below `below` that carries a log time: (index, time).
     fn last_log_time(&self, below: u64) -> Result<Option<(u64, LogTime)>, StorageIoError> {
-        let mut found = None;
-        self.db()
-            .scan_back(Cf::Log, |_, v| {
-                if let Ok(entry) = bincode::deserialize::<Entry>(v) {
-                    if entry.log_id.index < below {
-                        if let EntryPayload::Normal(p) = entry.payload {
-                            found = Some((entry.log_id.index, p.log_time));
-                            return Ok(false);
-                        }
-                    }
+        let Some(last) = self.reader.last_index() else { return Ok(None) };
+        let first = self.reader.wal.first_index();
+        let mut index = last.min(below.saturating_sub(1));
+        if below == 0 {
+            return Ok(None);
+        }
+        while index >= first {
+            if let Some(entry) = self.reader.entry(index)? {
+                if let EntryPayload::Normal(p) = entry.payload {
+                    return Ok(Some((index, p.log_time)));
                 }
-                Ok(true)
-            })
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-        Ok(found)
+            }
+            if index == 0 {
+                break;
+            }
+            index -= 1;
+        }
+        Ok(None)
     }
+}
 
-    fn read_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageIoError> {
-        let raw = self.db().get(Cf::Meta, key).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
-        raw.map(|r| decode(&r, ErrorSubject::Store)).transpose()
+/// Runs blocking `work` on the runtime's blocking pool (outside a runtime,
+/// here).
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => rt.spawn_blocking(work).await.map_err(|e| e.to_string()),
+        Err(_) => Ok(work()),
     }
+}
+
+/// Moves the entries of the RocksDB `log` family (where versions before the
+/// log's own files kept them) into the log's files, once: written as one
+/// segment, durably, before they are deleted from RocksDB. A crash in
+/// between leaves both, and the next start keeps the files.
+fn move_legacy_log(db: &Storage) -> Result<(), StorageIoError> {
+    let err = |e: &dyn std::fmt::Display| io_err(ErrorSubject::Logs, ErrorVerb::Write, e);
+    let mut any = false;
+    db.scan(Cf::Log, &index_key(0), |_, _| {
+        any = true;
+        Ok(false)
+    })
+    .map_err(|e| err(&e))?;
+    if !any {
+        return Ok(());
+    }
+    if wal::is_empty(db.log_dir()).map_err(|e| err(&e))? {
+        let mut records = Vec::new();
+        db.scan(Cf::Log, &index_key(0), |k, v| {
+            let index = u64::from_be_bytes(k.try_into().unwrap_or([0xff; 8]));
+            records.push((index, v.to_vec()));
+            Ok(true)
+        })
+        .map_err(|e| err(&e))?;
+        let moved = wal::import(db.log_dir(), records).map_err(|e| err(&e))?;
+        tracing::info!(entries = moved, "moved the Raft log out of RocksDB into {}", db.log_dir().display());
+    }
+    let mut b = Batch::default();
+    b.delete_range(Cf::Log, index_key(0), index_key(u64::MAX));
+    db.write(b, true).map_err(|e| err(&e))
 }
 
 /// The vote stored in `db`, read without opening the log store.
 pub(super) fn read_vote(db: &Storage) -> Result<Option<Vote<NodeId>>, StorageIoError> {
-    let raw = db.get(Cf::Meta, VOTE).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Read, e))?;
-    raw.map(|r| decode(&r, ErrorSubject::Vote)).transpose()
+    read_meta(db, VOTE)
 }
 
-/// The index of the last entry in the log of `db`, if it has one.
-pub(super) fn last_index(db: &Storage) -> Result<Option<u64>, StorageIoError> {
-    let mut last = None;
-    db.scan_back(Cf::Log, |k, _| {
-        last = k.try_into().ok().map(u64::from_be_bytes);
-        Ok(false)
-    })
-    .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-    Ok(last)
+/// The first and last index of the log of `db` on disk (None if it holds no
+/// entry), read without changing anything. For tests and tools: the node
+/// must be stopped.
+pub fn log_on_disk(db: &Storage) -> Result<Option<(u64, u64)>, String> {
+    let purged = read_purged(db).map_err(|e| e.to_string())?;
+    wal::span(db.log_dir(), purged.map(|l| l.index)).map_err(|e| e.to_string())
 }
 
 /// Empties the log of `db` up to and including `last` (a snapshot covers
-/// it), records `last` as purged and committed, and stores `vote`: one
-/// synced batch (`raft::recovery`).
+/// it), records `last` as purged and committed, and stores `vote`
+/// (`raft::recovery`). The records first, durably; then the log's files go.
 pub(super) fn reset(db: &Storage, last: LogId, vote: Vote<NodeId>) -> Result<(), StorageIoError> {
     let mut b = Batch::default();
     b.delete_range(Cf::Log, index_key(0), index_key(u64::MAX));
     b.put(Cf::Meta, LAST_PURGED, encode(&Some(last)));
     b.put(Cf::Meta, COMMITTED, encode(&Some(last)));
     b.put(Cf::Meta, VOTE, encode(&vote));
-    db.write(b, true).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
-}
-
-/// Fsyncs the WAL once per batch of queued appends, then acknowledges them.
-fn flush_loop(db: Arc<Storage>, rx: mpsc::Receiver<LogFlushed<TypeConfig>>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter());
-        let started = Instant::now();
-        let result = db.sync_wal();
-        crate::metrics::record_fsync(started.elapsed(), batch.len());
-        match result {
-            Ok(()) => batch.into_iter().for_each(|cb| cb.log_io_completed(Ok(()))),
-            Err(e) => {
-                // After a failed fsync the kernel may have dropped the dirty
-                // pages: nothing written since the last good fsync can be
-                // trusted, and a retry could "succeed" without them. Failing
-                // the waiters stops openraft's core with a storage error, and
-                // a core that stops on an error stops the process
-                // (`raft::stop_on_fatal`); a restart recovers from what is
-                // really on disk and catches up.
-                tracing::error!("fsync of the Raft log failed: {e}");
-                for cb in batch {
-                    cb.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                }
-            }
-        }
-    }
+    db.write(b, true).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))?;
+    wal::remove_all(db.log_dir()).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -216,16 +231,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogReader;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageIoError> {
-        let last_purged = self.read_meta::<Option<LogId>>(LAST_PURGED)?.flatten();
-        let mut last = None;
-        self.db()
-            .scan_back(Cf::Log, |_, v| {
-                last = Some(v.to_vec());
-                Ok(false)
-            })
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-        let last_log_id = match last {
-            Some(raw) => Some(*decode::<Entry>(&raw, ErrorSubject::Logs)?.get_log_id()),
+        let last_purged = read_purged(&self.db)?;
+        let last_log_id = match self.reader.last_index() {
+            Some(index) => match self.reader.entry(index)? {
+                Some(entry) => Some(*entry.get_log_id()),
+                None => last_purged,
+            },
             None => last_purged,
         };
         Ok(LogState { last_purged_log_id: last_purged, last_log_id })
@@ -238,21 +249,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageIoError> {
         let mut b = Batch::default();
         b.put(Cf::Meta, VOTE, encode(vote));
-        self.db().write(b, true).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))
+        self.db.write(b, true).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageIoError> {
-        self.read_meta(VOTE)
+        read_meta(&self.db, VOTE)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageIoError> {
         let mut b = Batch::default();
         b.put(Cf::Meta, COMMITTED, encode(&committed));
-        self.db().write(b, false).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
+        self.db.write(b, false).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageIoError> {
-        Ok(self.read_meta::<Option<LogId>>(COMMITTED)?.flatten())
+        Ok(read_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten())
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageIoError>
@@ -260,29 +271,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut b = Batch::default();
+        let mut records = Vec::new();
         let mut end = None;
         for entry in entries {
             if let EntryPayload::Normal(p) = &entry.payload {
                 end = Some((entry.log_id.index, p.log_time));
             }
-            b.put(Cf::Log, index_key(entry.log_id.index), encode(&entry));
+            records.push((entry.log_id.index, encode(&entry)));
         }
         if let Some((index, t)) = end {
             self.clock.log_appended(index, t);
         }
-        // Written now (so readable when we return), durable when the flusher
-        // has synced the WAL behind it.
-        self.db().write(b, false).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Write, e))?;
-        self.flusher
-            .send(callback)
-            .map_err(|_| io_err(ErrorSubject::Logs, ErrorVerb::Write, std::io::Error::other("flusher stopped")))
+        // Readable when this returns, durable when the writer has synced it.
+        self.reader
+            .wal
+            .append(records, Box::new(move |result| callback.log_io_completed(result)))
+            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Write, e))
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageIoError> {
-        let mut b = Batch::default();
-        b.delete_range(Cf::Log, index_key(log_id.index), index_key(u64::MAX));
-        self.db().write(b, true).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+        let err = |e: &dyn std::fmt::Display| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e);
+        let done = self.reader.wal.truncate(log_id.index).map_err(|e| err(&e))?;
+        // Waited for off the runtime's threads: the writer first finishes
+        // the appends queued before the truncation.
+        off_runtime(move || done.recv()).await.map_err(|e| err(&e))?.map_err(|e| err(&e))?.map_err(|e| err(&e))?;
         // The removed entries' times must not outlive them (a later election
         // would continue from them).
         let remaining = self.last_log_time(log_id.index)?;
@@ -291,9 +303,57 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageIoError> {
+        // Recorded durably before any file goes: a start must never find
+        // entries missing above the purged index it knows.
         let mut b = Batch::default();
         b.put(Cf::Meta, LAST_PURGED, encode(&Some(log_id)));
-        b.delete_range(Cf::Log, index_key(0), index_key(log_id.index + 1));
-        self.db().write(b, false).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
+        let db = self.db.clone();
+        off_runtime(move || db.write(b, true))
+            .await
+            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?
+            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+        self.reader.wal.purge(log_id.index).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn blank(index: u64) -> Entry {
+        Entry { log_id: LogId::new(CommittedLeaderId::new(2, 1), index), payload: EntryPayload::Blank }
+    }
+
+    /// A log an older version kept in RocksDB is moved into the log's files
+    /// at the first start, entry for entry, and then read from there.
+    #[tokio::test]
+    async fn a_log_kept_in_rocksdb_is_moved_into_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = Storage::open(dir.path()).unwrap();
+            let mut b = Batch::default();
+            for i in 5..12 {
+                b.put(Cf::Log, index_key(i), encode(&blank(i)));
+            }
+            b.put(Cf::Meta, LAST_PURGED, encode(&Some(*blank(4).get_log_id())));
+            db.write(b, true).unwrap();
+            db.stop_background_work();
+        }
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system())).unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(11));
+        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(4));
+        let got = log.try_get_log_entries(0..100).await.unwrap();
+        assert_eq!(got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(), (5..12).collect::<Vec<_>>());
+        let mut left = 0;
+        db.scan(Cf::Log, &index_key(0), |_, _| {
+            left += 1;
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(left, 0, "the RocksDB copy is deleted once the files hold it");
+        assert_eq!(log_on_disk(&db).unwrap(), Some((5, 11)));
     }
 }

@@ -33,7 +33,7 @@ use crate::protocol::Reply;
 use crate::storage::Storage;
 
 pub use audit::AuditLog;
-pub use log_store::{LogReader, LogStore};
+pub use log_store::{log_on_disk, LogReader, LogStore};
 pub use peer::{clock_offsets as peer_clock_offsets, fill_random, PeerPool};
 pub use network::Network;
 pub use state_machine::{EventSink, SharedState, StateMachine};

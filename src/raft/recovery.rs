@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::audit::AuditLog;
-use super::log_store::{self, LogReader};
+use super::log_store::{self, LogStore};
 use super::state_machine::{self, StateMachine};
 use super::types::{LogId, NodeId, NodeInfo};
 use crate::clock::LogClock;
@@ -272,15 +272,17 @@ pub async fn force_new_cluster(
     secret: &str,
 ) -> Result<Forced, RecoveryError> {
     let sink: state_machine::EventSink = Arc::new(|_, _| 0);
-    let mut sm = StateMachine::open(db.clone(), clock, sink).map_err(fail)?.with_skipped_entries(skipped);
+    let mut sm = StateMachine::open(db.clone(), clock.clone(), sink).map_err(fail)?.with_skipped_entries(skipped);
     if let Some(audit) = audit {
         sm = sm.with_audit(audit);
     }
     let (applied, _) = sm.applied_state().await.map_err(fail)?;
-    let mut reader = LogReader::new(db.clone());
+    let log = LogStore::open(db.clone(), clock).map_err(fail)?;
+    let mut reader = log.reader();
+    drop(log);
     let mut next = applied.map_or(0, |l| l.index + 1);
     let mut replayed = 0;
-    let log_end = log_store::last_index(&db).map_err(fail)?;
+    let log_end = reader.last_index();
     while log_end.is_some_and(|end| next <= end) {
         let entries = reader.try_get_log_entries(next..next + REPLAY_CHUNK).await.map_err(fail)?;
         for (i, entry) in entries.iter().enumerate() {
@@ -299,6 +301,8 @@ pub async fn force_new_cluster(
         replayed += entries.len() as u64;
         sm.apply(entries).await.map_err(fail)?;
     }
+    // The log's files are closed before anything below may remove them.
+    drop(reader);
     let (last, membership) = sm.applied_state().await.map_err(fail)?;
     let Some(last) = last else {
         return Err(fail("this node has no data: there is nothing to force a cluster from"));

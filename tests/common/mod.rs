@@ -484,26 +484,14 @@ impl TestServer {
     }
 
     /// With the node stopped: the first and last index of the Raft log on disk
-    /// (None if the log is empty), read straight from its RocksDB.
+    /// (None if the log is empty), read straight from its files.
     pub fn log_on_disk(&self) -> Option<(u64, u64)> {
         assert!(self.child.is_none(), "log_on_disk needs the node stopped (RocksDB is single-process)");
-        use raftlock::storage::{Cf, Storage};
+        use raftlock::storage::Storage;
         let db = Storage::open(&self.data_dir()).expect("open the node's RocksDB");
-        let index = |k: &[u8]| u64::from_be_bytes(k.try_into().expect("log keys are 8-byte big-endian indexes"));
-        let mut first = None;
-        db.scan(Cf::Log, &0u64.to_be_bytes(), |k, _| {
-            first = Some(index(k));
-            Ok(false)
-        })
-        .expect("scan the log");
-        let mut last = None;
-        db.scan_back(Cf::Log, |k, _| {
-            last = Some(index(k));
-            Ok(false)
-        })
-        .expect("scan the log backwards");
+        let span = raftlock::raft::log_on_disk(&db).expect("read the log");
         db.stop_background_work();
-        first.zip(last)
+        span
     }
 }
 
