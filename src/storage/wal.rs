@@ -25,10 +25,12 @@
 //!
 //! # Invariants
 //!
-//! - Each segment is written once, front to back. After a restart or a
-//!   truncation the next record starts a new segment, so no segment ever
-//!   holds a valid record past the point where reading it stops (a torn
-//!   write, a truncation mark), and nothing a crash left behind comes back.
+//! - Each segment is written front to back, and past its write position it
+//!   holds only zeros: at a restart whatever follows the last valid record
+//!   (a torn write) is cut off and allocated again before writing goes on;
+//!   after a truncation the next record starts a new segment, so a segment
+//!   never holds a valid record past the point where reading it stops (a
+//!   truncation mark), and nothing a crash left behind comes back.
 //! - A later segment supersedes what earlier ones hold from its first index
 //!   on (only a truncation makes that overlap, and it removes or marks the
 //!   old records durably before the new segment is written).
@@ -392,6 +394,23 @@ impl Wal {
         if removed {
             sync_dir(dir).map_err(|e| WalError::io(dir.display(), e))?;
         }
+        // Writing goes on in the last segment, where its valid records end:
+        // what lies beyond them (a torn write) is cut off and the space
+        // allocated again, so past the write position there are only zeros
+        // (a restart does not cost a new segment).
+        let active = match found.records.last() {
+            Some((last, loc)) => {
+                let end = loc.offset + HEADER as u64 + u64::from(loc.len);
+                let capacity = SEGMENT_BYTES.max(end);
+                let path = dir.join(segment_name(loc.segment));
+                let file = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| WalError::io(path.display(), e))?;
+                file.set_len(end).map_err(|e| WalError::io(path.display(), e))?;
+                allocate(&file, end, capacity - end).map_err(|e| WalError::io(path.display(), e))?;
+                file.sync_all().map_err(|e| WalError::io(path.display(), e))?;
+                Some(Active { first: loc.segment, next_index: last + 1, end, capacity })
+            }
+            None => None,
+        };
         let state = State {
             first,
             purged,
@@ -399,7 +418,7 @@ impl Wal {
             recent: VecDeque::new(),
             recent_bytes: 0,
             segments,
-            active: None,
+            active,
             appends: 0,
         };
         let shared = Arc::new(Shared { dir: dir.to_path_buf(), state: Mutex::new(state), written: AtomicU64::new(0) });
@@ -621,21 +640,34 @@ impl Wal {
     }
 }
 
-/// Creates a segment file with `capacity` bytes allocated (zeros), durably
-/// named in its directory.
-fn create_segment(dir: &Path, first: u64, capacity: u64) -> std::io::Result<File> {
-    let path = dir.join(segment_name(first));
-    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+/// Allocates `len` bytes of `file` from `offset` on (reading as zeros).
+fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
     // SAFETY: fallocate on a file descriptor we own; no memory is passed.
-    let r = unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&file), 0, 0, capacity as libc::off_t) };
+    let r = unsafe {
+        libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(file), 0, offset as libc::off_t, len as libc::off_t)
+    };
     if r != 0 {
         let e = std::io::Error::last_os_error();
         // A file system without fallocate: the segment grows as it is
         // written, correct but with slower syncs.
         if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-            let _ = std::fs::remove_file(&path);
             return Err(e);
         }
+    }
+    Ok(())
+}
+
+/// Creates a segment file with `capacity` bytes allocated (zeros), durably
+/// named in its directory.
+fn create_segment(dir: &Path, first: u64, capacity: u64) -> std::io::Result<File> {
+    let path = dir.join(segment_name(first));
+    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+    if let Err(e) = allocate(&file, 0, capacity) {
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
     }
     file.sync_all()?;
     sync_dir(dir)?;
@@ -669,6 +701,10 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                     let result = (|| {
                         if let Some(capacity) = create {
                             files.insert(segment, create_segment(&shared.dir, segment, capacity)?);
+                        } else if !files.contains_key(&segment) {
+                            // Continued after a restart (see `Wal::open`).
+                            let path = shared.dir.join(segment_name(segment));
+                            files.insert(segment, std::fs::OpenOptions::new().write(true).open(path)?);
                         }
                         let file = files
                             .get(&segment)
@@ -840,7 +876,7 @@ mod tests {
         assert_eq!(wal.last_index(), Some(24));
         assert_eq!(read_all(&wal), (0..25).collect::<Vec<_>>());
         append_sync(&wal, records(25..30));
-        assert_eq!(list_segments(dir.path()).unwrap().iter().map(|(f, _)| *f).collect::<Vec<_>>(), vec![0, 25]);
+        assert_eq!(list_segments(dir.path()).unwrap().iter().map(|(f, _)| *f).collect::<Vec<_>>(), vec![0], "a restart goes on in the last segment");
         drop(wal);
         let wal = Wal::open(dir.path(), None).unwrap();
         assert_eq!(read_all(&wal), (0..30).collect::<Vec<_>>());
@@ -866,14 +902,14 @@ mod tests {
         {
             let wal = Wal::open(dir.path(), None).unwrap();
             assert_eq!(read_all(&wal), (0..7).collect::<Vec<_>>());
-            // Records 8 and 9 are still whole in the old segment, after the
-            // torn one; new records 7.. go to a new segment.
-            append_sync(&wal, vec![(7, b"new 7".to_vec())]);
+            // Records 8 and 9 were whole after the torn one: they are cut
+            // off at the open, so a new record 7 of the same length as the
+            // old cannot bring the old 8 back behind it.
+            append_sync(&wal, vec![(7, payload(7))]);
         }
         let wal = Wal::open(dir.path(), None).unwrap();
-        let got = wal.read(0, u64::MAX).unwrap();
-        assert_eq!(got.len(), 8);
-        assert_eq!(got[7].1.as_ref(), b"new 7");
+        assert_eq!(read_all(&wal), (0..8).collect::<Vec<_>>());
+        assert_eq!(list_segments(dir.path()).unwrap().len(), 1);
     }
 
     #[test]
@@ -884,8 +920,9 @@ mod tests {
             append_sync(&wal, records(0..10));
         }
         {
-            // Reopened: 10.. go to a second segment.
+            // 10.. go to a second segment (as after a truncation).
             let wal = Wal::open(dir.path(), None).unwrap();
+            wal.shared.lock().active = None;
             append_sync(&wal, records(10..20));
             assert_eq!(list_segments(dir.path()).unwrap().len(), 2);
             // Cut in the middle of the first segment: the rest of it and the
@@ -915,6 +952,7 @@ mod tests {
         }
         {
             let wal = Wal::open(dir.path(), None).unwrap();
+            wal.shared.lock().active = None;
             append_sync(&wal, records(10..20));
             wal.purge(12).unwrap();
             assert_eq!(wal.first_index(), 13);
