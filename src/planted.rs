@@ -11,8 +11,9 @@ pub enum Bug {
     /// Reads are answered from the local state without `ensure_linearizable`,
     /// on any node.
     StaleReads,
-    /// Log appends are acknowledged without ever reaching the WAL, so they are
-    /// lost when the process dies.
+    /// Log appends are acknowledged as they arrive and reach the log's file
+    /// only 200 ms later, so a process that dies in between loses records it
+    /// acknowledged.
     AckBeforeFsync,
     /// Tokens come from a counter that is rebuilt from the live keys of the
     /// snapshot at start, so tokens are handed out again after a restart.

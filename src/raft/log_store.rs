@@ -263,7 +263,20 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageIoError> {
-        Ok(read_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten())
+        let saved = read_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten();
+        // openraft saves the committed id as soon as it learns it, which on
+        // a follower can be before the log's writer has written the entries
+        // it covers; a process that dies in between comes back with a
+        // committed id past its log, and openraft could not start (it
+        // re-applies up to it). No more than the log holds is reported: a
+        // lower committed id is always safe (the leader tells it again).
+        let Some(saved) = saved else { return Ok(None) };
+        let LogState { last_log_id, .. } = self.get_log_state().await?;
+        Ok(Some(match last_log_id {
+            Some(last) if last.index < saved.index => last,
+            Some(_) => saved,
+            None => return Ok(None),
+        }))
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageIoError>
@@ -355,5 +368,20 @@ mod tests {
         .unwrap();
         assert_eq!(left, 0, "the RocksDB copy is deleted once the files hold it");
         assert_eq!(log_on_disk(&db).unwrap(), Some((5, 11)));
+    }
+
+    /// A committed id saved past the entries the log holds (they were never
+    /// written: the process died first) reads back as the log's last id.
+    #[tokio::test]
+    async fn a_committed_id_past_the_log_reads_back_as_the_logs_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        wal::import(db.log_dir(), (0..6).map(|i| (i, encode(&blank(i))))).unwrap();
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system())).unwrap();
+        assert_eq!(log.read_committed().await.unwrap(), None);
+        log.save_committed(Some(*blank(3).get_log_id())).await.unwrap();
+        assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(3));
+        log.save_committed(Some(*blank(9).get_log_id())).await.unwrap();
+        assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(5));
     }
 }

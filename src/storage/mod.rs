@@ -201,11 +201,6 @@ impl Storage {
         }
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
-        if !sync && crate::planted::active(crate::planted::Bug::AckBeforeFsync) {
-            // Planted bug: what the flusher would have made durable never
-            // reaches the WAL at all.
-            opts.disable_wal(true);
-        }
         Ok(self.db.write_opt(wb, &opts)?)
     }
 

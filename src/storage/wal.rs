@@ -57,7 +57,7 @@ pub const SEGMENT_BYTES: u64 = 64 << 20;
 const HEADER: usize = 16;
 /// The newest payloads are kept in memory (written or not) up to this many
 /// bytes: replication and apply read entries just appended.
-const RECENT_BYTES: usize = 32 << 20;
+const RECENT_BYTES: usize = 8 << 20;
 const SUFFIX: &str = ".seg";
 
 /// Called once the records of an append are durable, or with why not.
@@ -682,20 +682,30 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
     let mut waiting: Vec<Done> = Vec::new();
     // After a failure nothing more is written or acknowledged.
     let mut failed: Option<String> = None;
-    let plant_unwritten = crate::planted::active(crate::planted::Bug::AckBeforeFsync);
+    let plant_early_ack = crate::planted::active(crate::planted::Bug::AckBeforeFsync);
     while let Ok(first) = rx.recv() {
         let mut jobs = vec![first];
         jobs.extend(rx.try_iter());
+        if plant_early_ack {
+            // Planted bug: appends are acknowledged as they arrive and reach
+            // the file a moment later; a process that dies in between loses
+            // records it acknowledged.
+            let mut acked = false;
+            for job in jobs.iter_mut() {
+                if let Job::Write { done, .. } = job {
+                    std::mem::replace(done, Box::new(|_| {}))(Ok(()));
+                    acked = true;
+                }
+            }
+            if acked {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        }
         for job in jobs {
             match job {
                 Job::Write { segment, create, offset, bytes, append, done } => {
                     waiting.push(done);
                     if failed.is_some() {
-                        continue;
-                    }
-                    if plant_unwritten {
-                        // Planted bug: acknowledged, never written; the
-                        // records live in memory only and die with the process.
                         continue;
                     }
                     let result = (|| {
@@ -824,9 +834,6 @@ fn truncate_files(
                     opened = f;
                     &opened
                 }
-                // Never written (the planted bug that skips writes): no
-                // record in it to mark.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
             },
         };
