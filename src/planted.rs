@@ -12,7 +12,7 @@ pub enum Bug {
     /// on any node.
     StaleReads,
     /// Log appends are acknowledged as they arrive and reach the log's file
-    /// only 200 ms later, so a process that dies in between loses records it
+    /// only a second later, so a process that dies in between loses records it
     /// acknowledged.
     AckBeforeFsync,
     /// Tokens come from a counter that is rebuilt from the live keys of the

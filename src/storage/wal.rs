@@ -698,7 +698,7 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                 }
             }
             if acked {
-                std::thread::sleep(std::time::Duration::from_millis(200));
+                std::thread::sleep(std::time::Duration::from_millis(1000));
             }
         }
         for job in jobs {
