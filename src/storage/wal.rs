@@ -861,6 +861,17 @@ mod tests {
         rx.recv().unwrap().unwrap();
     }
 
+    /// A log in `dir` of records 0..20, in two segments (0.. and 10..), as
+    /// a truncation leaves it.
+    fn two_segments(dir: &Path) -> Wal {
+        let wal = Wal::open(dir, None).unwrap();
+        append_sync(&wal, records(0..10));
+        wal.shared.lock().active = None;
+        append_sync(&wal, records(10..20));
+        assert_eq!(list_segments(dir).unwrap().len(), 2);
+        wal
+    }
+
     fn read_all(wal: &Wal) -> Vec<u64> {
         let got = wal.read(0, u64::MAX).unwrap();
         for (i, p) in &got {
@@ -923,15 +934,7 @@ mod tests {
     fn truncation_is_durable_and_old_records_never_return() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let wal = Wal::open(dir.path(), None).unwrap();
-            append_sync(&wal, records(0..10));
-        }
-        {
-            // 10.. go to a second segment (as after a truncation).
-            let wal = Wal::open(dir.path(), None).unwrap();
-            wal.shared.lock().active = None;
-            append_sync(&wal, records(10..20));
-            assert_eq!(list_segments(dir.path()).unwrap().len(), 2);
+            let wal = two_segments(dir.path());
             // Cut in the middle of the first segment: the rest of it and the
             // whole second segment go.
             wal.truncate(6).unwrap().recv().unwrap().unwrap();
@@ -954,13 +957,7 @@ mod tests {
     fn purging_removes_whole_segments_and_a_gap_above_the_purged_index_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let wal = Wal::open(dir.path(), None).unwrap();
-            append_sync(&wal, records(0..10));
-        }
-        {
-            let wal = Wal::open(dir.path(), None).unwrap();
-            wal.shared.lock().active = None;
-            append_sync(&wal, records(10..20));
+            let wal = two_segments(dir.path());
             wal.purge(12).unwrap();
             assert_eq!(wal.first_index(), 13);
             assert_eq!(read_all(&wal), (13..20).collect::<Vec<_>>());
