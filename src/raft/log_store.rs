@@ -132,11 +132,8 @@ impl LogStore {
     /// The newest entry below `below` that carries a log time: (index, time).
     fn last_log_time(&self, below: u64) -> Result<Option<(u64, LogTime)>, StorageIoError> {
         let Some(last) = self.reader.last_index() else { return Ok(None) };
+        let Some(mut index) = below.checked_sub(1).map(|b| b.min(last)) else { return Ok(None) };
         let first = self.reader.wal.first_index();
-        let mut index = last.min(below.saturating_sub(1));
-        if below == 0 {
-            return Ok(None);
-        }
         while index >= first {
             if let Some(entry) = self.reader.entry(index)? {
                 if let EntryPayload::Normal(p) = entry.payload {

@@ -113,7 +113,7 @@ struct Loc {
 struct Segment {
     path: PathBuf,
     /// The last index it holds that is still part of the log.
-    last: Option<u64>,
+    last: u64,
     /// Opened on the first read that misses the recent records.
     reader: OnceLock<Arc<File>>,
 }
@@ -180,9 +180,9 @@ enum Job {
     Write { segment: u64, create: Option<u64>, offset: u64, bytes: Bytes, append: u64, done: Done },
     /// Remove these segments (newest first), then mark `zero` (segment,
     /// offset) as the end of its segment; both durably.
-    Truncate { remove: Vec<PathBuf>, zero: Option<(u64, u64)>, done: mpsc::Sender<Result<(), String>> },
+    Truncate { remove: Vec<u64>, zero: Option<(u64, u64)>, done: mpsc::Sender<Result<(), String>> },
     /// Remove these purged segments.
-    Remove(Vec<PathBuf>),
+    Remove(Vec<u64>),
 }
 
 /// The log: appends, reads, truncation and purging. Cloning shares it.
@@ -381,7 +381,7 @@ impl Wal {
         for (seg_first, path) in found.files {
             match last_of.get(&seg_first) {
                 Some(last) => {
-                    segments.insert(seg_first, Segment { path, last: Some(*last), reader: OnceLock::new() });
+                    segments.insert(seg_first, Segment { path, last: *last, reader: OnceLock::new() });
                 }
                 None => {
                     // Empty (a crash right after it was created), superseded,
@@ -488,7 +488,7 @@ impl Wal {
             let capacity = SEGMENT_BYTES.max(total);
             state.active = Some(Active { first: start, next_index: start, end: 0, capacity });
             let path = self.shared.dir.join(segment_name(start));
-            state.segments.insert(start, Segment { path, last: None, reader: OnceLock::new() });
+            state.segments.insert(start, Segment { path, last: start, reader: OnceLock::new() });
             create = Some(capacity);
         }
         let (segment, base) = {
@@ -507,7 +507,7 @@ impl Wal {
             state.recent_bytes += len;
         }
         if let Some(seg) = state.segments.get_mut(&segment) {
-            seg.last = Some(start + records.len() as u64 - 1);
+            seg.last = start + records.len() as u64 - 1;
         }
         state.trim_recent(self.shared.written.load(Ordering::Acquire));
         self.send(Job::Write { segment, create, offset: base, bytes, append, done })
@@ -585,15 +585,13 @@ impl Wal {
         let keep = (from - state.first) as usize;
         state.locs.truncate(keep);
         let gone: Vec<u64> = state.segments.range(from..).map(|(first, _)| *first).collect();
-        let mut remove = Vec::new();
-        for first in gone.iter().rev() {
-            if let Some(seg) = state.segments.remove(first) {
-                remove.push(seg.path);
-            }
+        for first in &gone {
+            state.segments.remove(first);
         }
+        let remove: Vec<u64> = gone.into_iter().rev().collect();
         let zero = if cut.segment < from {
             if let Some(seg) = state.segments.get_mut(&cut.segment) {
-                seg.last = from.checked_sub(1);
+                seg.last = from - 1;
             }
             Some((cut.segment, cut.offset))
         } else {
@@ -624,19 +622,16 @@ impl Wal {
         let done: Vec<u64> = state
             .segments
             .iter()
-            .filter(|(first, seg)| Some(**first) != active && seg.last.map_or(true, |l| l <= upto))
+            .filter(|(first, seg)| Some(**first) != active && seg.last <= upto)
             .map(|(first, _)| *first)
             .collect();
-        let mut remove = Vec::new();
-        for first in done {
-            if let Some(seg) = state.segments.remove(&first) {
-                remove.push(seg.path);
-            }
-        }
-        if remove.is_empty() {
+        if done.is_empty() {
             return Ok(());
         }
-        self.send(Job::Remove(remove))
+        for first in &done {
+            state.segments.remove(first);
+        }
+        self.send(Job::Remove(done))
     }
 }
 
@@ -742,25 +737,10 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                     }
                     let _ = done.send(result);
                 }
-                Job::Remove(paths) => {
+                Job::Remove(segments) => {
                     sync(&files, &mut dirty, &mut waiting, &mut failed);
-                    for path in &paths {
-                        if let Some(first) = path
-                            .file_name()
-                            .and_then(|n| n.to_str())
-                            .and_then(|n| n.strip_suffix(SUFFIX))
-                            .and_then(|n| n.parse::<u64>().ok())
-                        {
-                            files.remove(&first);
-                        }
-                        if let Err(e) = std::fs::remove_file(path) {
-                            if e.kind() != std::io::ErrorKind::NotFound {
-                                tracing::warn!("cannot remove purged log segment {}: {e}", path.display());
-                            }
-                        }
-                    }
-                    if let Err(e) = sync_dir(&shared.dir) {
-                        tracing::warn!("cannot sync the log directory after purging: {e}");
+                    if let Err(e) = remove_segments(&shared.dir, &mut files, &segments) {
+                        tracing::warn!("cannot remove purged log segments: {e}");
                     }
                 }
             }
@@ -802,28 +782,30 @@ fn sync(files: &BTreeMap<u64, File>, dirty: &mut Vec<u64>, waiting: &mut Vec<Don
     }
 }
 
-fn truncate_files(
-    dir: &Path,
-    files: &mut BTreeMap<u64, File>,
-    remove: Vec<PathBuf>,
-    zero: Option<(u64, u64)>,
-) -> std::io::Result<()> {
-    // Newest first: a crash part way leaves a prefix of the old log.
-    for path in &remove {
-        if let Some(first) =
-            path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(SUFFIX)).and_then(|n| n.parse::<u64>().ok())
-        {
-            files.remove(&first);
-        }
-        match std::fs::remove_file(path) {
+/// Removes these segments, in the order given, then syncs the directory.
+fn remove_segments(dir: &Path, files: &mut BTreeMap<u64, File>, segments: &[u64]) -> std::io::Result<()> {
+    if segments.is_empty() {
+        return Ok(());
+    }
+    for first in segments {
+        files.remove(first);
+        match std::fs::remove_file(dir.join(segment_name(*first))) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
     }
-    if !remove.is_empty() {
-        sync_dir(dir)?;
-    }
+    sync_dir(dir)
+}
+
+fn truncate_files(
+    dir: &Path,
+    files: &mut BTreeMap<u64, File>,
+    remove: Vec<u64>,
+    zero: Option<(u64, u64)>,
+) -> std::io::Result<()> {
+    // Newest first: a crash part way leaves a prefix of the old log.
+    remove_segments(dir, files, &remove)?;
     if let Some((segment, offset)) = zero {
         let path = dir.join(segment_name(segment));
         let opened;
