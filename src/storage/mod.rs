@@ -1,10 +1,11 @@
 //! Durable storage on RocksDB: the only module that imports `rocksdb`.
 //!
-//! Three column families: small Raft metadata (`meta`: vote, committed,
+//! Four column families: small Raft metadata (`meta`: vote, committed,
 //! purged), and, read only to move them out of an older version's data, the
 //! Raft log (`log`, big-endian index keys) and the state-machine snapshot
-//! (`snapshot`). Writes are batches; durability is a synced write or an
-//! explicit [`Storage::sync_wal`].
+//! (`snapshot`); the fourth, `log-in-files`, holds nothing and is there to be
+//! refused (see [`Cf::LogInFiles`]). Writes are batches; durability is a
+//! synced write or an explicit [`Storage::sync_wal`].
 //!
 //! The Raft log itself is in files of its own ([`wal`], in `raftlog/` beside
 //! the database): appends there are written into space allocated ahead, which
@@ -29,16 +30,26 @@ pub enum Cf {
     Log,
     Meta,
     Snapshot,
+    /// Empty. Its presence stops a version that kept the Raft log in
+    /// RocksDB from opening this data: such a version opens its own list of
+    /// column families, and RocksDB refuses to open a database with one
+    /// missing from the list ("Column families not opened"). Started anyway,
+    /// it would find no log (the log is in `raftlog/` now), and a member with
+    /// an empty log and a saved vote can elect a leader that lacks committed
+    /// entries. Created at every open, before the log is touched, so even a
+    /// first start interrupted while moving an older log out is refused.
+    LogInFiles,
 }
 
 impl Cf {
-    const ALL: [Cf; 3] = [Cf::Log, Cf::Meta, Cf::Snapshot];
+    const ALL: [Cf; 4] = [Cf::Log, Cf::Meta, Cf::Snapshot, Cf::LogInFiles];
 
     fn name(self) -> &'static str {
         match self {
             Cf::Log => "log",
             Cf::Meta => "meta",
             Cf::Snapshot => "snapshot",
+            Cf::LogInFiles => "log-in-files",
         }
     }
 }
@@ -251,6 +262,30 @@ impl Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a version that kept the Raft log in RocksDB opened.
+    const BEFORE_LOG_IN_FILES: [&str; 3] = ["log", "meta", "snapshot"];
+
+    fn open_as_before_log_in_files(dir: &Path) -> Result<DB, rocksdb::Error> {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let cfs = BEFORE_LOG_IN_FILES.iter().map(|name| ColumnFamilyDescriptor::new(*name, Options::default()));
+        DB::open_cf_descriptors(&opts, dir, cfs)
+    }
+
+    #[test]
+    fn a_version_that_kept_the_log_in_rocksdb_cannot_open_this_data() {
+        let dir = tempfile::tempdir().unwrap();
+        // Data an older version wrote opens here, and is then refused to it.
+        drop(open_as_before_log_in_files(dir.path()).unwrap());
+        drop(Storage::open(dir.path()).unwrap());
+        let refused = open_as_before_log_in_files(dir.path()).err().expect("an older version must not open this data");
+        assert!(refused.into_string().contains("Column families not opened"));
+        // Still opens here, again and again.
+        drop(Storage::open(dir.path()).unwrap());
+        drop(Storage::open(dir.path()).unwrap());
+    }
 
     #[test]
     fn batches_scans_and_reopen() {
