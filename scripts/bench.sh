@@ -269,12 +269,41 @@ LOAD_TIMEOUT=$((WARMUP + DURATION + 90))
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
 : >"$WORK/results"
+# User and system CPU time, in clock ticks, of the given processes together.
+cpu_ticks() { # pid...
+    local pid t=0 v
+    for pid in "$@"; do
+        v="$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null)" && t=$((t + v))
+    done
+    echo "$t"
+}
+# The server processes a target's label names: a cluster counts all three.
+server_pids() { # label
+    case "$1" in
+        redis) echo "${PIDS[redis]}" ;;
+        raftlock-1) echo "${PIDS[raftlock]}" ;;
+        raftlock-3-*) echo "${PIDS[node1]} ${PIDS[node2]} ${PIDS[node3]}" ;;
+    esac
+}
+CLK_TCK="$(getconf CLK_TCK)"
 run_load() { # label port mode clients [keys]
-    local rc=0
+    local rc=0 pids end sampler
     log "load: $1, $3, $4 client(s)${5:+, $5 key}"
+    # The servers' CPU time over the measured part of the run (after the
+    # warm-up), appended as server_cpu_ms: CPU per pair moves far less with
+    # a shared machine's noise than pairs/s does.
+    read -ra pids <<<"$(server_pids "$1")"
+    rm -f "$WORK/cpu.start"
+    ( sleep "$WARMUP"; cpu_ticks "${pids[@]}" >"$WORK/cpu.start" ) &
+    sampler=$!
     timeout "$LOAD_TIMEOUT" "$LOADGEN" --host 127.0.0.1 --port "$2" --mode "$3" --scenario custom \
         --clients "$4" --keys "${5:-distinct}" --duration-secs "$DURATION" --warmup-secs "$WARMUP" --label "$1" \
         >>"$WORK/results" 2>"$WORK/loadgen.err" || rc=$?
+    end="$(cpu_ticks "${pids[@]}")"
+    wait "$sampler" 2>/dev/null || true
+    if [[ $rc -eq 0 && ${#pids[@]} -gt 0 && -s "$WORK/cpu.start" ]]; then
+        sed -i '$ s/$/ server_cpu_ms='"$(( (end - $(cat "$WORK/cpu.start")) * 1000 / CLK_TCK ))"'/' "$WORK/results"
+    fi
     if [[ $rc -ne 0 ]]; then
         log "loadgen against $1 ($3, $4 clients) failed (status $rc$([[ $rc -eq 124 ]] && echo ', timed out')); its messages:"
         cat "$WORK/loadgen.err" >&2
@@ -346,7 +375,15 @@ if [[ "$CONTENTION" -eq 1 ]]; then
                     (mean > 0) ? sprintf("%.1f", field(s, "acquire_max_ms") / mean) : "-",
                     (ent != "" && pairs > 0) ? sprintf("%.2f", ent / (field(s, "pairs_per_s") * secs)) : "-"
             }
-            for (k in errs) if (errs[k] > 0) { split(k, p, SUBSEP); printf "errors: %s %s: %d\n", p[1], p[2], errs[k] }
+            print ""
+        print "server CPU per pair, µs (user + system time of the server processes of each target, all three for a cluster, over the measured part; median):"
+        print "| workload | Redis AOF-always | raftlock 1 node | raftlock 3 nodes, leader | 3 nodes, via a follower |"
+        print "|---|---|---|---|---|"
+        cpu_row("SET NX PX + EVALSHA release, " n " clients", "redis-evalsha", n)
+        cpu_row("SET NX PX + EVALSHA release, 1 client", "redis-evalsha", 1)
+        cpu_row("LOCK.ACQUIRE + LOCK.RELEASE, " n " clients", "raftlock", n)
+        cpu_row("LOCK.ACQUIRE + LOCK.RELEASE, 1 client", "raftlock", 1)
+        for (k in errs) if (errs[k] > 0) { split(k, p, SUBSEP); printf "errors: %s %s: %d\n", p[1], p[2], errs[k] }
         }' "$WORK/results"
     exit "$status"
 fi
@@ -413,6 +450,7 @@ awk -v n="$CLIENTS" -v failover="$(sort -n "$WORK/failover" | tr '\n' ' ')" '
         cnt[k]++
         rate[k, cnt[k]] = f["pairs_per_s"] + 0
         p99[k, cnt[k]] = f["p99_ms"] + 0
+        cpu[k, cnt[k]] = ("server_cpu_ms" in f && f["pairs"] > 0) ? f["server_cpu_ms"] * 1000 / f["pairs"] : -1
         errs[k] += f["errors"]
     }
     function median(arr, k,    m, i, j, t, v) {
@@ -434,6 +472,15 @@ awk -v n="$CLIENTS" -v failover="$(sort -n "$WORK/failover" | tr '\n' ' ')" '
     function row(name, mode, c) {
         printf "| %s | %s | %s%s | %s | %s |\n", name, cell("redis", "redis-evalsha", c), cell("raftlock-1", mode, c), ratio("raftlock-1", mode, c), cell("raftlock-3-leader", mode, c), cell("raftlock-3-follower", mode, c)
     }
+    function cpu_cell(label, mode, c,    k, m) {
+        k = label SUBSEP mode SUBSEP c
+        if (!(k in cnt)) return "-"
+        m = median(cpu, k)
+        return (m < 0) ? "-" : sprintf("%.0f", m)
+    }
+    function cpu_row(name, mode, c) {
+        printf "| %s | %s | %s | %s | %s |\n", name, cpu_cell("redis", "redis-evalsha", c), cpu_cell("raftlock-1", mode, c), cpu_cell("raftlock-3-leader", mode, c), cpu_cell("raftlock-3-follower", mode, c)
+    }
     END {
         print "| workload | Redis AOF-always | raftlock 1 node (vs Redis) | raftlock 3 nodes, leader | 3 nodes, via a follower |"
         print "|---|---|---|---|---|"
@@ -444,6 +491,14 @@ awk -v n="$CLIENTS" -v failover="$(sort -n "$WORK/failover" | tr '\n' ' ')" '
         m = split(failover, fo, " ")
         med = (m == 0) ? "-" : ((m % 2) ? fo[(m + 1) / 2] : (fo[m / 2] + fo[m / 2 + 1]) / 2) " ms"
         printf "| first grant after kill -9 of the leader (median of %d: %s) | - | - | %s | |\n", m, failover, med
+        print ""
+        print "server CPU per pair, µs (user + system time of the server processes of each target, all three for a cluster, over the measured part; median):"
+        print "| workload | Redis AOF-always | raftlock 1 node | raftlock 3 nodes, leader | 3 nodes, via a follower |"
+        print "|---|---|---|---|---|"
+        cpu_row("SET NX PX + EVALSHA release, " n " clients", "redis-evalsha", n)
+        cpu_row("SET NX PX + EVALSHA release, 1 client", "redis-evalsha", 1)
+        cpu_row("LOCK.ACQUIRE + LOCK.RELEASE, " n " clients", "raftlock", n)
+        cpu_row("LOCK.ACQUIRE + LOCK.RELEASE, 1 client", "raftlock", 1)
         for (k in errs) if (errs[k] > 0) { split(k, p, SUBSEP); printf "errors: %s %s %s clients: %d\n", p[1], p[2], p[3], errs[k] }
     }' "$WORK/results"
 exit "$status"
