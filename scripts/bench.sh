@@ -375,15 +375,7 @@ if [[ "$CONTENTION" -eq 1 ]]; then
                     (mean > 0) ? sprintf("%.1f", field(s, "acquire_max_ms") / mean) : "-",
                     (ent != "" && pairs > 0) ? sprintf("%.2f", ent / (field(s, "pairs_per_s") * secs)) : "-"
             }
-            print ""
-        print "server CPU per pair, µs (user + system time of the server processes of each target, all three for a cluster, over the measured part; median):"
-        print "| workload | Redis AOF-always | raftlock 1 node | raftlock 3 nodes, leader | 3 nodes, via a follower |"
-        print "|---|---|---|---|---|"
-        cpu_row("SET NX PX + EVALSHA release, " n " clients", "redis-evalsha", n)
-        cpu_row("SET NX PX + EVALSHA release, 1 client", "redis-evalsha", 1)
-        cpu_row("LOCK.ACQUIRE + LOCK.RELEASE, " n " clients", "raftlock", n)
-        cpu_row("LOCK.ACQUIRE + LOCK.RELEASE, 1 client", "raftlock", 1)
-        for (k in errs) if (errs[k] > 0) { split(k, p, SUBSEP); printf "errors: %s %s: %d\n", p[1], p[2], errs[k] }
+            for (k in errs) if (errs[k] > 0) { split(k, p, SUBSEP); printf "errors: %s %s: %d\n", p[1], p[2], errs[k] }
         }' "$WORK/results"
     exit "$status"
 fi
