@@ -237,14 +237,14 @@ pub fn type_of(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// Every live key matching the glob pattern, sorted.
 pub fn keys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let mut glob = Glob::new(args.next_bytes()?);
-    let mut found: Vec<&Bytes> = Vec::new();
+    let mut found: Vec<&crate::keyspace::Key> = Vec::new();
     for (key, _) in ks.iter(ctx.now) {
         if matches_or_gives_up(&mut glob, key)? {
             found.push(key);
         }
     }
     found.sort();
-    Ok(Reply::Array(found.into_iter().map(|k| Reply::Bulk(k.clone())).collect()))
+    Ok(Reply::Array(found.into_iter().map(|k| Reply::Bulk(k.to_bytes())).collect()))
 }
 
 /// Whether `key` matches; an error once matching the pattern against this
@@ -275,7 +275,7 @@ pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     for (key, kind) in page {
         let wanted_type = options.type_name.as_deref().is_none_or(|want| want == kind);
         if wanted_type && options.matches(key)? {
-            keys.push(Reply::Bulk(key.clone()));
+            keys.push(Reply::Bulk(key.to_bytes()));
         }
     }
     Ok(Reply::Array(vec![Reply::text(&next.to_string()), Reply::Array(keys)]))
@@ -300,16 +300,16 @@ pub fn randomkey(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
     }
     if len <= UNIFORM_RANDOM_KEYS {
         let pick = rng.below(len);
-        return Ok(ks.iter(ctx.now).nth(pick).map(|(k, _)| Reply::Bulk(k.clone())).unwrap_or(Reply::Nil));
+        return Ok(ks.iter(ctx.now).nth(pick).map(|(k, _)| Reply::Bulk(k.to_bytes())).unwrap_or(Reply::Nil));
     }
     // A few tries: the key found may have expired.
     for _ in 0..16 {
         let point = ks.random_point(&mut rng);
         if let Some((key, _)) = ks.iter_from(&point, ctx.now).next() {
-            return Ok(Reply::Bulk(key.clone()));
+            return Ok(Reply::Bulk(key.to_bytes()));
         }
     }
-    Ok(ks.iter(ctx.now).next().map(|(k, _)| Reply::Bulk(k.clone())).unwrap_or(Reply::Nil))
+    Ok(ks.iter(ctx.now).next().map(|(k, _)| Reply::Bulk(k.to_bytes())).unwrap_or(Reply::Nil))
 }
 
 /// Removes `key` (live) as a rename or move does: its lock, if it was one,

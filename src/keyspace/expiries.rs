@@ -16,9 +16,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
-use super::LogTime;
+use super::{Key, LogTime};
 
 /// Most keys a group keeps as one sorted array.
 const FEW: usize = 128;
@@ -33,12 +31,12 @@ pub struct Expiries {
 /// The keys that expire in one millisecond, never empty.
 #[derive(Debug, Clone)]
 enum Group {
-    One(Bytes),
+    One(Key),
     /// Sorted, 2 to [`FEW`] keys.
-    Few(Arc<Vec<Bytes>>),
+    Few(Arc<Vec<Key>>),
     /// More than [`FEW`] when it became a set (it stays one until a single
     /// key is left).
-    Many(imbl::OrdSet<Bytes>),
+    Many(imbl::OrdSet<Key>),
 }
 
 /// Equal contents, whatever the groups' shapes.
@@ -58,7 +56,7 @@ impl Expiries {
     }
 
     /// Adds `key` at `at`; false if it was there already.
-    pub fn insert(&mut self, at: LogTime, key: Bytes) -> bool {
+    pub fn insert(&mut self, at: LogTime, key: Key) -> bool {
         let Some(group) = self.by_time.get_mut(&at) else {
             self.by_time.insert(at, Group::One(key));
             self.len += 1;
@@ -83,7 +81,7 @@ impl Expiries {
                     true
                 }
                 Err(_) => {
-                    let mut set: imbl::OrdSet<Bytes> = keys.iter().cloned().collect();
+                    let mut set: imbl::OrdSet<Key> = keys.iter().cloned().collect();
                     set.insert(key);
                     *group = Group::Many(set);
                     true
@@ -126,7 +124,7 @@ impl Expiries {
     }
 
     /// The earliest (time, key).
-    pub fn first(&self) -> Option<(LogTime, &Bytes)> {
+    pub fn first(&self) -> Option<(LogTime, &Key)> {
         let (at, group) = self.by_time.get_min()?;
         let key = match group {
             Group::One(k) => k,
@@ -137,7 +135,7 @@ impl Expiries {
     }
 
     /// Every (time, key), in order.
-    pub fn iter(&self) -> impl Iterator<Item = (LogTime, &Bytes)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (LogTime, &Key)> + '_ {
         self.by_time.iter().flat_map(|(at, group)| {
             let keys = match group {
                 Group::One(k) => GroupIter::Few(std::slice::from_ref(k).iter()),
@@ -151,7 +149,7 @@ impl Expiries {
     /// The index of `pairs`, which must be sorted by (time, key), each pair
     /// once (as a snapshot's keys give them, once sorted): no key is
     /// compared, unless a millisecond has more than [`FEW`].
-    pub fn from_sorted(pairs: Vec<(LogTime, Bytes)>) -> Expiries {
+    pub fn from_sorted(pairs: Vec<(LogTime, Key)>) -> Expiries {
         let len = pairs.len();
         let mut by_time = imbl::OrdMap::new();
         let mut pairs = pairs.into_iter().peekable();
@@ -174,14 +172,14 @@ impl Expiries {
 }
 
 enum GroupIter<'a> {
-    Few(std::slice::Iter<'a, Bytes>),
-    Many(imbl::ordset::Iter<'a, Bytes, imbl::shared_ptr::DefaultSharedPtr>),
+    Few(std::slice::Iter<'a, Key>),
+    Many(imbl::ordset::Iter<'a, Key, imbl::shared_ptr::DefaultSharedPtr>),
 }
 
 impl<'a> Iterator for GroupIter<'a> {
-    type Item = &'a Bytes;
+    type Item = &'a Key;
 
-    fn next(&mut self) -> Option<&'a Bytes> {
+    fn next(&mut self) -> Option<&'a Key> {
         match self {
             GroupIter::Few(it) => it.next(),
             GroupIter::Many(it) => it.next(),
@@ -193,8 +191,8 @@ impl<'a> Iterator for GroupIter<'a> {
 mod tests {
     use super::*;
 
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
+    fn b(s: &str) -> Key {
+        Key::new(s.as_bytes())
     }
 
     /// The index against a flat ordered set of (time, key), through random
@@ -222,8 +220,8 @@ mod tests {
                 }
                 assert_eq!(index.len(), flat.len());
                 if step % 500 == 0 {
-                    let got: Vec<(LogTime, Bytes)> = index.iter().map(|(t, k)| (t, k.clone())).collect();
-                    let want: Vec<(LogTime, Bytes)> = flat.iter().cloned().collect();
+                    let got: Vec<(LogTime, Key)> = index.iter().map(|(t, k)| (t, k.clone())).collect();
+                    let want: Vec<(LogTime, Key)> = flat.iter().cloned().collect();
                     assert_eq!(got, want, "step {step}");
                     assert_eq!(index.first().map(|(t, k)| (t, k.clone())), flat.first().cloned());
                     assert_eq!(Expiries::from_sorted(want), index, "rebuilt from its pairs");

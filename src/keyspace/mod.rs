@@ -6,8 +6,10 @@
 //! [`Event`] values for the caller to deliver.
 
 pub mod acl;
+pub use key::Key;
 mod expiries;
 mod glob;
+mod key;
 mod sessions;
 mod waiters;
 
@@ -269,7 +271,7 @@ pub struct Keyspace {
     /// Persistent (shared-structure) maps: a clone costs O(1) and later
     /// changes copy only what they touch, so a snapshot is taken under the
     /// lock in constant time and encoded elsewhere while applying goes on.
-    entries: imbl::OrdMap<Bytes, Entry>,
+    entries: imbl::OrdMap<Key, Entry>,
     expiries: expiries::Expiries,
     /// Highest log time applied so far.
     log_time: LogTime,
@@ -301,7 +303,7 @@ struct Undo {
     /// versions in this order, the same on every node.
     keys: BTreeMap<Bytes, Option<Entry>>,
     /// The whole keyspace, saved once if the transaction flushed it.
-    flushed: Option<(imbl::OrdMap<Bytes, Entry>, expiries::Expiries)>,
+    flushed: Option<(imbl::OrdMap<Key, Entry>, expiries::Expiries)>,
     scripts: Option<imbl::OrdMap<String, Bytes>>,
     waiters: Option<Waiters>,
     /// Sessions as they were, if a handoff resolved a waiter's reply.
@@ -325,8 +327,8 @@ struct SnapshotV1 {
 /// key order would land all over the index).
 #[derive(Default)]
 struct DecodedEntries {
-    map: imbl::OrdMap<Bytes, Entry>,
-    expiries: Vec<(LogTime, Bytes)>,
+    map: imbl::OrdMap<Key, Entry>,
+    expiries: Vec<(LogTime, Key)>,
 }
 
 impl<'de> Deserialize<'de> for DecodedEntries {
@@ -341,8 +343,8 @@ impl<'de> Deserialize<'de> for DecodedEntries {
 
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<DecodedEntries, A::Error> {
                 let mut out = DecodedEntries::default();
-                let mut previous: Option<Bytes> = None;
-                while let Some((key, entry)) = seq.next_element::<(Bytes, Entry)>()? {
+                let mut previous: Option<Key> = None;
+                while let Some((key, entry)) = seq.next_element::<(Key, Entry)>()? {
                     // `encode` writes each key once, in key order. Anything
                     // else is refused: a second copy of a key would leave the
                     // first's expiry indexed, and the expiry index is built
@@ -365,7 +367,7 @@ impl<'de> Deserialize<'de> for DecodedEntries {
 
 /// The keys of a keyspace as [`DecodedEntries`] reads them, written as they
 /// are iterated (no list of them first).
-struct EncodedEntries<'a>(&'a imbl::OrdMap<Bytes, Entry>);
+struct EncodedEntries<'a>(&'a imbl::OrdMap<Key, Entry>);
 
 impl Serialize for EncodedEntries<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -486,11 +488,11 @@ impl Keyspace {
     /// The live entry under `key`, for modification; an expired entry is
     /// deleted first (emitting `expired`), as Redis expires keys lazily.
     pub fn get_mut(&mut self, key: &Bytes, ctx: &mut ExecCtx) -> Option<&mut Entry> {
-        if self.entries.get(key).is_some_and(|e| e.is_expired(ctx.log_time)) {
+        if self.entries.get(&key[..]).is_some_and(|e| e.is_expired(ctx.log_time)) {
             self.expire_key(key, ctx);
         }
         self.remember(key);
-        self.entries.get_mut(key)
+        self.entries.get_mut(&key[..])
     }
 
     /// From now on, records what changes so that [`Keyspace::undo`] can put
@@ -546,6 +548,7 @@ impl Keyspace {
 
     /// Stores `entry` under `key`, replacing any previous value.
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
+        let key = Key::from(key);
         self.remember(&key);
         if let Some(old) = self.entries.get(&key) {
             if let Some(at) = old.expires_at {
@@ -566,7 +569,7 @@ impl Keyspace {
             self.expiries.remove(at, &key);
         }
         if self.waiters.has(&key) {
-            self.freed.push(key);
+            self.freed.push(key.to_bytes());
         }
         Some(entry)
     }
@@ -574,13 +577,13 @@ impl Keyspace {
     /// Sets or clears the expiry of an existing key. Returns false if absent.
     pub fn set_expiry(&mut self, key: &Bytes, at: Option<LogTime>) -> bool {
         self.remember(key);
-        let Some(entry) = self.entries.get_mut(key) else { return false };
+        let Some((name, entry)) = self.entries.get_key_value_mut(&key[..]) else { return false };
         if let Some(old) = entry.expires_at {
-            self.expiries.remove(old, &key);
+            self.expiries.remove(old, key);
         }
         entry.expires_at = at;
         if let Some(at) = at {
-            self.expiries.insert(at, key.clone());
+            self.expiries.insert(at, name.clone());
         }
         true
     }
@@ -596,7 +599,7 @@ impl Keyspace {
 
     /// Deletes every key whose expiry has passed at the entry's log time.
     pub fn expire_due(&mut self, ctx: &mut ExecCtx) -> usize {
-        let due: Vec<Bytes> = self
+        let due: Vec<Key> = self
             .expiries
             .iter()
             .take_while(|(at, _)| ctx.log_time > *at)
@@ -608,26 +611,28 @@ impl Keyspace {
         due.len()
     }
 
-    fn expire_key(&mut self, key: &Bytes, ctx: &mut ExecCtx) {
+    fn expire_key(&mut self, key: &[u8], ctx: &mut ExecCtx) {
         if let Some(entry) = self.remove(key) {
-            ctx.key_event('x', "expired", key);
+            let key = Bytes::copy_from_slice(key);
+            ctx.key_event('x', "expired", &key);
             if entry.lease {
                 let held_ms = ctx.log_time.saturating_sub(entry.since);
                 let ttl_ms = entry.expires_at.unwrap_or(0).saturating_sub(entry.since);
                 let (owner, token) = (entry.owner(), entry.version);
-                ctx.events.push(Event::Lease { kind: LeaseEvent::Expired, key: key.clone(), owner, token, ttl_ms, held_ms });
+                ctx.events.push(Event::Lease { kind: LeaseEvent::Expired, key, owner, token, ttl_ms, held_ms });
             }
         }
     }
 
     /// Live keys at `now`, in no particular order.
-    pub fn iter(&self, now: LogTime) -> impl Iterator<Item = (&Bytes, &Entry)> {
+    pub fn iter(&self, now: LogTime) -> impl Iterator<Item = (&Key, &Entry)> {
         self.entries.iter().filter(move |(_, e)| !e.is_expired(now))
     }
 
     /// Live keys at `now` from `from` on, in key order.
-    pub fn iter_from<'a>(&'a self, from: &[u8], now: LogTime) -> impl Iterator<Item = (&'a Bytes, &'a Entry)> {
-        self.entries.range(Bytes::copy_from_slice(from)..).filter(move |(_, e)| !e.is_expired(now))
+    pub fn iter_from<'a>(&'a self, from: &[u8], now: LogTime) -> impl Iterator<Item = (&'a Key, &'a Entry)> {
+        use std::ops::Bound;
+        self.entries.range::<_, [u8]>((Bound::Included(from), Bound::Unbounded)).filter(move |(_, e)| !e.is_expired(now))
     }
 
     /// A key name drawn between the first and the last key (`RANDOMKEY` on a
@@ -710,12 +715,13 @@ impl Keyspace {
                 let mut entries = std::mem::take(&mut self.entries);
                 let mut expiries = std::mem::take(&mut self.expiries);
                 for (key, before) in std::mem::take(&mut undo.keys) {
-                    if let Some(e) = entries.remove(&key) {
+                    if let Some(e) = entries.remove(&key[..]) {
                         if let Some(at) = e.expires_at {
                             expiries.remove(at, &key);
                         }
                     }
                     if let Some(e) = before {
+                        let key = Key::from(key);
                         if let Some(at) = e.expires_at {
                             expiries.insert(at, key.clone());
                         }
