@@ -435,7 +435,7 @@ pub fn queues_behind_holder(ks: &Keyspace, argv: &[Bytes]) -> bool {
     argv.len() == 6
         && argv[0].eq_ignore_ascii_case(b"lock.acquire")
         && argv[4].eq_ignore_ascii_case(b"wait")
-        && ks.get(&argv[1], ks.log_time()).is_some_and(|e| e.owner() != argv[2])
+        && ks.get(&argv[1], ks.log_time()).is_some_and(|e| e.owner_name() != &argv[2][..])
 }
 
 /// Whether the lock attempt `argv` ([`is_lock_attempt`]) might be refused,
@@ -449,7 +449,7 @@ pub fn may_be_refused(ks: &Keyspace, argv: &[Bytes]) -> bool {
     }
     let key = &argv[1];
     let acquire = argv[0].eq_ignore_ascii_case(b"lock.acquire");
-    let held = ks.get(key, ks.log_time()).is_some_and(|e| !acquire || e.owner() != argv[2]);
+    let held = ks.get(key, ks.log_time()).is_some_and(|e| !acquire || e.owner_name() != &argv[2][..]);
     held || ks.waiters().has(key)
 }
 
