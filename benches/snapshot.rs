@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use raftlock::keyspace::{Entry, Keyspace};
+use raftlock::keyspace::{Entry, Key, Keyspace};
 
 /// The system allocator, counting the bytes live on the heap as malloc
 /// holds them (its usable size, which includes each block's rounding up).
@@ -88,7 +88,7 @@ fn build(keys: usize, expiry: bool) -> Keyspace {
         let mut entry = Entry::string(owner, i as u64 + 1, 1000 + i as u64 / 50);
         if expiry {
             entry.lease = true;
-            entry.expires_at = Some(3_600_000 + i as u64 / 50);
+            entry.set_expires_at(Some(3_600_000 + i as u64 / 50));
         }
         ks.insert(key, entry);
     }
@@ -155,9 +155,10 @@ fn main() {
     println!("heap: keyspace of leases, built by inserts {built_heap}");
     println!("heap: the same, decoded from its snapshot {decoded_heap}");
     println!(
-        "sizes: map slot (key, entry) {} bytes, entry {}, key {}",
-        std::mem::size_of::<(Bytes, Entry)>(),
+        "sizes: map slot (key, entry) {} bytes, entry {}, value {}, key {}",
+        std::mem::size_of::<(Key, Entry)>(),
         std::mem::size_of::<Entry>(),
-        std::mem::size_of::<Bytes>(),
+        std::mem::size_of::<raftlock::keyspace::Value>(),
+        std::mem::size_of::<Key>(),
     );
 }

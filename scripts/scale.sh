@@ -9,7 +9,8 @@
 # sampler (redis-cli --latency, one PING every 10 ms). Then it prints: insert
 # rate, keys held, RSS and bytes per key, data directory size, the probes'
 # worst p99.9 window and maximum, raftlock's last snapshot (build time, size),
-# and the time from kill -9 to serving writes again after a restart.
+# and the time from kill -9 to serving writes again after a restart, and the
+# restarted node's RSS.
 # Servers run on free 127.0.0.1 ports with their data in one temporary
 # directory, and are stopped on exit.
 #
@@ -131,6 +132,15 @@ for i in $(seq 1 6000); do
     kill -0 "${PIDS[raftlock]}" 2>/dev/null || { RESTART="the node exited; see its log"; tail -n 20 "$WORK/raftlock.log" >&2; break; }
     sleep 0.1
 done
+# What the restarted node holds: the keyspace decoded from its snapshot and
+# the log replayed after it, once it serves.
+sleep 2
+RESTARTED_RSS="?"
+if kill -0 "${PIDS[raftlock]}" 2>/dev/null; then
+    rss="$(rss_kb "${PIDS[raftlock]}")"
+    keys="$(timeout 10 redis-cli -h 127.0.0.1 -p "$RL_PORT" DBSIZE || echo 0)"
+    RESTARTED_RSS="$((rss / 1024)) MB, $(( rss * 1024 / (keys > 0 ? keys : 1) )) bytes/key"
+fi
 
 echo
 echo "raftlock $( [[ -n "$BINARY" ]] && echo "$BINARY" || git -C "$ROOT" describe --always --dirty 2>/dev/null) vs $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /') (appendfsync always), $(nproc) CPUs, data on $(df -PT "$WORK" | awk 'NR==2 {print $2}')"
@@ -144,3 +154,4 @@ echo "| 1-client lock loop during the insert | ${ROW[redis.probe]} | ${ROW[raftl
 echo "| PING every 10 ms during the insert | ${ROW[redis.ping]} | ${ROW[raftlock.ping]} |"
 echo "| last snapshot: build (off the apply path), size | - | ${SNAP_SECS:-?} s, $(( ${SNAP_BYTES:-0} / 1024 / 1024 )) MB |"
 echo "| kill -9, restart, first write answered | - | $RESTART |"
+echo "| RSS after the restart | - | $RESTARTED_RSS |"

@@ -18,7 +18,7 @@ pub(super) fn delete_key(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> b
     ctx.key_event('g', "del", key);
     if entry.lease {
         let held_ms = ctx.log_time.saturating_sub(entry.since);
-        let ttl_ms = entry.expires_at.unwrap_or(0).saturating_sub(entry.since);
+        let ttl_ms = entry.expires_at().unwrap_or(0).saturating_sub(entry.since);
         let (owner, token) = (entry.owner(), entry.version);
         ctx.events.push(Event::Lease { kind: LeaseEvent::Released, key: key.clone(), owner, token, ttl_ms, held_ms });
     }
@@ -83,7 +83,7 @@ fn expire_generic(
     }
     let at = to_log_time(ctx, amount)?;
     let Some(entry) = ks.get_mut(&key, ctx) else { return Ok(Reply::Int(0)) };
-    let current = entry.expires_at;
+    let current = entry.expires_at();
     let allowed = match cond {
         ExpireCond::Always => true,
         ExpireCond::Nx => current.is_none(),
@@ -176,7 +176,7 @@ fn expiretime_generic(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, unit_ms: u64
     let key = args.next_bytes()?;
     Ok(Reply::Int(match ks.get(key, ctx.now) {
         None => -2,
-        Some(e) => match e.expires_at {
+        Some(e) => match e.expires_at() {
             None => -1,
             Some(at) => {
                 // Log time back to the wall clock of the view (see ReadCtx):
@@ -212,7 +212,7 @@ pub fn pexpiretime(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
 pub fn persist(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     match ks.get_mut(&key, ctx) {
-        Some(e) if e.expires_at.is_some() => {
+        Some(e) if e.expires_at().is_some() => {
             ks.set_expiry(&key, None);
             ctx.key_event('g', "persist", &key);
             Ok(Reply::Int(1))
@@ -319,7 +319,7 @@ fn take_for_move(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> Option<En
     let entry = ks.remove(key)?;
     if entry.lease {
         let held_ms = ctx.log_time.saturating_sub(entry.since);
-        let ttl_ms = entry.expires_at.unwrap_or(0).saturating_sub(entry.since);
+        let ttl_ms = entry.expires_at().unwrap_or(0).saturating_sub(entry.since);
         let (owner, token) = (entry.owner(), entry.version);
         ctx.events.push(Event::Lease { kind: LeaseEvent::Released, key: key.clone(), owner, token, ttl_ms, held_ms });
     }
@@ -402,8 +402,9 @@ pub fn copy(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         take_for_move(ks, ctx, &dst);
     }
     // A copy of a lock's key is a plain key: it holds no lease.
+    let expires_at = source.expires_at();
     let mut entry = Entry::new(source.value, ctx.version, ctx.log_time);
-    entry.expires_at = source.expires_at;
+    entry.set_expires_at(expires_at);
     ks.insert(dst.clone(), entry);
     ctx.key_event('g', "copy_to", &dst);
     Ok(Reply::Int(1))

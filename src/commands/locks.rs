@@ -95,7 +95,7 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
         }
         entry.lease = true;
         let (token, since) = (entry.version, entry.since);
-        let left_ms = entry.expires_at.map_or(0, |e| e.saturating_sub(ctx.log_time));
+        let left_ms = entry.expires_at().map_or(0, |e| e.saturating_sub(ctx.log_time));
         ks.set_expiry(&key, Some(expires_at));
         ctx.key_event('g', "expire", &key);
         let held_ms = ctx.log_time.saturating_sub(since);
@@ -103,7 +103,7 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
         return Ok(Reply::Int(token as i64));
     }
     let mut entry = Entry::string(owner.clone(), ctx.version, ctx.log_time);
-    entry.expires_at = Some(expires_at);
+    entry.set_expires_at(Some(expires_at));
     entry.lease = true;
     ks.insert(key.clone(), entry);
     ctx.key_event('$', "set", &key);
@@ -152,7 +152,7 @@ pub fn renew(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
     }
     entry.lease = true;
     let held_ms = ctx.log_time.saturating_sub(entry.since);
-    let left_ms = entry.expires_at.map_or(0, |e| e.saturating_sub(ctx.log_time));
+    let left_ms = entry.expires_at().map_or(0, |e| e.saturating_sub(ctx.log_time));
     ks.set_expiry(&key, Some(ctx.log_time.saturating_add(ttl_ms)));
     ctx.key_event('g', "expire", &key);
     ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed { left_ms }, key, owner, token, ttl_ms, held_ms });
@@ -198,7 +198,7 @@ pub fn fence(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
             entry.value = value;
             entry.rewritten(ctx.version, ctx.log_time);
         }
-        None => ks.insert(resource.clone(), Entry { value, ..Entry::string(Bytes::new(), ctx.version, ctx.log_time) }),
+        None => ks.insert(resource.clone(), Entry::new(value, ctx.version, ctx.log_time)),
     }
     ctx.key_event('$', "set", &resource);
     Ok(Reply::Int(token as i64))

@@ -74,11 +74,11 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let expires_at = match expiry {
         SetExpiry::None => None,
         SetExpiry::At(at) => Some(at),
-        SetExpiry::Keep => existing.as_ref().and_then(|e| e.expires_at),
+        SetExpiry::Keep => existing.as_ref().and_then(|e| e.expires_at()),
     };
     let value_owner = value.clone();
     let mut entry = Entry::string(value, ctx.version, ctx.log_time);
-    entry.expires_at = expires_at;
+    entry.set_expires_at(expires_at);
     // `SET k owner NX PX ttl` is how existing clients take a lock.
     entry.lease = nx && matches!(expiry, SetExpiry::At(_));
     ks.insert(key.clone(), entry);
@@ -382,7 +382,7 @@ pub fn getex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
             ctx.key_event('g', "expire", &key);
         }
         Change::Persist => {
-            if ks.get(&key, ctx.log_time).is_some_and(|e| e.expires_at.is_some()) {
+            if ks.get(&key, ctx.log_time).is_some_and(|e| e.expires_at().is_some()) {
                 ks.set_expiry(&key, None);
                 ctx.key_event('g', "persist", &key);
             }
