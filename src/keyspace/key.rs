@@ -60,27 +60,9 @@ impl std::ops::Deref for Key {
     }
 }
 
-impl AsRef<[u8]> for Key {
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
 impl Borrow<[u8]> for Key {
     fn borrow(&self) -> &[u8] {
         self.as_slice()
-    }
-}
-
-impl From<&[u8]> for Key {
-    fn from(name: &[u8]) -> Key {
-        Key::new(name)
-    }
-}
-
-impl From<&Bytes> for Key {
-    fn from(name: &Bytes) -> Key {
-        Key::new(name)
     }
 }
 
@@ -97,18 +79,6 @@ impl PartialEq for Key {
 }
 
 impl Eq for Key {}
-
-impl PartialEq<[u8]> for Key {
-    fn eq(&self, other: &[u8]) -> bool {
-        self.as_slice() == other
-    }
-}
-
-impl PartialEq<Bytes> for Key {
-    fn eq(&self, other: &Bytes) -> bool {
-        self.as_slice() == &other[..]
-    }
-}
 
 impl PartialOrd for Key {
     fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
