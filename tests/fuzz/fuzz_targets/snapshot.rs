@@ -11,7 +11,7 @@ use raftlock::keyspace::Keyspace;
 use raftlock_fuzz::{check_snapshot, commands_from, run, Grouping, Replica};
 
 fn exercise(ks: Keyspace) {
-    let keys: Vec<Bytes> = ks.iter(ks.log_time()).map(|(k, _)| k.clone()).take(8).collect();
+    let keys: Vec<Bytes> = ks.iter(ks.log_time()).map(|(k, _)| k.to_bytes()).take(8).collect();
     let mut r = Replica::new(ks);
     let cmd = |args: &[&[u8]]| Request::Command(args.iter().map(|a| Bytes::copy_from_slice(a)).collect());
     r.apply(1, cmd(&[b"KEYS", b"*"]), 0);
