@@ -87,7 +87,7 @@ fn build(keys: usize, expiry: bool) -> Keyspace {
         let (key, owner) = key_and_owner(&mut x, i);
         let mut entry = Entry::string(owner, i as u64 + 1, 1000 + i as u64 / 50);
         if expiry {
-            entry.lease = true;
+            entry.set_lease(true);
             entry.set_expires_at(Some(3_600_000 + i as u64 / 50));
         }
         ks.insert(key, entry);

@@ -32,7 +32,7 @@ impl Container for BTreeMap<Bytes, Bytes> {
 
 impl Container for VecDeque<Bytes> {
     fn empty() -> Value {
-        Value::List(VecDeque::new())
+        Value::List(Box::default())
     }
     fn of(v: &Value) -> Option<&Self> {
         if let Value::List(l) = v { Some(l) } else { None }

@@ -16,7 +16,7 @@ pub(super) fn delete_key(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> b
     }
     let Some(entry) = ks.remove(key) else { return false };
     ctx.key_event('g', "del", key);
-    if entry.lease {
+    if entry.is_lease() {
         let held_ms = ctx.log_time.saturating_sub(entry.since);
         let ttl_ms = entry.expires_at().unwrap_or(0).saturating_sub(entry.since);
         let (owner, token) = (entry.owner(), entry.version);
@@ -95,7 +95,7 @@ fn expire_generic(
     if !allowed {
         return Ok(Reply::Int(0));
     }
-    let (lease, since, owner, token) = (entry.lease, entry.since, entry.owner(), entry.version);
+    let (lease, since, owner, token) = (entry.is_lease(), entry.since, entry.owner(), entry.version);
     if at <= ctx.log_time {
         // An expiry in the past deletes the key, as Redis does.
         delete_key(ks, ctx, &key);
@@ -317,7 +317,7 @@ pub fn randomkey(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
 fn take_for_move(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> Option<Entry> {
     ks.get_mut(key, ctx)?;
     let entry = ks.remove(key)?;
-    if entry.lease {
+    if entry.is_lease() {
         let held_ms = ctx.log_time.saturating_sub(entry.since);
         let ttl_ms = entry.expires_at().unwrap_or(0).saturating_sub(entry.since);
         let (owner, token) = (entry.owner(), entry.version);

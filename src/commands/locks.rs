@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use crate::keyspace::{
-    ClientId, Enqueued, Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Seen, Value, WaitStep, Waiter,
+    ClientId, Enqueued, Entry, Event, ExecCtx, Keyspace, LeaseEvent, ReadCtx, Seen, Str, Value, WaitStep, Waiter,
     MAX_WAITERS_PER_KEY,
 };
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
@@ -37,7 +37,7 @@ fn wait_arg(args: &mut Args) -> Result<u64, CmdError> {
 }
 
 /// The owner of a live lock key; `WRONGTYPE` if the key is not a string.
-fn owner_of(entry: &Entry) -> Result<&Bytes, CmdError> {
+fn owner_of(entry: &Entry) -> Result<&Str, CmdError> {
     match &entry.value {
         Value::Str(owner) => Ok(owner),
         _ => Err(CmdError::WrongType),
@@ -76,7 +76,7 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     ks.settle(&key, ctx);
     let expires_at = ctx.log_time.saturating_add(ttl_ms);
     if let Some(entry) = ks.get_mut(&key, ctx) {
-        if *owner_of(entry)? != owner {
+        if owner_of(entry)?[..] != owner[..] {
             let (Some(wait_ms), Some((client, seq))) = (wait_ms, ctx.blocking_origin) else {
                 return Ok(Reply::Nil);
             };
@@ -93,7 +93,7 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
                 }
             };
         }
-        entry.lease = true;
+        entry.set_lease(true);
         let (token, since) = (entry.version, entry.since);
         let left_ms = entry.expires_at().map_or(0, |e| e.saturating_sub(ctx.log_time));
         ks.set_expiry(&key, Some(expires_at));
@@ -104,7 +104,7 @@ pub fn acquire(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     }
     let mut entry = Entry::string(owner.clone(), ctx.version, ctx.log_time);
     entry.set_expires_at(Some(expires_at));
-    entry.lease = true;
+    entry.set_lease(true);
     ks.insert(key.clone(), entry);
     ctx.key_event('$', "set", &key);
     ctx.key_event('g', "expire", &key);
@@ -130,7 +130,7 @@ pub fn dequeue(ks: &mut Keyspace, ctx: &mut ExecCtx, client: &ClientId, seq: u64
         return ended;
     }
     match ks.get(key, ctx.log_time) {
-        Some(entry) if matches!(&entry.value, Value::Str(v) if v == owner) => Reply::Int(entry.version as i64),
+        Some(entry) if matches!(&entry.value, Value::Str(v) if v[..] == owner[..]) => Reply::Int(entry.version as i64),
         _ => Reply::Nil,
     }
 }
@@ -147,10 +147,10 @@ pub fn renew(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
     let ttl_ms = lease_ttl(&mut args)?;
     let lost = || CmdError::LockLost("the lock is not held by this owner with this token".into());
     let entry = ks.get_mut(&key, ctx).ok_or_else(lost)?;
-    if *owner_of(entry)? != owner || entry.version != token {
+    if owner_of(entry)?[..] != owner[..] || entry.version != token {
         return Err(lost());
     }
-    entry.lease = true;
+    entry.set_lease(true);
     let held_ms = ctx.log_time.saturating_sub(entry.since);
     let left_ms = entry.expires_at().map_or(0, |e| e.saturating_sub(ctx.log_time));
     ks.set_expiry(&key, Some(ctx.log_time.saturating_add(ttl_ms)));
@@ -168,10 +168,10 @@ pub fn release(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     let owner = args.next_bytes()?.clone();
     let token = token_arg(&mut args)?;
     let Some(entry) = ks.get_mut(&key, ctx) else { return Ok(Reply::Int(0)) };
-    if *owner_of(entry)? != owner || entry.version != token {
+    if owner_of(entry)?[..] != owner[..] || entry.version != token {
         return Ok(Reply::Int(0));
     }
-    entry.lease = true;
+    entry.set_lease(true);
     super::keys::delete_key(ks, ctx, &key);
     Ok(Reply::Int(1))
 }
@@ -185,7 +185,7 @@ pub fn release(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
 pub fn fence(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let resource = args.next_bytes()?.clone();
     let token = token_arg(&mut args)?;
-    let value = Value::Str(Bytes::from(token.to_string()));
+    let value = Value::Str(Str::new(token.to_string().as_bytes()));
     match ks.get_mut(&resource, ctx) {
         Some(entry) => {
             let highest = parse_i64(owner_of(entry)?)
@@ -208,10 +208,10 @@ pub fn fence(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
 /// a hash that holds one (a Redisson `RLock` or `RFencedLock`: the holder's
 /// `<client-id>:<thread-id>`, mapped to its hold count). `WRONGTYPE` for
 /// anything else.
-fn shown_owner(entry: &Entry) -> Result<&Bytes, CmdError> {
+fn shown_owner(entry: &Entry) -> Result<&[u8], CmdError> {
     match &entry.value {
-        Value::Hash(h) if h.len() == 1 => h.keys().next().ok_or(CmdError::WrongType),
-        _ => owner_of(entry),
+        Value::Hash(h) if h.len() == 1 => h.keys().next().map(|f| &f[..]).ok_or(CmdError::WrongType),
+        _ => owner_of(entry).map(|o| &o[..]),
     }
 }
 
@@ -227,7 +227,7 @@ fn shown_owner(entry: &Entry) -> Result<&Bytes, CmdError> {
 pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let Some(entry) = ks.get(key, ctx.now) else { return Ok(Reply::Nil) };
-    let owner = shown_owner(entry)?.clone();
+    let owner = Bytes::copy_from_slice(shown_owner(entry)?);
     let ttl = entry.ttl_ms(ctx.now).map(|ms| ms as i64).unwrap_or(-1);
     let mut queue = ks.waiters().queue(key);
     let next = queue.next().map(|w| Reply::Bulk(w.owner.clone())).unwrap_or(Reply::Nil);

@@ -2,13 +2,13 @@
 
 use bytes::Bytes;
 
-use crate::keyspace::{Entry, Event, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx, Value};
+use crate::keyspace::{Entry, Event, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx, Str, Value};
 use crate::protocol::{parse_i64, Args, Reply};
 
 use super::{relative_expiry, CmdError, CmdResult};
 
 /// The string value of a live key; `WRONGTYPE` for other types.
-fn string_of(entry: Option<&Entry>) -> Result<Option<&Bytes>, CmdError> {
+fn string_of(entry: Option<&Entry>) -> Result<Option<&Str>, CmdError> {
     match entry.map(|e| &e.value) {
         None => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
@@ -66,7 +66,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         ks.settle(&key, ctx);
     }
     let existing = ks.get_mut(&key, ctx).map(|e| e.clone());
-    let old = if get { string_of(existing.as_ref())?.cloned() } else { None };
+    let old = if get { string_of(existing.as_ref())?.map(Str::to_bytes) } else { None };
     let old_reply = |old: Option<Bytes>| old.map(Reply::Bulk).unwrap_or(Reply::Nil);
     if (nx && existing.is_some()) || (xx && existing.is_none()) {
         return Ok(if get { old_reply(old) } else { Reply::Nil });
@@ -80,7 +80,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let mut entry = Entry::string(value, ctx.version, ctx.log_time);
     entry.set_expires_at(expires_at);
     // `SET k owner NX PX ttl` is how existing clients take a lock.
-    entry.lease = nx && matches!(expiry, SetExpiry::At(_));
+    entry.set_lease(nx && matches!(expiry, SetExpiry::At(_)));
     ks.insert(key.clone(), entry);
     ctx.key_event('$', "set", &key);
     if let SetExpiry::At(at) = expiry {
@@ -100,7 +100,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// The value, or nil if the key does not exist.
 pub fn get(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    Ok(string_of(ks.get(key, ctx.now))?.cloned().map(Reply::Bulk).unwrap_or(Reply::Nil))
+    Ok(string_of(ks.get(key, ctx.now))?.map(Str::to_bytes).map(Reply::Bulk).unwrap_or(Reply::Nil))
 }
 
 /// ```text
@@ -109,7 +109,7 @@ pub fn get(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// The value (or nil), deleting the key.
 pub fn getdel(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
-    let Some(value) = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned() else {
+    let Some(value) = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes) else {
         return Ok(Reply::Nil);
     };
     super::keys::delete_key(ks, ctx, &key);
@@ -129,7 +129,7 @@ fn add(ks: &mut Keyspace, ctx: &mut ExecCtx, key: Bytes, delta: i64, event: &'st
     match ks.get_mut(&key, ctx) {
         // Changed in place: the expiry stays; the version is new.
         Some(entry) if existed => {
-            entry.value = Value::Str(value);
+            entry.value = Value::Str(Str::from(value));
             entry.rewritten(ctx.version, ctx.log_time);
         }
         _ => ks.insert(key.clone(), Entry::string(value, ctx.version, ctx.log_time)),
@@ -229,7 +229,7 @@ pub fn mget(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
         args.rest()
             .iter()
             .map(|k| match ks.get(k, ctx.now).map(|e| &e.value) {
-                Some(Value::Str(v)) => Reply::Bulk(v.clone()),
+                Some(Value::Str(v)) => Reply::Bulk(v.to_bytes()),
                 _ => Reply::Nil,
             })
             .collect(),
@@ -266,14 +266,14 @@ pub fn strlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let suffix = args.next_bytes()?;
-    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned();
+    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes);
     let mut joined = current.as_deref().unwrap_or_default().to_vec();
     joined.extend_from_slice(suffix);
     let len = joined.len();
     match ks.get_mut(&key, ctx) {
         // Changed in place: the expiry stays; the version is new.
         Some(entry) => {
-            entry.value = Value::Str(Bytes::from(joined));
+            entry.value = Value::Str(Str::new(&joined));
             entry.rewritten(ctx.version, ctx.log_time);
         }
         None => ks.insert(key.clone(), Entry::string(Bytes::from(joined), ctx.version, ctx.log_time)),
@@ -287,7 +287,7 @@ pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
 fn store_in_place(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes, value: Bytes) {
     match ks.get_mut(key, ctx) {
         Some(entry) => {
-            entry.value = Value::Str(value);
+            entry.value = Value::Str(Str::from(value));
             entry.rewritten(ctx.version, ctx.log_time);
         }
         None => ks.insert(key.clone(), Entry::string(value, ctx.version, ctx.log_time)),
@@ -371,7 +371,7 @@ pub fn getex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
             _ => return Err(syntax),
         };
     }
-    let Some(value) = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned() else { return Ok(Reply::Nil) };
+    let Some(value) = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes) else { return Ok(Reply::Nil) };
     match change {
         Change::Keep => {}
         Change::At(at) if at <= ctx.log_time => {
@@ -407,7 +407,7 @@ fn byte_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 pub fn getrange(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let (start, end) = (args.next_i64()?, args.next_i64()?);
-    let value = string_of(ks.get(key, ctx.now))?.cloned().unwrap_or_default();
+    let value = string_of(ks.get(key, ctx.now))?.map(Str::to_bytes).unwrap_or_default();
     // As Redis: a negative start past a negative end selects nothing.
     if start < 0 && end < 0 && start > end {
         return Ok(Reply::Bulk(Bytes::new()));
@@ -426,7 +426,7 @@ pub fn setrange(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResu
     if offset < 0 {
         return Err(CmdError::Other("ERR offset is out of range".into()));
     }
-    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned();
+    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes);
     if patch.is_empty() {
         return Ok(Reply::Int(current.map_or(0, |c| c.len()) as i64));
     }
@@ -467,7 +467,7 @@ pub fn setbit(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
         b"0" => false,
         _ => return Err(CmdError::Other("ERR bit is not an integer or out of range".into())),
     };
-    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.cloned();
+    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes);
     let (byte, mask) = ((offset / 8) as usize, 0x80u8 >> (offset % 8));
     let mut bytes = current.as_deref().unwrap_or_default().to_vec();
     if bytes.len() <= byte {

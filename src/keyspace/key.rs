@@ -52,6 +52,133 @@ impl Key {
     }
 }
 
+/// A string value as the keyspace holds it: up to [`INLINE`] bytes inside
+/// it (a counter, a short owner), a longer one in a block of its exact size
+/// (lock tokens are mostly 24 to 40 bytes: one block with no header), a
+/// value of [`SHARED`] bytes or more in a reference-counted block that
+/// replies share instead of copying. 24 bytes, where a `Bytes` takes 32
+/// plus its block (and a header block once it is cloned). Compares, hashes
+/// and serialises as its bytes (as `Bytes` does).
+#[derive(Clone)]
+pub struct Str(StrRepr);
+
+#[derive(Clone)]
+enum StrRepr {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Owned(Box<[u8]>),
+    Shared(Arc<[u8]>),
+}
+
+/// Length from which a [`Str`] is shared by the replies that read it (a
+/// `Bytes` over a shared block costs an allocation of its own; below this
+/// a copy is as cheap).
+const SHARED: usize = 4096;
+
+impl Str {
+    pub fn new(bytes: &[u8]) -> Str {
+        Str(if bytes.len() <= INLINE {
+            let mut inline = [0; INLINE];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            StrRepr::Inline { len: bytes.len() as u8, bytes: inline }
+        } else if bytes.len() < SHARED {
+            StrRepr::Owned(Box::from(bytes))
+        } else {
+            StrRepr::Shared(Arc::from(bytes))
+        })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            StrRepr::Inline { len, bytes } => &bytes[..*len as usize],
+            StrRepr::Owned(bytes) => bytes,
+            StrRepr::Shared(bytes) => bytes,
+        }
+    }
+
+    /// The value as `Bytes`, for replies: a copy, or a view of the shared
+    /// block of a long one.
+    pub fn to_bytes(&self) -> Bytes {
+        match &self.0 {
+            StrRepr::Shared(bytes) => Bytes::from_owner(bytes.clone()),
+            _ => Bytes::copy_from_slice(self.as_slice()),
+        }
+    }
+}
+
+impl std::ops::Deref for Str {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl From<Bytes> for Str {
+    fn from(bytes: Bytes) -> Str {
+        Str::new(&bytes)
+    }
+}
+
+impl From<&[u8]> for Str {
+    fn from(bytes: &[u8]) -> Str {
+        Str::new(bytes)
+    }
+}
+
+impl PartialEq for Str {
+    fn eq(&self, other: &Str) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Str {}
+
+impl std::fmt::Debug for Str {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&Bytes::copy_from_slice(self.as_slice()), f)
+    }
+}
+
+impl serde::Serialize for Str {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.as_slice())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Str {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Str, D::Error> {
+        d.deserialize_byte_buf(BytesOf(Str::new, "a string value (bytes)"))
+    }
+}
+
+/// Deserialises bytes (as `Bytes` accepts them: a byte buffer, a string, a
+/// sequence of bytes) into a `T` built by its function.
+struct BytesOf<T>(fn(&[u8]) -> T, &'static str);
+
+impl<'de, T> serde::de::Visitor<'de> for BytesOf<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(self.1)
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<T, E> {
+        Ok((self.0)(v))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        Ok((self.0)(v.as_bytes()))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
+        let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(b) = seq.next_element::<u8>()? {
+            bytes.push(b);
+        }
+        Ok((self.0)(&bytes))
+    }
+}
+
 impl std::ops::Deref for Key {
     type Target = [u8];
 
@@ -113,32 +240,8 @@ impl serde::Serialize for Key {
 
 impl<'de> serde::Deserialize<'de> for Key {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
-        struct Name;
-        impl<'de> serde::de::Visitor<'de> for Name {
-            type Value = Key;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a key name (bytes)")
-            }
-
-            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Key, E> {
-                Ok(Key::new(v))
-            }
-
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(Key::new(v.as_bytes()))
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Key, A::Error> {
-                let mut name = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-                while let Some(b) = seq.next_element::<u8>()? {
-                    name.push(b);
-                }
-                Ok(Key::new(&name))
-            }
-        }
         // As `Bytes` does: a byte buffer.
-        d.deserialize_byte_buf(Name)
+        d.deserialize_byte_buf(BytesOf(Key::new, "a key name (bytes)"))
     }
 }
 
@@ -166,6 +269,42 @@ mod tests {
         assert_eq!(std::mem::size_of::<Key>(), 24);
         assert!(matches!(Key::new(&[7; INLINE]).0, Repr::Inline { .. }));
         assert!(matches!(Key::new(&[7; INLINE + 1]).0, Repr::Shared(_)));
+    }
+
+    #[test]
+    fn a_string_value_holds_its_bytes_and_serialises_as_bytes_do() {
+        let mut values = names();
+        values.push(vec![b'v'; SHARED - 1]);
+        values.push(vec![b'v'; SHARED]);
+        values.push(vec![b'v'; 3 * SHARED + 1]);
+        for value in values {
+            let bytes = Bytes::from(value.clone());
+            let s = Str::from(bytes.clone());
+            assert_eq!(&s[..], &value[..]);
+            assert_eq!(s.to_bytes(), bytes);
+            assert_eq!(s.clone().to_bytes(), bytes, "a clone holds the same bytes");
+            let encoded = bincode::serialize(&s).unwrap();
+            assert_eq!(encoded, bincode::serialize(&bytes).unwrap());
+            assert_eq!(bincode::deserialize::<Str>(&encoded).unwrap(), s);
+            assert_eq!(format!("{s:?}"), format!("{bytes:?}"));
+        }
+        assert_eq!(std::mem::size_of::<Str>(), 24);
+    }
+
+    #[test]
+    fn a_long_value_is_replied_from_its_block_without_a_copy() {
+        let s = Str::new(&[9; SHARED]);
+        let (a, b) = (s.to_bytes(), s.to_bytes());
+        assert_eq!(a.as_ptr(), b.as_ptr(), "both views are of the one block");
+        assert_eq!(a.as_ptr(), s.as_ptr());
+        drop(s);
+        assert_eq!(a, vec![9; SHARED], "a view keeps the block alive after the value is gone");
+        let short = Str::new(&[9; SHARED - 1]);
+        assert_ne!(short.to_bytes().as_ptr(), short.as_ptr(), "a short one is copied");
+        assert!(matches!(Str::new(&[7; INLINE]).0, StrRepr::Inline { .. }));
+        assert!(matches!(Str::new(&[7; INLINE + 1]).0, StrRepr::Owned(_)));
+        assert!(matches!(Str::new(&[7; SHARED - 1]).0, StrRepr::Owned(_)));
+        assert!(matches!(Str::new(&[7; SHARED]).0, StrRepr::Shared(_)));
     }
 
     #[test]

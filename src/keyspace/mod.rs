@@ -6,7 +6,7 @@
 //! [`Event`] values for the caller to deliver.
 
 pub mod acl;
-pub use key::Key;
+pub use key::{Key, Str};
 mod expiries;
 mod glob;
 mod key;
@@ -36,9 +36,11 @@ pub type Version = u64;
 /// node iterates them identically: scripts may act on iteration order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Value {
-    Str(Bytes),
+    Str(Str),
     Hash(BTreeMap<Bytes, Bytes>),
-    List(VecDeque<Bytes>),
+    /// Boxed: a deque is 32 bytes, the other kinds 24, and every entry
+    /// holds a `Value` (32 bytes with the boxed list, 40 without).
+    List(Box<VecDeque<Bytes>>),
     /// Sorted set: member -> score.
     ZSet(BTreeMap<Bytes, f64>),
     /// Set (last, so that snapshots written before sets existed decode).
@@ -75,22 +77,27 @@ impl Value {
 pub struct Entry {
     pub value: Value,
     /// Log time after which the key no longer exists, [`NO_EXPIRY`] for
-    /// none (see [`Entry::expires_at`]): 8 bytes where an `Option` takes 16,
-    /// on every key.
-    expiry: LogTime,
+    /// none (see [`Entry::expires_at`]), in the low 63 bits, and in the top
+    /// bit ([`LEASE`]) whether this key is a lease (taken with
+    /// `LOCK.ACQUIRE` or `SET NX` with an expiry: its expiry and release
+    /// emit lock events; see [`Entry::is_lease`]). 8 bytes where an
+    /// `Option` and a flag took 24, on every key.
+    expiry: u64,
     /// The fencing token (see [`Version`]).
     pub version: Version,
     /// Log time at which `version` was assigned; the start of a lease.
     pub since: LogTime,
-    /// Whether this key is a lease (taken with `LOCK.ACQUIRE` or `SET NX` with
-    /// an expiry): its expiry and release emit lock events.
-    pub lease: bool,
     /// Version of the last command that wrote this key (for `WATCH`).
     pub modified: Version,
 }
 
-/// [`Entry::expiry`] of a key that does not expire.
-const NO_EXPIRY: LogTime = LogTime::MAX;
+/// The bit of [`Entry::expiry`] that marks a lease.
+const LEASE: u64 = 1 << 63;
+
+/// [`Entry::expiry`]'s time of a key that does not expire: the last
+/// millisecond of log time an entry can hold (2^63 - 1 ms, some 292
+/// million years).
+const NO_EXPIRY: LogTime = LEASE - 1;
 
 /// An [`Entry`] as snapshots store it (the fields in this order).
 #[derive(Deserialize)]
@@ -117,8 +124,9 @@ struct EntryWireOut<'a> {
 
 impl From<EntryWire> for Entry {
     fn from(w: EntryWire) -> Entry {
-        let mut entry = Entry { value: w.value, expiry: NO_EXPIRY, version: w.version, since: w.since, lease: w.lease, modified: w.modified };
+        let mut entry = Entry { value: w.value, expiry: NO_EXPIRY, version: w.version, since: w.since, modified: w.modified };
         entry.set_expires_at(w.expires_at);
+        entry.set_lease(w.lease);
         entry
     }
 }
@@ -130,7 +138,7 @@ impl Serialize for Entry {
             expires_at: self.expires_at(),
             version: self.version,
             since: self.since,
-            lease: self.lease,
+            lease: self.is_lease(),
             modified: self.modified,
         }
         .serialize(s)
@@ -141,14 +149,29 @@ impl Entry {
     /// Log time after which the key no longer exists; `None` if it does not
     /// expire.
     pub fn expires_at(&self) -> Option<LogTime> {
-        (self.expiry != NO_EXPIRY).then_some(self.expiry)
+        let at = self.expiry & !LEASE;
+        (at != NO_EXPIRY).then_some(at)
     }
 
     /// Sets the expiry of an entry that is not in a keyspace yet (one that
     /// is goes through [`Keyspace::set_expiry`], which keeps the expiry
-    /// index). The last millisecond of log time is the same as never.
+    /// index). A time from [`NO_EXPIRY`] on is kept as the one before it.
     pub fn set_expires_at(&mut self, at: Option<LogTime>) {
-        self.expiry = at.map_or(NO_EXPIRY, |at| at.min(NO_EXPIRY - 1));
+        self.expiry = (self.expiry & LEASE) | at.map_or(NO_EXPIRY, |at| at.min(NO_EXPIRY - 1));
+    }
+
+    /// Whether this key is a lease (taken with `LOCK.ACQUIRE` or `SET NX`
+    /// with an expiry): its expiry and release emit lock events.
+    pub fn is_lease(&self) -> bool {
+        self.expiry & LEASE != 0
+    }
+
+    pub fn set_lease(&mut self, lease: bool) {
+        if lease {
+            self.expiry |= LEASE;
+        } else {
+            self.expiry &= !LEASE;
+        }
     }
 
     /// The owner of a lease: its string value (empty for other types), as
@@ -168,11 +191,11 @@ impl Entry {
     }
 
     pub fn string(value: Bytes, version: Version, since: LogTime) -> Entry {
-        Entry::new(Value::Str(value), version, since)
+        Entry::new(Value::Str(Str::from(value)), version, since)
     }
 
     pub fn new(value: Value, version: Version, since: LogTime) -> Entry {
-        Entry { value, expiry: NO_EXPIRY, version, since, lease: false, modified: version }
+        Entry { value, expiry: NO_EXPIRY, version, since, modified: version }
     }
 
     /// The command with `version` changed the value in place at `now` (INCR,
@@ -391,8 +414,6 @@ struct SnapshotV1 {
     entries: DecodedEntries,
 }
 
-/// Longest string value [`Keyspace::insert`] stores as a copy of its own.
-const COPIED_STRING: usize = 128;
 
 /// Most keys whose room a snapshot's decoder reserves at once from the
 /// count the snapshot states (more is grown as the keys are read).
@@ -644,17 +665,8 @@ impl Keyspace {
     }
 
     /// Stores `entry` under `key`, replacing any previous value.
-    pub fn insert(&mut self, key: Bytes, mut entry: Entry) {
+    pub fn insert(&mut self, key: Bytes, entry: Entry) {
         let key = Key::from(key);
-        if let Value::Str(v) = &mut entry.value {
-            // A value that came in a command is shared with it (its
-            // arguments are `Bytes` too), and so has a header block of its
-            // own besides its bytes; a short one is kept as a copy, one
-            // block of its exact size.
-            if v.len() <= COPIED_STRING {
-                *v = Bytes::copy_from_slice(v);
-            }
-        }
         self.remember(&key);
         if let Some(old) = self.entries.get(&key) {
             if let Some(at) = old.expires_at() {
@@ -722,7 +734,7 @@ impl Keyspace {
         if let Some(entry) = self.remove(key) {
             let key = Bytes::copy_from_slice(key);
             ctx.key_event('x', "expired", &key);
-            if entry.lease {
+            if entry.is_lease() {
                 let held_ms = ctx.log_time.saturating_sub(entry.since);
                 let ttl_ms = entry.expires_at().unwrap_or(0).saturating_sub(entry.since);
                 let (owner, token) = (entry.owner(), entry.version);
@@ -1003,7 +1015,7 @@ impl Keyspace {
             let token = self.next_version(ctx.version);
             let mut entry = Entry::string(w.owner.clone(), token, ctx.log_time);
             entry.set_expires_at(Some(ctx.log_time.saturating_add(w.ttl_ms)));
-            entry.lease = true;
+            entry.set_lease(true);
             self.insert(key.clone(), entry);
             ctx.key_event('$', "set", key);
             ctx.key_event('g', "expire", key);
@@ -1074,7 +1086,7 @@ mod tests {
     #[test]
     fn an_entry_is_written_in_the_snapshot_format_it_always_had() {
         let mut e = Entry::string(b("ab"), 7, 9);
-        e.lease = true;
+        e.set_lease(true);
         e.modified = 11;
         let mut want = vec![0, 0, 0, 0];
         want.extend(2u64.to_le_bytes());
@@ -1097,17 +1109,35 @@ mod tests {
         assert_eq!(bincode::serialize(&e).unwrap(), want);
         let back: Entry = bincode::deserialize(&want).unwrap();
         assert_eq!((back.expires_at(), back), (Some(300), e.clone()));
-        // The last millisecond of log time is kept as the one before it:
-        // that value means "no expiry" inside an entry.
+        // A time from the last millisecond an entry holds on is kept as the
+        // one before it: that value means "no expiry" inside an entry, and
+        // the bit above it is the lease flag, which no expiry may touch.
+        for at in [u64::MAX, NO_EXPIRY, NO_EXPIRY + 1, LEASE] {
+            e.set_expires_at(Some(at));
+            assert_eq!((e.expires_at(), e.is_lease()), (Some(NO_EXPIRY - 1), true), "{at}");
+        }
+        e.set_lease(false);
         e.set_expires_at(Some(u64::MAX));
-        assert_eq!(e.expires_at(), Some(u64::MAX - 1));
+        assert_eq!((e.expires_at(), e.is_lease()), (Some(NO_EXPIRY - 1), false));
+        e.set_expires_at(None);
+        assert_eq!((e.expires_at(), e.is_lease()), (None, false));
+        e.set_lease(true);
+        assert_eq!((e.expires_at(), e.is_lease()), (None, true));
         let mut ks = Keyspace::new();
         ks.insert(b("k"), Entry::string(b("v"), 1, 0));
         assert!(ks.set_expiry(&b("k"), Some(u64::MAX)));
         assert_eq!(ks.expires_count(), 1);
-        assert_eq!(ks.next_expiry(), Some(u64::MAX - 1));
+        assert_eq!(ks.next_expiry(), Some(NO_EXPIRY - 1));
         assert!(ks.set_expiry(&b("k"), None));
         assert_eq!((ks.expires_count(), ks.next_expiry()), (0, None));
+    }
+
+    /// What every key costs in the map's slot besides its name: a value of
+    /// 32 bytes (a string of up to 22 bytes inside it) and an entry of 64.
+    #[test]
+    fn an_entry_is_64_bytes() {
+        assert_eq!(std::mem::size_of::<Value>(), 32);
+        assert_eq!(std::mem::size_of::<Entry>(), 64);
     }
 
     #[test]
@@ -1147,7 +1177,7 @@ mod tests {
         let mut ks = Keyspace::new();
         let mut e = Entry::string(b("owner"), 5, 10);
         e.set_expires_at(Some(40));
-        e.lease = true;
+        e.set_lease(true);
         ks.insert(b("lock"), e);
         let mut ctx = ExecCtx::new(9, 50, 0);
         assert!(ks.get_mut(&b("lock"), &mut ctx).is_none());
@@ -1264,7 +1294,7 @@ mod tests {
         ks.insert(b("new"), Entry::string(b("x"), 200, 5));
         ks.remove(b"k1");
         ks.set_expiry(&b("k2"), Some(7));
-        ks.get_mut(&b("k3"), &mut ctx).unwrap().value = Value::Str(b("changed"));
+        ks.get_mut(&b("k3"), &mut ctx).unwrap().value = Value::Str(Str::new(b"changed"));
         ks.touch(b"k4", 300);
         ks.next_version(400);
         ks.flush_scripts();
