@@ -2,7 +2,8 @@
 //! keys (the restart path of issue 12: a node that starts reads its snapshot
 //! and decodes it before it serves), in memory, without RocksDB or the log.
 //!
-//! `cargo bench --bench snapshot -- [--keys N]` (default 1,000,000). Prints
+//! `cargo bench --bench snapshot -- [--keys N] [--no-count]` (default
+//! 1,000,000 keys). Prints
 //! the snapshot's size and each step's time, and the heap each held key
 //! costs (counted by the allocator below, in malloc's usable sizes): its
 //! strings alone, the keyspace built by inserts (the map, the strings, the
@@ -10,7 +11,7 @@
 //! the snapshot (what a restarted node holds).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -22,6 +23,9 @@ struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 static BLOCKS: AtomicIsize = AtomicIsize::new(0);
+/// Off with `--no-count`: every thread's allocations update the two counters
+/// above, which costs a decode on two threads more than it costs the node.
+static COUNTING: AtomicBool = AtomicBool::new(true);
 
 fn usable(ptr: *mut u8) -> isize {
     // SAFETY: `ptr` came from the system allocator (malloc or
@@ -33,7 +37,7 @@ fn usable(ptr: *mut u8) -> isize {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let ptr = System.alloc(layout);
-        if !ptr.is_null() {
+        if !ptr.is_null() && COUNTING.load(Ordering::Relaxed) {
             LIVE.fetch_add(usable(ptr), Ordering::Relaxed);
             BLOCKS.fetch_add(1, Ordering::Relaxed);
         }
@@ -41,12 +45,17 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(usable(ptr), Ordering::Relaxed);
-        BLOCKS.fetch_sub(1, Ordering::Relaxed);
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(usable(ptr), Ordering::Relaxed);
+            BLOCKS.fetch_sub(1, Ordering::Relaxed);
+        }
         System.dealloc(ptr, layout)
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if !COUNTING.load(Ordering::Relaxed) {
+            return System.realloc(ptr, layout, new_size);
+        }
         let before = usable(ptr);
         let new = System.realloc(ptr, layout, new_size);
         if !new.is_null() {
@@ -101,6 +110,7 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--keys" => keys = args.next().and_then(|n| n.parse().ok()).expect("--keys N"),
+            "--no-count" => COUNTING.store(false, Ordering::Relaxed),
             // `cargo bench` passes --bench.
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -150,10 +160,14 @@ fn main() {
         decoded.as_nanos() as f64 / n.max(1) as f64,
         dropped.as_secs_f64(),
     );
-    println!("heap: the strings alone {strings_heap}");
-    println!("heap: keyspace without expiries {plain_heap}");
-    println!("heap: keyspace of leases, built by inserts {built_heap}");
-    println!("heap: the same, decoded from its snapshot {decoded_heap}");
+    if COUNTING.load(Ordering::Relaxed) {
+        println!("heap: the strings alone {strings_heap}");
+        println!("heap: keyspace without expiries {plain_heap}");
+        println!("heap: keyspace of leases, built by inserts {built_heap}");
+        println!("heap: the same, decoded from its snapshot {decoded_heap}");
+    } else {
+        println!("heap: not counted (--no-count)");
+    }
     println!(
         "sizes: map slot (key, entry) {} bytes, entry {}, value {}, key {}",
         std::mem::size_of::<(Key, Entry)>(),
