@@ -57,8 +57,9 @@ impl Key {
 /// (lock tokens are mostly 24 to 40 bytes: one block with no header), a
 /// value of [`SHARED`] bytes or more in a reference-counted block that
 /// replies share instead of copying. 24 bytes, where a `Bytes` takes 32
-/// plus its block (and a header block once it is cloned). Compares, hashes
-/// and serialises as its bytes (as `Bytes` does).
+/// plus its block (and a header block once it is cloned). Equal when its
+/// bytes are, and serialises as they do (as `Bytes` does), so snapshots
+/// keep their format.
 #[derive(Clone)]
 pub struct Str(StrRepr);
 
