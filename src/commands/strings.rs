@@ -266,8 +266,7 @@ pub fn strlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let suffix = args.next_bytes()?;
-    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes);
-    let mut joined = current.as_deref().unwrap_or_default().to_vec();
+    let mut joined = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map_or_else(Vec::new, |s| s.to_vec());
     joined.extend_from_slice(suffix);
     let len = joined.len();
     match ks.get_mut(&key, ctx) {
@@ -426,7 +425,7 @@ pub fn setrange(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResu
     if offset < 0 {
         return Err(CmdError::Other("ERR offset is out of range".into()));
     }
-    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes);
+    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?;
     if patch.is_empty() {
         return Ok(Reply::Int(current.map_or(0, |c| c.len()) as i64));
     }
@@ -434,7 +433,7 @@ pub fn setrange(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResu
         return Err(CmdError::Other("ERR string exceeds maximum allowed size (proto-max-bulk-len)".into()));
     }
     let offset = offset as usize;
-    let mut bytes = current.as_deref().unwrap_or_default().to_vec();
+    let mut bytes = current.map_or_else(Vec::new, |c| c.to_vec());
     if bytes.len() < offset + patch.len() {
         bytes.resize(offset + patch.len(), 0);
     }
@@ -467,9 +466,8 @@ pub fn setbit(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
         b"0" => false,
         _ => return Err(CmdError::Other("ERR bit is not an integer or out of range".into())),
     };
-    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes);
+    let mut bytes = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map_or_else(Vec::new, |c| c.to_vec());
     let (byte, mask) = ((offset / 8) as usize, 0x80u8 >> (offset % 8));
-    let mut bytes = current.as_deref().unwrap_or_default().to_vec();
     if bytes.len() <= byte {
         bytes.resize(byte + 1, 0);
     }

@@ -19,29 +19,47 @@ use bytes::Bytes;
 /// Longest name kept inside the key itself.
 pub const INLINE: usize = 22;
 
+/// Up to [`INLINE`] bytes held in place, zero-padded (a [`Key`]'s and a
+/// [`Str`]'s short form).
+#[derive(Clone)]
+struct Inline {
+    len: u8,
+    bytes: [u8; INLINE],
+}
+
+impl Inline {
+    /// `bytes` in place, if they fit.
+    fn new(bytes: &[u8]) -> Option<Inline> {
+        if bytes.len() > INLINE {
+            return None;
+        }
+        let mut inline = Inline { len: bytes.len() as u8, bytes: [0; INLINE] };
+        inline.bytes[..bytes.len()].copy_from_slice(bytes);
+        Some(inline)
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
 #[derive(Clone)]
 pub struct Key(Repr);
 
 #[derive(Clone)]
 enum Repr {
-    Inline { len: u8, bytes: [u8; INLINE] },
+    Inline(Inline),
     Shared(Arc<[u8]>),
 }
 
 impl Key {
     pub fn new(name: &[u8]) -> Key {
-        if name.len() <= INLINE {
-            let mut bytes = [0; INLINE];
-            bytes[..name.len()].copy_from_slice(name);
-            Key(Repr::Inline { len: name.len() as u8, bytes })
-        } else {
-            Key(Repr::Shared(Arc::from(name)))
-        }
+        Key(Inline::new(name).map_or_else(|| Repr::Shared(Arc::from(name)), Repr::Inline))
     }
 
     pub fn as_slice(&self) -> &[u8] {
         match &self.0 {
-            Repr::Inline { len, bytes } => &bytes[..*len as usize],
+            Repr::Inline(name) => name.as_slice(),
             Repr::Shared(name) => name,
         }
     }
@@ -65,7 +83,7 @@ pub struct Str(StrRepr);
 
 #[derive(Clone)]
 enum StrRepr {
-    Inline { len: u8, bytes: [u8; INLINE] },
+    Inline(Inline),
     Owned(Box<[u8]>),
     Shared(Arc<[u8]>),
 }
@@ -77,20 +95,16 @@ const SHARED: usize = 4096;
 
 impl Str {
     pub fn new(bytes: &[u8]) -> Str {
-        Str(if bytes.len() <= INLINE {
-            let mut inline = [0; INLINE];
-            inline[..bytes.len()].copy_from_slice(bytes);
-            StrRepr::Inline { len: bytes.len() as u8, bytes: inline }
-        } else if bytes.len() < SHARED {
-            StrRepr::Owned(Box::from(bytes))
-        } else {
-            StrRepr::Shared(Arc::from(bytes))
+        Str(match Inline::new(bytes) {
+            Some(inline) => StrRepr::Inline(inline),
+            None if bytes.len() < SHARED => StrRepr::Owned(Box::from(bytes)),
+            None => StrRepr::Shared(Arc::from(bytes)),
         })
     }
 
     pub fn as_slice(&self) -> &[u8] {
         match &self.0 {
-            StrRepr::Inline { len, bytes } => &bytes[..*len as usize],
+            StrRepr::Inline(bytes) => bytes.as_slice(),
             StrRepr::Owned(bytes) => bytes,
             StrRepr::Shared(bytes) => bytes,
         }
@@ -106,54 +120,60 @@ impl Str {
     }
 }
 
-impl std::ops::Deref for Str {
-    type Target = [u8];
+/// What [`Key`] and [`Str`] have as the bytes they hold: a slice of them
+/// (`Deref`), equality, `Bytes`'s `Debug`, and `Bytes`'s serde form (a byte
+/// buffer; read from a buffer, a string or a sequence of bytes, as `Bytes`
+/// reads it).
+macro_rules! held_as_bytes {
+    ($t:ident, $what:literal) => {
+        impl std::ops::Deref for $t {
+            type Target = [u8];
 
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
+            fn deref(&self) -> &[u8] {
+                self.as_slice()
+            }
+        }
+
+        impl From<Bytes> for $t {
+            fn from(bytes: Bytes) -> $t {
+                $t::new(&bytes)
+            }
+        }
+
+        impl PartialEq for $t {
+            fn eq(&self, other: &$t) -> bool {
+                self.as_slice() == other.as_slice()
+            }
+        }
+
+        impl Eq for $t {}
+
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                // As `Bytes` prints: b"..." with escapes.
+                std::fmt::Debug::fmt(&Bytes::copy_from_slice(self.as_slice()), f)
+            }
+        }
+
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_bytes(self.as_slice())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                d.deserialize_byte_buf(BytesOf($t::new, $what))
+            }
+        }
+    };
 }
 
-impl From<Bytes> for Str {
-    fn from(bytes: Bytes) -> Str {
-        Str::new(&bytes)
-    }
-}
+held_as_bytes!(Key, "a key name (bytes)");
+held_as_bytes!(Str, "a string value (bytes)");
 
-impl From<&[u8]> for Str {
-    fn from(bytes: &[u8]) -> Str {
-        Str::new(bytes)
-    }
-}
-
-impl PartialEq for Str {
-    fn eq(&self, other: &Str) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for Str {}
-
-impl std::fmt::Debug for Str {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&Bytes::copy_from_slice(self.as_slice()), f)
-    }
-}
-
-impl serde::Serialize for Str {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.as_slice())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Str {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Str, D::Error> {
-        d.deserialize_byte_buf(BytesOf(Str::new, "a string value (bytes)"))
-    }
-}
-
-/// Deserialises bytes (as `Bytes` accepts them: a byte buffer, a string, a
-/// sequence of bytes) into a `T` built by its function.
+/// Deserialises bytes (a byte buffer, a string, a sequence of bytes) into a
+/// `T` built by its function.
 struct BytesOf<T>(fn(&[u8]) -> T, &'static str);
 
 impl<'de, T> serde::de::Visitor<'de> for BytesOf<T> {
@@ -180,33 +200,11 @@ impl<'de, T> serde::de::Visitor<'de> for BytesOf<T> {
     }
 }
 
-impl std::ops::Deref for Key {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
 impl Borrow<[u8]> for Key {
     fn borrow(&self) -> &[u8] {
         self.as_slice()
     }
 }
-
-impl From<Bytes> for Key {
-    fn from(name: Bytes) -> Key {
-        Key::new(&name)
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Key) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for Key {}
 
 impl PartialOrd for Key {
     fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
@@ -223,26 +221,6 @@ impl Ord for Key {
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.as_slice().hash(state)
-    }
-}
-
-impl std::fmt::Debug for Key {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // As `Bytes` prints: b"..." with escapes.
-        std::fmt::Debug::fmt(&Bytes::copy_from_slice(self.as_slice()), f)
-    }
-}
-
-impl serde::Serialize for Key {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.as_slice())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Key {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
-        // As `Bytes` does: a byte buffer.
-        d.deserialize_byte_buf(BytesOf(Key::new, "a key name (bytes)"))
     }
 }
 
@@ -268,7 +246,7 @@ mod tests {
             assert_eq!(key.clone(), key);
         }
         assert_eq!(std::mem::size_of::<Key>(), 24);
-        assert!(matches!(Key::new(&[7; INLINE]).0, Repr::Inline { .. }));
+        assert!(matches!(Key::new(&[7; INLINE]).0, Repr::Inline(_)));
         assert!(matches!(Key::new(&[7; INLINE + 1]).0, Repr::Shared(_)));
     }
 
@@ -302,7 +280,7 @@ mod tests {
         assert_eq!(a, vec![9; SHARED], "a view keeps the block alive after the value is gone");
         let short = Str::new(&[9; SHARED - 1]);
         assert_ne!(short.to_bytes().as_ptr(), short.as_ptr(), "a short one is copied");
-        assert!(matches!(Str::new(&[7; INLINE]).0, StrRepr::Inline { .. }));
+        assert!(matches!(Str::new(&[7; INLINE]).0, StrRepr::Inline(_)));
         assert!(matches!(Str::new(&[7; INLINE + 1]).0, StrRepr::Owned(_)));
         assert!(matches!(Str::new(&[7; SHARED - 1]).0, StrRepr::Owned(_)));
         assert!(matches!(Str::new(&[7; SHARED]).0, StrRepr::Shared(_)));

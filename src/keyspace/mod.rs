@@ -175,9 +175,7 @@ impl Entry {
     }
 
     /// The owner of a lease: its string value (empty for other types), as
-    /// a copy: the first clone of a `Bytes` gives it a shared header of its
-    /// own, kept for as long as the value lives (32 bytes on each held key
-    /// whose owner an event or a check once named).
+    /// `Bytes` (a copy).
     pub fn owner(&self) -> Bytes {
         Bytes::copy_from_slice(self.owner_name())
     }
@@ -413,7 +411,6 @@ struct SnapshotV1 {
     scripts: BTreeMap<String, Bytes>,
     entries: DecodedEntries,
 }
-
 
 /// Most keys whose room a snapshot's decoder reserves at once from the
 /// count the snapshot states (more is grown as the keys are read).
