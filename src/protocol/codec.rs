@@ -61,11 +61,16 @@ impl RequestCodec {
         RequestCodec { limits, partial: None }
     }
 
-    /// Finds `\r\n` at or after `from`; `Ok(None)` if not there yet.
+    /// Finds the `\n` ending the line that starts at `from`; `Ok(None)` if
+    /// it has not arrived yet. A line longer than `max_inline_len` (not
+    /// counting its `\n`) is an error whether or not its end has arrived,
+    /// so the verdict does not depend on how the bytes were split into reads.
     fn line_end(&self, buf: &[u8], from: usize, what: &str) -> Result<Option<usize>, ProtocolError> {
-        match buf[from..].iter().position(|&b| b == b'\n') {
+        let max = self.limits.max_inline_len;
+        let window = &buf[from..buf.len().min(from.saturating_add(max).saturating_add(1))];
+        match window.iter().position(|&b| b == b'\n') {
             Some(p) => Ok(Some(from + p)),
-            None if buf.len() - from > self.limits.max_inline_len => Err(invalid(format!("too big {what}"))),
+            None if window.len() > max => Err(invalid(format!("too big {what}"))),
             None => Ok(None),
         }
     }
@@ -307,5 +312,47 @@ mod tests {
         assert_eq!(err.to_string(), "Protocol error: invalid bulk length");
         let long = vec![b'a'; 70 * 1024];
         assert!(decode_all(&long).is_err());
+    }
+
+    /// A line over `max_inline_len` fails the same way whether its `\n` came
+    /// in the same read or a later one; a line at the limit is accepted.
+    #[test]
+    fn line_limit_does_not_depend_on_reads() {
+        let limits = Limits { max_inline_len: 16, ..Limits::default() };
+        let run = |reads: &[&[u8]]| {
+            let mut codec = RequestCodec::new(limits);
+            let mut buf = BytesMut::new();
+            let mut out = Vec::new();
+            for read in reads {
+                buf.extend_from_slice(read);
+                loop {
+                    match codec.decode(&mut buf) {
+                        Ok(Some(args)) => out.push(args),
+                        Ok(None) => break,
+                        Err(e) => return (out, Some(e.to_string())),
+                    }
+                }
+            }
+            (out, None)
+        };
+        let at_limit = b"PING\nECHO 0123456789a\n"; // the second line is 16 bytes
+        let over = b"PING\nECHO 0123456789ab\n"; // 17 bytes
+        for input in [&at_limit[..], &over[..]] {
+            let whole = run(&[input]);
+            for split in 0..input.len() {
+                let (a, b) = input.split_at(split);
+                assert_eq!(run(&[a, b]), whole, "split at {split} of {:?}", String::from_utf8_lossy(input));
+            }
+        }
+        assert_eq!(run(&[at_limit]).0.len(), 2);
+        let (framed, err) = run(&[over]);
+        assert_eq!(framed, vec![vec![Bytes::from("PING")]]);
+        assert_eq!(err.as_deref(), Some("Protocol error: too big inline request"));
+        // The same holds for multibulk headers.
+        // The bulk header's line after '$' is 16 bytes ("000000000000003\r"), then 17.
+        let header = b"*1\r\n$000000000000003\r\nfoo\r\n";
+        assert_eq!(run(&[header]).0.len(), 1);
+        let header = b"*1\r\n$0000000000000003\r\nfoo\r\n";
+        assert_eq!(run(&[header]).1.as_deref(), Some("Protocol error: too big bulk count string"));
     }
 }
