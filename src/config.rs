@@ -125,6 +125,14 @@ pub struct Config {
     /// with it once: see scripts/ops/README.md.
     #[arg(long, env = "RAFTLOCK_FORCE_NEW_CLUSTER")]
     pub force_new_cluster: bool,
+    /// Threads that run connections and Raft (0: one per CPU). One by
+    /// default: tasks that hand a command on to each other on one thread
+    /// cost far less than waking a second one (README, Performance). A
+    /// command that may run long (a script, `KEYS`) first hands the other
+    /// tasks to a new thread, so it never stops the rest. The Raft log's
+    /// writer and snapshot work have threads of their own besides.
+    #[arg(long, env = "RAFTLOCK_WORKER_THREADS", default_value_t = 1)]
+    pub worker_threads: usize,
     /// Shift this node's wall clock by this many ms (for tests of clock
     /// skew: TIME, EXAT/PXAT and the clock offsets peers measure see it;
     /// leases never read the wall clock).

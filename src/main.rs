@@ -29,10 +29,11 @@ fn main() -> std::process::ExitCode {
     #[cfg(feature = "planted-bugs")]
     raftlock::planted::plant(&config.plant_bug);
     raftlock::clock::set_wall_offset_ms(config.wall_clock_offset_ms);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .thread_stack_size(raftlock::server::WORKER_STACK_BYTES)
-        .enable_all()
-        .build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.worker_threads > 0 {
+        builder.worker_threads(config.worker_threads);
+    }
+    let runtime = match builder.thread_stack_size(raftlock::server::WORKER_STACK_BYTES).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("raftlock: cannot start the runtime: {e}");

@@ -789,6 +789,49 @@ fn script_over_budget_fails_and_the_server_keeps_serving() {
     pong(&mut c2);
 }
 
+/// A script that runs to its budget holds the state machine, not the node:
+/// with one worker thread (the default), the apply first hands the
+/// runtime's other tasks to another thread, so other clients' local commands
+/// are answered while it runs, and so are they while a read waits for the
+/// state the script holds. Judged by order, not time: a PING sent a quarter
+/// of the way into the run comes back before the script's reply.
+#[test]
+fn other_clients_are_answered_while_a_script_runs_to_its_budget() {
+    let s = TestServer::start_with_env(&[("RAFTLOCK_WORKER_THREADS", "1")]);
+    let mut busy = s.raw();
+    busy.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    // Slow per instruction (a new string each time round), so that a run
+    // lasts long enough to be sure of the order. How long it lasts here:
+    const SLOW: &str = "while true do local s = string.rep('x', 64) end";
+    let started = std::time::Instant::now();
+    assert_eq!(err(busy.cmd(&["EVAL", SLOW, "0"]), "first run"), BUDGET_ERROR);
+    let run = started.elapsed();
+    let mut other = s.raw();
+    pong(&mut other);
+    let mut reader = s.raw();
+    reader.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    for round in 0..3 {
+        busy.send(&RawConn::encode(&[b"EVAL", SLOW.as_bytes(), b"0"]));
+        std::thread::sleep(run / 4);
+        // A read waits for the state the script holds, but not in a way
+        // that stops the PING behind it.
+        reader.send(&RawConn::encode(&[b"GET", b"k"]));
+        std::thread::sleep(run / 20);
+        pong(&mut other);
+        // The script's reply has not come yet.
+        busy.stream.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let early = busy.stream.peek(&mut byte);
+        busy.stream.set_nonblocking(false).unwrap();
+        assert!(
+            matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "round {round}: the PING came back only after the script ({run:?} a run) had finished: {early:?}"
+        );
+        assert_eq!(err(busy.read().unwrap(), "budget"), BUDGET_ERROR);
+        assert_eq!(reader.read().unwrap(), Resp::Bulk(None));
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // durability
 // ---------------------------------------------------------------------------------

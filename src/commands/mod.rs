@@ -321,6 +321,49 @@ pub fn suspect_command(proposal: &Proposal) -> &'static str {
     commands.iter().find(risky).or_else(|| commands.first()).map_or("(none)", name)
 }
 
+/// Whether applying `proposal` may keep a thread busy for long (milliseconds,
+/// not microseconds): true unless every command in it is one Redis flags
+/// `fast`, a `SET`, or a lock script that runs without Lua. Decides only
+/// whether the apply first hands the runtime's other tasks to another thread
+/// (`raft::state_machine`), which costs a thread wake-up; never what is
+/// applied, so nodes may judge it differently.
+pub fn may_run_long(ks: &Keyspace, proposal: &Proposal) -> bool {
+    fn request(ks: &Keyspace, r: &Request) -> bool {
+        match r {
+            Request::Command(argv) => may_run_long_command(ks, argv),
+            Request::Transaction { commands, .. } | Request::Pipeline(commands) => {
+                commands.iter().any(|argv| may_run_long_command(ks, argv))
+            }
+            Request::Dequeue { .. } => false,
+            Request::Acl(_) => true,
+            Request::AsUser { request: r, .. } => request(ks, r),
+        }
+    }
+    match &proposal.op {
+        // Deletes every key due, however many.
+        Op::Expire => true,
+        Op::Commands(commands) => commands.iter().any(|c| request(ks, &c.request)),
+    }
+}
+
+/// [`may_run_long`] for one command; also for reads (`raft::Consensus`).
+pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
+    let Some(spec) = argv.first().and_then(|name| lookup(name)) else { return false };
+    if spec.flags.contains(&"fast") || spec.name == "set" {
+        return false;
+    }
+    let body = match spec.name {
+        "eval" | "eval_ro" => argv.get(1).map(|b| &b[..]),
+        "evalsha" | "evalsha_ro" => argv
+            .get(1)
+            .and_then(|sha| ks.script(&String::from_utf8_lossy(sha).to_ascii_lowercase()))
+            .map(|b| &b[..]),
+        _ => return true,
+    };
+    // A missing script or argument is an error reply: quick.
+    body.is_some_and(|b| !crate::scripting::runs_without_vm(b))
+}
+
 fn is_script(argv: &[Bytes]) -> bool {
     argv.first().is_some_and(|n| n.len() >= 4 && n[..4].eq_ignore_ascii_case(b"eval"))
 }
@@ -514,4 +557,66 @@ fn relative_expiry(ctx_time: LogTime, amount: i64, unit_ms: i64, cmd: &'static s
     let ms = amount.checked_mul(unit_ms).ok_or(CmdError::InvalidExpire(cmd))?;
     let at = (ctx_time as i64).checked_add(ms).ok_or(CmdError::InvalidExpire(cmd))?;
     Ok(at.max(0) as LogTime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+    }
+
+    fn entry(requests: Vec<Request>) -> Proposal {
+        let commands = requests.into_iter().enumerate().map(|(i, request)| ClientCommand { origin: Origin::test(i as u64), request });
+        Proposal { log_time: 1, unix_ms: 0, op: Op::Commands(commands.collect()) }
+    }
+
+    const RELEASE: &str = "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+
+    #[test]
+    fn only_commands_that_may_run_long_are_judged_long() {
+        let mut ks = Keyspace::default();
+        let sha = crate::scripting::sha1hex(RELEASE.as_bytes());
+        let one = |ks: &Keyspace, words: &[&str]| may_run_long(ks, &entry(vec![Request::Command(argv(words))]));
+        // The lock path: microseconds each.
+        for quick in [
+            &["SET", "k", "v", "NX", "PX", "1000"][..],
+            &["LOCK.ACQUIRE", "k", "o", "1000"],
+            &["LOCK.RELEASE", "k", "o", "1"],
+            &["INCR", "n"],
+            &["EVAL", RELEASE, "1", "k", "v"],
+            &["NOSUCHCOMMAND"],
+            // Not cached yet: a NOSCRIPT error.
+            &["EVALSHA", &sha, "1", "k", "v"],
+        ] {
+            assert!(!one(&ks, quick), "{quick:?} judged long");
+        }
+        for slow in [
+            &["EVAL", "while true do end", "0"][..],
+            &["KEYS", "*"],
+            &["DEL", "a", "b"],
+            &["SUNIONSTORE", "d", "a", "b"],
+            &["FLUSHALL"],
+        ] {
+            assert!(one(&ks, slow), "{slow:?} judged quick");
+        }
+        // EVALSHA is judged by the cached body it names, whatever the case of its SHA.
+        ks.add_script(sha.clone(), Bytes::from_static(RELEASE.as_bytes()));
+        assert!(!one(&ks, &["EVALSHA", &sha.to_uppercase(), "1", "k", "v"]));
+        let loop_sha = crate::scripting::sha1hex(b"while true do end");
+        ks.add_script(loop_sha.clone(), Bytes::from_static(b"while true do end"));
+        assert!(one(&ks, &["EVALSHA", &loop_sha, "0"]));
+        // One slow command makes the whole entry long, wherever it is.
+        let quick = Request::Command(argv(&["SET", "a", "1"]));
+        let slow = Request::Command(argv(&["KEYS", "*"]));
+        assert!(!may_run_long(&ks, &entry(vec![quick.clone(), quick.clone()])));
+        assert!(may_run_long(&ks, &entry(vec![quick.clone(), slow.clone()])));
+        assert!(may_run_long(&ks, &entry(vec![Request::Pipeline(vec![argv(&["SET", "a", "1"]), argv(&["KEYS", "*"])])])));
+        assert!(may_run_long(&ks, &entry(vec![Request::Transaction { watched: vec![], commands: vec![argv(&["LRANGE", "l", "0", "-1"])] }])));
+        assert!(may_run_long(&ks, &entry(vec![Request::AsUser { user: "u".into(), request: Box::new(slow) }])));
+        assert!(!may_run_long(&ks, &entry(vec![Request::AsUser { user: "u".into(), request: Box::new(quick) }])));
+        // Expiry deletes every key that is due, however many.
+        assert!(may_run_long(&ks, &Proposal { log_time: 1, unix_ms: 0, op: Op::Expire }));
+    }
 }

@@ -588,7 +588,14 @@ impl Consensus {
                 self.read(move |ks, ctx| {
                     // A read-only script obeys its caller's permissions.
                     let perms = user.map(|u| crate::commands::acl::perms_of(ks, u)).filter(|p| !p.unrestricted());
-                    crate::commands::acl::with_user(perms, || crate::commands::execute_read(ks, argv, ctx))
+                    let run = || crate::commands::acl::with_user(perms, || crate::commands::execute_read(ks, argv, ctx));
+                    // `KEYS *` of millions of keys, a script up to its budget:
+                    // the runtime's other tasks move to another thread first.
+                    if crate::commands::may_run_long_command(ks, argv) {
+                        state_machine::cpu_bound(run)
+                    } else {
+                        run()
+                    }
                 })
                 .await
             }

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeSet;
 use std::io::Cursor;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+
+/// How many times [`SharedState::lock`] tries the lock before it waits.
+const LOCK_SPINS: usize = 64;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -67,8 +70,22 @@ pub type AppliedHook = Box<dyn Fn(u64) + Send + Sync>;
 
 impl SharedState {
     /// Locks the applied state. Never held across an `.await`.
+    ///
+    /// An apply or a read holds it for microseconds, except one that runs a
+    /// script (up to its budget) or a command over millions of keys. A
+    /// runtime thread that blocked here on such a one would stop every task
+    /// queued behind it: with one worker thread, the whole node (its PINGs,
+    /// heartbeats and elections). So a waiter that has not got the lock
+    /// after a short spin hands the runtime to another thread first.
     pub fn lock(&self) -> MutexGuard<'_, Applied> {
-        self.applied.lock().unwrap_or_else(|p| p.into_inner())
+        for _ in 0..LOCK_SPINS {
+            match self.applied.try_lock() {
+                Ok(guard) => return guard,
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => std::hint::spin_loop(),
+            }
+        }
+        cpu_bound(|| self.applied.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Publishes `keyspace`'s ACL users if they changed.
@@ -140,7 +157,7 @@ struct StoredSnapshotRef<'a> {
 /// runs up to its budget), telling the runtime first: the other tasks of this
 /// worker thread (heartbeats, elections, connections) move to another thread
 /// meanwhile, so a long apply cannot cost this node its leadership.
-fn cpu_bound<T>(work: impl FnOnce() -> T) -> T {
+pub(super) fn cpu_bound<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
         _ => work(),
@@ -306,8 +323,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: openraft::OptionalSend,
     {
         let mut replies = Vec::new();
-        cpu_bound(|| {
-            let mut applied = self.shared.lock();
+        let mut applied = self.shared.lock();
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let long = entries.iter().any(|e| match &e.payload {
+            EntryPayload::Normal(proposal) => commands::may_run_long(&applied.keyspace, proposal),
+            _ => false,
+        });
+        let apply_all = || {
             for entry in entries {
                 applied.last_applied = Some(entry.log_id);
                 let entry_replies = match entry.payload {
@@ -353,7 +375,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             crate::metrics::set_waiters(applied.keyspace.waiters().total());
             self.shared.publish_acl(&applied.keyspace);
             self.shared.batch_applied(&applied);
-        });
+        };
+        // Most entries apply in microseconds: handing the runtime to another
+        // thread first would cost more than they do.
+        if long {
+            cpu_bound(apply_all);
+        } else {
+            apply_all();
+        }
+        drop(applied);
         if let Some(audit) = &self.audit {
             audit.flush();
         }

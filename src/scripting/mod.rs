@@ -49,6 +49,13 @@ pub fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut 
     }
 }
 
+/// Whether `body` is a lock script that runs without Lua (see [`known`]): a
+/// `GET` and at most one small write, microseconds. Anything else may run
+/// up to its budget.
+pub fn runs_without_vm(body: &[u8]) -> bool {
+    known::recognised(body)
+}
+
 /// Runs the script in this thread's idle VM, or in a new one.
 fn run_in_vm(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Reply {
     // Taken out for the run: a script run from inside a script's command
