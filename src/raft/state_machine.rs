@@ -6,9 +6,6 @@ use std::collections::BTreeSet;
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
-/// How many times [`SharedState::lock`] tries the lock before it waits.
-const LOCK_SPINS: usize = 64;
-
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
     EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership,
@@ -67,6 +64,9 @@ pub struct SharedState {
 
 /// See [`SharedState::on_applied`].
 pub type AppliedHook = Box<dyn Fn(u64) + Send + Sync>;
+
+/// How many times [`SharedState::lock`] tries the lock before it waits.
+const LOCK_SPINS: usize = 64;
 
 impl SharedState {
     /// Locks the applied state. Never held across an `.await`.
