@@ -27,7 +27,8 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#bugs[@]} -eq 0 ]; then
     bugs=(stale-reads wall-clock-lease ack-before-fsync token-reuse resource-no-check
-          log-time-from-uncommitted reads-at-leader-clock version-kept-on-write wait-lifo)
+          log-time-from-uncommitted reads-at-leader-clock version-kept-on-write wait-lifo
+          applied-before-durable)
 fi
 # The faults (and their timing) that can expose each bug.
 schedule_for() {
@@ -49,6 +50,11 @@ schedule_for() {
         version-kept-on-write) echo --faults kill-leader,net-delay ;;
         # Clients WAIT in every run; a LIFO queue shows as soon as two queue.
         wait-lifo) echo --faults kill-leader,net-delay ;;
+        # A leader acknowledges its own entries before their fsync (as it
+        # always does) but applies them, and tells followers they are
+        # committed, before they are on its disk, which lags a second: a
+        # leader killed meanwhile loses writes clients were told of.
+        applied-before-durable) echo --faults kill-leader ;;
         *) echo "unknown planted bug $1" >&2; return 2 ;;
     esac
 }

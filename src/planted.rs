@@ -34,6 +34,11 @@ pub enum Bug {
     TrackingAnsweredEarly,
     /// A freed lock goes to the waiter that queued last instead of first.
     WaitLifo,
+    /// A leader applies its own entries, and tells followers they are
+    /// committed, as soon as openraft counts them (it counts the leader
+    /// before their fsync), and the leader's log writes lag a second: a
+    /// leader that dies in between loses entries it acknowledged.
+    AppliedBeforeDurable,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -43,7 +48,10 @@ static PLANTED: std::sync::OnceLock<Vec<Bug>> = std::sync::OnceLock::new();
 #[cfg(feature = "planted-bugs")]
 pub fn plant(bugs: &[Bug]) {
     if !bugs.is_empty() {
-        tracing::warn!(?bugs, "PLANTED BUGS ARE ACTIVE: this node is deliberately unsafe");
+        tracing::warn!(
+            ?bugs,
+            "PLANTED BUGS ARE ACTIVE: this node is deliberately unsafe"
+        );
     }
     let _ = PLANTED.set(bugs.to_vec());
 }

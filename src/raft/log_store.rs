@@ -4,8 +4,31 @@
 //!
 //! Appends are handed to the log's writer thread, which fsyncs once for
 //! every append queued behind it and then acknowledges them all: group
-//! commit, with no disk I/O on the runtime's threads. Nothing is
-//! acknowledged before it is on disk.
+//! commit, with no disk I/O on the runtime's threads.
+//!
+//! A leader's own entries are acknowledged to openraft as soon as they are
+//! readable, before their fsync, so that openraft (0.9, whose core waits for
+//! every append to be acknowledged before it does anything else) sends them
+//! to the followers while the leader's disk writes them: the two fsyncs of a
+//! commit run side by side instead of one after the other. openraft then
+//! counts the leader towards a quorum early, so [`Durable`] makes up for it
+//! where it matters:
+//! - the state machine applies an entry only once it is durable here
+//!   ([`Durable::wait`]), so no reply, read, event or snapshot shows an entry
+//!   before a majority holds it on disk (the leader and a follower that
+//!   acknowledged it after its own fsync);
+//! - the commit index sent to followers is never past the leader's durable
+//!   log ([`Durable::clamp`]), so no follower applies such an entry earlier;
+//! - a committed id saved past the log's end (the process died before the
+//!   write) reads back as the log's end, which a follower's acknowledgement
+//!   shows is committed;
+//! - membership entries, and every entry after one until it is durable, wait
+//!   for their fsync as before: a joint configuration must really be on a
+//!   majority of both configurations before the next change is proposed.
+//!
+//! Entries a follower appends, and a leader's entries from another term,
+//! are acknowledged only once on disk. Nothing is acknowledged to a client
+//! before it is on disk on a majority.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -15,6 +38,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftLogId, Vote};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::sync::watch;
 
 use super::types::{Entry, LogId, NodeId, StorageIoError, TypeConfig};
 use crate::clock::LogClock;
@@ -30,7 +54,11 @@ fn index_key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }
 
-fn io_err(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: impl std::fmt::Display) -> StorageIoError {
+fn io_err(
+    subject: ErrorSubject<NodeId>,
+    verb: ErrorVerb,
+    e: impl std::fmt::Display,
+) -> StorageIoError {
     StorageIoError::from_io_error(subject, verb, std::io::Error::other(e.to_string()))
 }
 
@@ -38,12 +66,17 @@ fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     bincode::serialize(v).expect("serialising plain data cannot fail")
 }
 
-fn decode<T: DeserializeOwned>(raw: &[u8], subject: ErrorSubject<NodeId>) -> Result<T, StorageIoError> {
+fn decode<T: DeserializeOwned>(
+    raw: &[u8],
+    subject: ErrorSubject<NodeId>,
+) -> Result<T, StorageIoError> {
     bincode::deserialize(raw).map_err(|e| io_err(subject, ErrorVerb::Read, e))
 }
 
 fn read_meta<T: DeserializeOwned>(db: &Storage, key: &[u8]) -> Result<Option<T>, StorageIoError> {
-    let raw = db.get(Cf::Meta, key).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
+    let raw = db
+        .get(Cf::Meta, key)
+        .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
     raw.map(|r| decode(&r, ErrorSubject::Store)).transpose()
 }
 
@@ -58,10 +91,20 @@ pub struct LogReader {
 }
 
 impl LogReader {
-    fn entries(&self, start: u64, end_inclusive: Option<u64>) -> Result<Vec<Entry>, StorageIoError> {
+    fn entries(
+        &self,
+        start: u64,
+        end_inclusive: Option<u64>,
+    ) -> Result<Vec<Entry>, StorageIoError> {
         let end = end_inclusive.map_or(u64::MAX, |e| e.saturating_add(1));
-        let records = self.wal.read(start, end).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-        records.iter().map(|(_, raw)| decode(raw, ErrorSubject::Logs)).collect()
+        let records = self
+            .wal
+            .read(start, end)
+            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+        records
+            .iter()
+            .map(|(_, raw)| decode(raw, ErrorSubject::Logs))
+            .collect()
     }
 
     /// The entry at `index`, if the log holds it.
@@ -95,11 +138,105 @@ impl RaftLogReader<TypeConfig> for LogReader {
     }
 }
 
+/// How far this node's log is on disk: the id of the last entry known
+/// durable, or why the log stopped (a failed write or fsync). Cloning shares
+/// it.
+#[derive(Clone)]
+pub struct Durable(Arc<watch::Sender<DurableState>>);
+
+#[derive(Debug, Clone, Default)]
+struct DurableState {
+    last: Option<LogId>,
+    failed: Option<String>,
+}
+
+impl Durable {
+    fn new(last: Option<LogId>) -> Durable {
+        Durable(Arc::new(watch::Sender::new(DurableState {
+            last,
+            failed: None,
+        })))
+    }
+
+    /// The last entry known to be on disk.
+    pub fn last(&self) -> Option<LogId> {
+        self.0.borrow().last
+    }
+
+    fn last_index(&self) -> Option<u64> {
+        self.last().map(|l| l.index)
+    }
+
+    /// The writer has synced every entry through `upto`, or failed.
+    fn synced(&self, upto: LogId, result: &std::io::Result<()>) {
+        self.0.send_if_modified(|s| match result {
+            Ok(()) if s.last.map_or(true, |l| l.index < upto.index) => {
+                s.last = Some(upto);
+                true
+            }
+            Ok(()) => false,
+            Err(e) => {
+                s.failed.get_or_insert_with(|| e.to_string());
+                true
+            }
+        });
+    }
+
+    /// The log was cut back to end at `last`.
+    fn truncated(&self, last: Option<LogId>) {
+        self.0.send_if_modified(|s| {
+            if s.last.map(|l| l.index) > last.map(|l| l.index) {
+                s.last = last;
+                return true;
+            }
+            false
+        });
+    }
+
+    /// Waits until the entry at `index` is on disk here. Fails if the log
+    /// stopped first: the entry may never be.
+    pub async fn wait(&self, index: u64) -> Result<(), String> {
+        let reached =
+            |s: &DurableState| s.failed.is_some() || s.last.is_some_and(|l| l.index >= index);
+        if !reached(&self.0.borrow()) {
+            let mut rx = self.0.subscribe();
+            rx.wait_for(reached)
+                .await
+                .map_err(|_| "the log closed".to_string())?;
+        }
+        match &self.0.borrow().failed {
+            Some(e) => Err(format!("the Raft log failed: {e}")),
+            None => Ok(()),
+        }
+    }
+
+    /// `commit`, or the last durable entry if that is older: the commit
+    /// index a leader may tell its followers.
+    pub fn clamp(&self, commit: Option<LogId>) -> Option<LogId> {
+        let last = self.last();
+        match (commit, last) {
+            (Some(c), Some(d)) if d.index < c.index => Some(d),
+            (Some(_), None) => None,
+            _ => commit,
+        }
+    }
+}
+
 /// The log store handed to openraft.
 pub struct LogStore {
     reader: LogReader,
     db: Arc<Storage>,
     clock: Arc<LogClock>,
+    durable: Durable,
+    /// This node, once known ([`LogStore::for_node`]): until then nothing is
+    /// acknowledged early.
+    me: Option<NodeId>,
+    /// The vote last saved: while it is committed and names this node, the
+    /// entries of its term are this node's own, as the leader.
+    vote: Option<Vote<NodeId>>,
+    /// The index of the newest membership entry appended (at a start, the
+    /// log's last index): until it is durable, nothing is acknowledged early.
+    membership_at: Option<u64>,
 }
 
 impl LogStore {
@@ -111,9 +248,106 @@ impl LogStore {
         move_legacy_log(&db)?;
         let purged = read_purged(&db)?;
         let wal = Wal::open(db.log_dir(), purged.map(|l| l.index)).map_err(|e| err(&e))?;
-        let store = LogStore { reader: LogReader { wal }, db, clock };
+        let reader = LogReader { wal };
+        let last = match reader.last_index() {
+            Some(index) => reader.entry(index)?.map(|e| e.log_id),
+            None => purged,
+        };
+        let vote = read_vote(&db)?;
+        let membership_at = last.map(|l| l.index);
+        let store = LogStore {
+            reader,
+            db,
+            clock,
+            durable: Durable::new(last),
+            me: None,
+            vote,
+            membership_at,
+        };
         store.recover_log_time()?;
         Ok(store)
+    }
+
+    /// The log of node `me`: the entries it appends as the leader are
+    /// acknowledged before their fsync (see the module's notes).
+    pub fn for_node(mut self, me: NodeId) -> LogStore {
+        self.me = Some(me);
+        self
+    }
+
+    /// How far this log is on disk.
+    pub fn durable(&self) -> Durable {
+        self.durable.clone()
+    }
+
+    /// Appends `entries`; `ack` is called once openraft may count them as
+    /// stored here: at once for a leader's own entries (see the module's
+    /// notes), else once they are on disk.
+    fn append_acking(
+        &mut self,
+        entries: impl IntoIterator<Item = Entry>,
+        ack: wal::Done,
+    ) -> Result<(), StorageIoError> {
+        let mut records = Vec::new();
+        let mut end = None;
+        let mut last = None;
+        let mut own = self
+            .vote
+            .is_some_and(|v| v.is_committed() && Some(v.leader_id().node_id) == self.me);
+        let mut membership = false;
+        for entry in entries {
+            match &entry.payload {
+                EntryPayload::Normal(p) => end = Some((entry.log_id.index, p.log_time)),
+                EntryPayload::Membership(_) => {
+                    membership = true;
+                    self.membership_at = Some(entry.log_id.index);
+                }
+                EntryPayload::Blank => {}
+            }
+            if self
+                .vote
+                .is_some_and(|v| v.leader_id() != &entry.log_id.leader_id)
+            {
+                own = false;
+            }
+            last = Some(entry.log_id);
+            records.push((entry.log_id.index, encode(&entry)));
+        }
+        let Some(last) = last else {
+            ack(Ok(()));
+            return Ok(());
+        };
+        if let Some((index, t)) = end {
+            self.clock.log_appended(index, t);
+        }
+        let early = own && !membership && self.durable.last_index() >= self.membership_at;
+        if early && crate::planted::active(crate::planted::Bug::AppliedBeforeDurable) {
+            self.reader.wal.planted_lag();
+        }
+        let durable = self.durable.clone();
+        let (done, ack): (wal::Done, Option<wal::Done>) = if early {
+            (
+                Box::new(move |result| durable.synced(last, &result)),
+                Some(ack),
+            )
+        } else {
+            (
+                Box::new(move |result| {
+                    durable.synced(last, &result);
+                    ack(result)
+                }),
+                None,
+            )
+        };
+        // Readable when this returns, durable when the writer has synced it.
+        self.reader
+            .wal
+            .append(records, done)
+            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+        if let Some(ack) = ack {
+            ack(Ok(()));
+        }
+        Ok(())
     }
 
     /// A reader of this log.
@@ -131,8 +365,12 @@ impl LogStore {
 
     /// The newest entry below `below` that carries a log time: (index, time).
     fn last_log_time(&self, below: u64) -> Result<Option<(u64, LogTime)>, StorageIoError> {
-        let Some(last) = self.reader.last_index() else { return Ok(None) };
-        let Some(mut index) = below.checked_sub(1).map(|b| b.min(last)) else { return Ok(None) };
+        let Some(last) = self.reader.last_index() else {
+            return Ok(None);
+        };
+        let Some(mut index) = below.checked_sub(1).map(|b| b.min(last)) else {
+            return Ok(None);
+        };
         let first = self.reader.wal.first_index();
         while index >= first {
             if let Some(entry) = self.reader.entry(index)? {
@@ -151,7 +389,9 @@ impl LogStore {
 
 /// Runs blocking `work` on the runtime's blocking pool (outside a runtime,
 /// here).
-async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
     match tokio::runtime::Handle::try_current() {
         Ok(rt) => rt.spawn_blocking(work).await.map_err(|e| e.to_string()),
         Err(_) => Ok(work()),
@@ -182,7 +422,11 @@ fn move_legacy_log(db: &Storage) -> Result<(), StorageIoError> {
         })
         .map_err(|e| err(&e))?;
         let moved = wal::import(db.log_dir(), records).map_err(|e| err(&e))?;
-        tracing::info!(entries = moved, "moved the Raft log out of RocksDB into {}", db.log_dir().display());
+        tracing::info!(
+            entries = moved,
+            "moved the Raft log out of RocksDB into {}",
+            db.log_dir().display()
+        );
     }
     let mut b = Batch::default();
     b.delete_range(Cf::Log, index_key(0), index_key(u64::MAX));
@@ -211,7 +455,8 @@ pub(super) fn reset(db: &Storage, last: LogId, vote: Vote<NodeId>) -> Result<(),
     b.put(Cf::Meta, LAST_PURGED, encode(&Some(last)));
     b.put(Cf::Meta, COMMITTED, encode(&Some(last)));
     b.put(Cf::Meta, VOTE, encode(&vote));
-    db.write(b, true).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))?;
+    db.write(b, true)
+        .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))?;
     wal::remove_all(db.log_dir()).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
 }
 
@@ -236,7 +481,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             },
             None => last_purged,
         };
-        Ok(LogState { last_purged_log_id: last_purged, last_log_id })
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id,
+        })
     }
 
     async fn get_log_reader(&mut self) -> LogReader {
@@ -246,7 +494,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageIoError> {
         let mut b = Batch::default();
         b.put(Cf::Meta, VOTE, encode(vote));
-        self.db.write(b, true).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))
+        self.db
+            .write(b, true)
+            .map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+        self.vote = Some(*vote);
+        Ok(())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageIoError> {
@@ -256,7 +508,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageIoError> {
         let mut b = Batch::default();
         b.put(Cf::Meta, COMMITTED, encode(&committed));
-        self.db.write(b, false).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
+        self.db
+            .write(b, false)
+            .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageIoError> {
@@ -276,39 +530,48 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }))
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageIoError>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageIoError>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut records = Vec::new();
-        let mut end = None;
-        for entry in entries {
-            if let EntryPayload::Normal(p) = &entry.payload {
-                end = Some((entry.log_id.index, p.log_time));
-            }
-            records.push((entry.log_id.index, encode(&entry)));
-        }
-        if let Some((index, t)) = end {
-            self.clock.log_appended(index, t);
-        }
-        // Readable when this returns, durable when the writer has synced it.
-        self.reader
-            .wal
-            .append(records, Box::new(move |result| callback.log_io_completed(result)))
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Write, e))
+        self.append_acking(
+            entries,
+            Box::new(move |result| callback.log_io_completed(result)),
+        )
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageIoError> {
         let err = |e: &dyn std::fmt::Display| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e);
-        let done = self.reader.wal.truncate(log_id.index).map_err(|e| err(&e))?;
+        let done = self
+            .reader
+            .wal
+            .truncate(log_id.index)
+            .map_err(|e| err(&e))?;
         // Waited for off the runtime's threads: the writer first finishes
         // the appends queued before the truncation.
-        off_runtime(move || done.recv()).await.map_err(|e| err(&e))?.map_err(|e| err(&e))?.map_err(|e| err(&e))?;
+        off_runtime(move || done.recv())
+            .await
+            .map_err(|e| err(&e))?
+            .map_err(|e| err(&e))?
+            .map_err(|e| err(&e))?;
         // The removed entries' times must not outlive them (a later election
         // would continue from them).
         let remaining = self.last_log_time(log_id.index)?;
         self.clock.log_truncated(log_id.index, remaining);
+        let before = match log_id.index.checked_sub(1) {
+            Some(i) => self
+                .reader
+                .entry(i)?
+                .map(|e| e.log_id)
+                .or(read_purged(&self.db)?),
+            None => None,
+        };
+        self.durable.truncated(before);
         Ok(())
     }
 
@@ -322,7 +585,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .await
             .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?
             .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-        self.reader.wal.purge(log_id.index).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
+        self.reader
+            .wal
+            .purge(log_id.index)
+            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 }
 
@@ -332,7 +598,10 @@ mod tests {
     use openraft::CommittedLeaderId;
 
     fn blank(index: u64) -> Entry {
-        Entry { log_id: LogId::new(CommittedLeaderId::new(2, 1), index), payload: EntryPayload::Blank }
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(2, 1), index),
+            payload: EntryPayload::Blank,
+        }
     }
 
     /// A log an older version kept in RocksDB is moved into the log's files
@@ -356,14 +625,20 @@ mod tests {
         assert_eq!(state.last_log_id.map(|l| l.index), Some(11));
         assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(4));
         let got = log.try_get_log_entries(0..100).await.unwrap();
-        assert_eq!(got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(), (5..12).collect::<Vec<_>>());
+        assert_eq!(
+            got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
+            (5..12).collect::<Vec<_>>()
+        );
         let mut left = 0;
         db.scan(Cf::Log, &index_key(0), |_, _| {
             left += 1;
             Ok(true)
         })
         .unwrap();
-        assert_eq!(left, 0, "the RocksDB copy is deleted once the files hold it");
+        assert_eq!(
+            left, 0,
+            "the RocksDB copy is deleted once the files hold it"
+        );
         assert_eq!(log_on_disk(&db).unwrap(), Some((5, 11)));
     }
 
@@ -376,9 +651,214 @@ mod tests {
         wal::import(db.log_dir(), (0..6).map(|i| (i, encode(&blank(i))))).unwrap();
         let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system())).unwrap();
         assert_eq!(log.read_committed().await.unwrap(), None);
-        log.save_committed(Some(*blank(3).get_log_id())).await.unwrap();
-        assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(3));
-        log.save_committed(Some(*blank(9).get_log_id())).await.unwrap();
-        assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(5));
+        log.save_committed(Some(*blank(3).get_log_id()))
+            .await
+            .unwrap();
+        assert_eq!(
+            log.read_committed().await.unwrap().map(|l| l.index),
+            Some(3)
+        );
+        log.save_committed(Some(*blank(9).get_log_id()))
+            .await
+            .unwrap();
+        assert_eq!(
+            log.read_committed().await.unwrap().map(|l| l.index),
+            Some(5)
+        );
+    }
+
+    fn entry(term: u64, leader: NodeId, index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, leader), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    fn membership(term: u64, leader: NodeId, index: u64) -> Entry {
+        let m = openraft::Membership::new(vec![std::collections::BTreeSet::from([1, 2, 3])], None);
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, leader), index),
+            payload: EntryPayload::Membership(m),
+        }
+    }
+
+    /// Appends `entries` and reports whether openraft was told they are
+    /// stored before the writer wrote them.
+    fn acked_at_once(
+        log: &mut LogStore,
+        entries: Vec<Entry>,
+    ) -> std::sync::mpsc::Receiver<std::io::Result<()>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        log.append_acking(entries, Box::new(move |r| tx.send(r).unwrap()))
+            .unwrap();
+        rx
+    }
+
+    async fn pending(durable: &Durable, index: u64) -> bool {
+        tokio::time::timeout(std::time::Duration::from_millis(30), durable.wait(index))
+            .await
+            .is_err()
+    }
+
+    /// A leader's own entries are acknowledged to openraft before the
+    /// writer has them on disk, but `Durable` (which the state machine and
+    /// the commit index sent to followers wait for) shows them only once
+    /// they are synced.
+    #[tokio::test]
+    async fn a_leaders_own_entries_are_acknowledged_early_and_shown_durable_only_once_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
+            .unwrap()
+            .for_node(1);
+        let wal = log.reader.wal.clone();
+        log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        let durable = log.durable();
+        let rx = acked_at_once(&mut log, vec![entry(2, 1, 0), entry(2, 1, 1)]);
+        durable.wait(1).await.unwrap();
+        assert!(rx.try_recv().unwrap().is_ok());
+
+        let held = wal.hold_writes();
+        let rx = acked_at_once(&mut log, vec![entry(2, 1, 2), entry(2, 1, 3)]);
+        assert!(
+            rx.try_recv().unwrap().is_ok(),
+            "the leader's entries are acknowledged before they are written"
+        );
+        assert!(
+            pending(&durable, 2).await,
+            "not durable while the writer is held"
+        );
+        assert_eq!(durable.last().map(|l| l.index), Some(1));
+        let commit = Some(*entry(2, 1, 3).get_log_id());
+        assert_eq!(
+            durable.clamp(commit).map(|l| l.index),
+            Some(1),
+            "followers hear of no commit past the disk"
+        );
+        drop(held);
+        durable.wait(3).await.unwrap();
+        assert_eq!(durable.clamp(commit), commit);
+    }
+
+    /// Entries this node appends as a follower, and a membership entry (and
+    /// what follows it until it is on disk), are acknowledged only once
+    /// synced.
+    #[tokio::test]
+    async fn a_followers_entries_and_membership_changes_are_acknowledged_only_once_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
+            .unwrap()
+            .for_node(1);
+        let wal = log.reader.wal.clone();
+        let durable = log.durable();
+        // Node 2 leads term 2: its entries, which node 1 holds as a follower.
+        log.save_vote(&Vote::new_committed(2, 2)).await.unwrap();
+        let held = wal.hold_writes();
+        let rx = acked_at_once(&mut log, vec![entry(2, 2, 0), entry(2, 2, 1)]);
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(30))
+                .is_err(),
+            "a follower acknowledges only what is on disk"
+        );
+        drop(held);
+        assert!(rx.recv().unwrap().is_ok());
+        durable.wait(1).await.unwrap();
+
+        // Node 1 leads term 3; its own log id from an older term of its own
+        // is not early either.
+        log.save_vote(&Vote::new_committed(3, 1)).await.unwrap();
+        let held = wal.hold_writes();
+        let rx = acked_at_once(&mut log, vec![membership(3, 1, 2)]);
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(30))
+                .is_err(),
+            "a membership entry waits for its fsync"
+        );
+        let after = acked_at_once(&mut log, vec![entry(3, 1, 3)]);
+        assert!(
+            after
+                .recv_timeout(std::time::Duration::from_millis(30))
+                .is_err(),
+            "so does what follows it, until it is durable"
+        );
+        drop(held);
+        assert!(rx.recv().unwrap().is_ok());
+        assert!(after.recv().unwrap().is_ok());
+        durable.wait(3).await.unwrap();
+        let held = wal.hold_writes();
+        let rx = acked_at_once(&mut log, vec![entry(3, 1, 4)]);
+        assert!(
+            rx.try_recv().unwrap().is_ok(),
+            "once it is, the leader acknowledges early again"
+        );
+        drop(held);
+        durable.wait(4).await.unwrap();
+
+        // An unconfirmed vote for itself (a candidate) is not a leader's.
+        log.save_vote(&Vote::new(4, 1)).await.unwrap();
+        let held = wal.hold_writes();
+        let rx = acked_at_once(&mut log, vec![entry(3, 1, 5)]);
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(30))
+            .is_err());
+        drop(held);
+        assert!(rx.recv().unwrap().is_ok());
+    }
+
+    /// A log cut back (a follower's conflicting entries) is durable only
+    /// through where it now ends.
+    #[tokio::test]
+    async fn truncation_moves_the_durable_end_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
+            .unwrap()
+            .for_node(1);
+        log.save_vote(&Vote::new_committed(2, 2)).await.unwrap();
+        let rx = acked_at_once(&mut log, (0..6).map(|i| entry(2, 2, i)).collect());
+        assert!(rx.recv().unwrap().is_ok());
+        assert_eq!(log.durable().last().map(|l| l.index), Some(5));
+        log.truncate(*entry(2, 2, 3).get_log_id()).await.unwrap();
+        assert_eq!(log.durable().last(), Some(*entry(2, 2, 2).get_log_id()));
+        let commit = Some(*entry(3, 3, 4).get_log_id());
+        assert_eq!(
+            log.durable().clamp(commit),
+            Some(*entry(2, 2, 2).get_log_id())
+        );
+    }
+
+    /// The state machine applies a leader's entry, which openraft commits
+    /// before its fsync here, only once the entry is on disk.
+    #[tokio::test]
+    async fn the_state_machine_applies_an_entry_only_once_it_is_durable() {
+        use openraft::storage::RaftStateMachine;
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let clock = Arc::new(LogClock::system());
+        let mut log = LogStore::open(db.clone(), clock.clone())
+            .unwrap()
+            .for_node(1);
+        let wal = log.reader.wal.clone();
+        let mut sm = super::super::StateMachine::open(db, clock, Arc::new(|_, _| 0))
+            .unwrap()
+            .with_durable(log.durable());
+        log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        let held = wal.hold_writes();
+        let rx = acked_at_once(&mut log, vec![entry(2, 1, 0), entry(2, 1, 1)]);
+        assert!(rx.try_recv().unwrap().is_ok());
+        let applying = tokio::spawn(async move {
+            sm.apply(vec![entry(2, 1, 0), entry(2, 1, 1)])
+                .await
+                .unwrap();
+            sm.applied_state().await.unwrap().0
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(
+            !applying.is_finished(),
+            "applied before the entries were on disk"
+        );
+        drop(held);
+        assert_eq!(applying.await.unwrap().map(|l| l.index), Some(1));
     }
 }

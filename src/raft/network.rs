@@ -2,14 +2,17 @@
 
 use std::sync::Arc;
 
-use openraft::error::{InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, Timeout, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, Timeout, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use openraft::RaftTypeConfig;
 
+use super::log_store::Durable;
 use super::peer::{PeerError, PeerPool, PeerRequest, PeerResponse};
 use super::types::{NodeId, NodeInfo, TypeConfig};
 
@@ -18,6 +21,8 @@ use super::types::{NodeId, NodeInfo, TypeConfig};
 pub struct Network {
     pub pool: Arc<PeerPool>,
     pub node_id: NodeId,
+    /// This node's log on disk: the commit index sent never passes it.
+    pub durable: Durable,
 }
 
 /// Raft's view of one peer.
@@ -26,31 +31,47 @@ pub struct PeerClient {
     node_id: NodeId,
     target: NodeId,
     addr: String,
+    durable: Durable,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &NodeInfo) -> PeerClient {
-        PeerClient { pool: self.pool.clone(), node_id: self.node_id, target, addr: node.peer_addr.clone() }
+        PeerClient {
+            pool: self.pool.clone(),
+            node_id: self.node_id,
+            target,
+            addr: node.peer_addr.clone(),
+            durable: self.durable.clone(),
+        }
     }
 }
 
 type RpcErr<E = openraft::error::Infallible> = RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>;
 
 impl PeerClient {
-    async fn call<E: std::error::Error>(&self, request: PeerRequest, option: &RPCOption) -> Result<PeerResponse, RpcErr<E>> {
+    async fn call<E: std::error::Error>(
+        &self,
+        request: PeerRequest,
+        option: &RPCOption,
+    ) -> Result<PeerResponse, RpcErr<E>> {
         let ttl = option.hard_ttl();
-        self.pool.call(self.target, &self.addr, request, ttl).await.map_err(|e| match e {
-            PeerError::NotSent(..) | PeerError::Unreachable(..) => RPCError::Unreachable(Unreachable::new(&e)),
-            PeerError::Timeout(_) => RPCError::Timeout(Timeout {
-                action: openraft::network::RPCTypes::AppendEntries,
-                id: self.node_id,
-                target: self.target,
-                timeout: ttl,
-            }),
-            PeerError::Refused(..) => RPCError::Network(NetworkError::new(&e)),
-        })
+        self.pool
+            .call(self.target, &self.addr, request, ttl)
+            .await
+            .map_err(|e| match e {
+                PeerError::NotSent(..) | PeerError::Unreachable(..) => {
+                    RPCError::Unreachable(Unreachable::new(&e))
+                }
+                PeerError::Timeout(_) => RPCError::Timeout(Timeout {
+                    action: openraft::network::RPCTypes::AppendEntries,
+                    id: self.node_id,
+                    target: self.target,
+                    timeout: ttl,
+                }),
+                PeerError::Refused(..) => RPCError::Network(NetworkError::new(&e)),
+            })
     }
 
     fn unexpected<E: std::error::Error>(&self) -> RpcErr<E> {
@@ -59,22 +80,42 @@ impl PeerClient {
     }
 }
 
-fn remote<E: std::error::Error>(target: NodeId, node: &NodeInfo, e: RaftError<NodeId, E>) -> RpcErr<E> {
-    RPCError::RemoteError(openraft::error::RemoteError::new_with_node(target, node.clone(), e))
+fn remote<E: std::error::Error>(
+    target: NodeId,
+    node: &NodeInfo,
+    e: RaftError<NodeId, E>,
+) -> RpcErr<E> {
+    RPCError::RemoteError(openraft::error::RemoteError::new_with_node(
+        target,
+        node.clone(),
+        e,
+    ))
 }
 
 impl RaftNetwork<TypeConfig> for PeerClient {
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
+        // openraft counts the leader towards the commit before its own fsync
+        // (see `log_store`): a follower learns of a commit only once the
+        // leader's disk holds the entry too, so it never applies an entry a
+        // majority has not stored.
+        if !crate::planted::active(crate::planted::Bug::AppliedBeforeDurable) {
+            rpc.leader_commit = self.durable.clamp(rpc.leader_commit);
+        }
         // A frame over the transport's limit would break the link, and the
         // same entries would be sent again forever: ask openraft for fewer
         // (one entry always fits: client requests and entries are capped).
         let entries = rpc.entries.len() as u64;
-        if entries > 1 && bincode::serialized_size(&rpc).map_or(true, |n| n as usize > super::peer::MAX_FRAME / 2) {
-            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(entries / 2)));
+        if entries > 1
+            && bincode::serialized_size(&rpc)
+                .map_or(true, |n| n as usize > super::peer::MAX_FRAME / 2)
+        {
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(entries / 2),
+            ));
         }
         match self.call(PeerRequest::AppendEntries(rpc), &option).await? {
             PeerResponse::AppendEntries(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
@@ -86,8 +127,14 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         &mut self,
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>> {
-        match self.call(PeerRequest::InstallSnapshot(rpc), &option).await? {
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        match self
+            .call(PeerRequest::InstallSnapshot(rpc), &option)
+            .await?
+        {
             PeerResponse::InstallSnapshot(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
             _ => Err(self.unexpected()),
         }
@@ -107,6 +154,9 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 
 impl PeerClient {
     fn node(&self) -> <TypeConfig as RaftTypeConfig>::Node {
-        NodeInfo { peer_addr: self.addr.clone(), client_addr: String::new() }
+        NodeInfo {
+            peer_addr: self.addr.clone(),
+            client_addr: String::new(),
+        }
     }
 }
