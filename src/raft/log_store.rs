@@ -148,6 +148,8 @@ pub struct Durable(Arc<watch::Sender<DurableState>>);
 struct DurableState {
     last: Option<LogId>,
     failed: Option<String>,
+    /// The highest commit index [`Durable::clamp`] kept from a follower.
+    withheld: Option<u64>,
 }
 
 impl Durable {
@@ -155,6 +157,7 @@ impl Durable {
         Durable(Arc::new(watch::Sender::new(DurableState {
             last,
             failed: None,
+            withheld: None,
         })))
     }
 
@@ -214,11 +217,50 @@ impl Durable {
     /// index a leader may tell its followers.
     pub fn clamp(&self, commit: Option<LogId>) -> Option<LogId> {
         let last = self.last();
-        match (commit, last) {
+        let clamped = match (commit, last) {
             (Some(c), Some(d)) if d.index < c.index => Some(d),
             (Some(_), None) => None,
-            _ => commit,
+            _ => return commit,
+        };
+        if let Some(c) = commit {
+            self.0.send_if_modified(|s| {
+                let newer = s.withheld < Some(c.index);
+                if newer {
+                    s.withheld = Some(c.index);
+                }
+                newer
+            });
         }
+        clamped
+    }
+
+    /// Waits until the disk has caught up with a commit index [`clamp`]
+    /// kept from a follower (then the leader sends a heartbeat, so that
+    /// followers learn of it without waiting for the next one). Fails once
+    /// the log has stopped.
+    ///
+    /// [`clamp`]: Durable::clamp
+    pub async fn caught_up_with_withheld(&self) -> Result<(), String> {
+        let mut rx = self.0.subscribe();
+        let reached = |s: &DurableState| {
+            s.failed.is_some()
+                || s.withheld
+                    .is_some_and(|w| s.last.is_some_and(|l| l.index >= w))
+        };
+        rx.wait_for(reached)
+            .await
+            .map_err(|_| "the log closed".to_string())?;
+        let mut failed = None;
+        self.0.send_if_modified(|s| {
+            failed = s.failed.clone();
+            if s.withheld
+                .is_some_and(|w| s.last.is_some_and(|l| l.index >= w))
+            {
+                s.withheld = None;
+            }
+            false
+        });
+        failed.map_or(Ok(()), Err)
     }
 }
 

@@ -381,9 +381,23 @@ impl Consensus {
             node_id: settings.node_id,
             durable: log.durable(),
         };
+        let durable = log.durable();
         let raft = types::Raft::new(settings.node_id, Arc::new(config), network, log, sm)
             .await
             .map_err(|e| err(&e))?;
+        {
+            // A commit index kept from the followers because the leader's own
+            // disk was behind (log_store::Durable) is sent as soon as the disk
+            // catches up, not at the next heartbeat.
+            let raft = raft.clone();
+            tokio::spawn(async move {
+                while durable.caught_up_with_withheld().await.is_ok() {
+                    if raft.trigger().heartbeat().await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
         let lowest = settings
             .initial_members
             .keys()

@@ -450,24 +450,23 @@ impl Connection {
                 "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
             ) {
                 self.multi_bytes += argv.iter().map(|a| a.len() + 16).sum::<usize>();
-                let reply = if matches!(spec.handler, Handler::Local)
-                    && !answered_in_multi(spec, &argv)
-                {
-                    self.multi_failed = true;
-                    Reply::error(format!(
-                        "ERR '{}' is not allowed inside a transaction",
-                        spec.name
-                    ))
-                } else if self.multi_bytes > self.node.config.max_request_len {
-                    // EXEC is one log entry: it must fit one, as a request must.
-                    self.multi_failed = true;
-                    Reply::error(
+                let reply =
+                    if matches!(spec.handler, Handler::Local) && !answered_in_multi(spec, &argv) {
+                        self.multi_failed = true;
+                        Reply::error(format!(
+                            "ERR '{}' is not allowed inside a transaction",
+                            spec.name
+                        ))
+                    } else if self.multi_bytes > self.node.config.max_request_len {
+                        // EXEC is one log entry: it must fit one, as a request must.
+                        self.multi_failed = true;
+                        Reply::error(
                         "ERR the transaction is larger than the largest request (max-request-len)",
                     )
-                } else {
-                    queue.push(argv);
-                    Reply::Status("QUEUED".into())
-                };
+                    } else {
+                        queue.push(argv);
+                        Reply::Status("QUEUED".into())
+                    };
                 self.reply(&reply);
                 return Next::Continue;
             }
