@@ -52,9 +52,11 @@ schedule_for() {
         wait-lifo) echo --faults kill-leader,net-delay ;;
         # A leader acknowledges its own entries before their fsync (as it
         # always does) but applies them, and tells followers they are
-        # committed, before they are on its disk, which lags a second: a
-        # leader killed meanwhile loses writes clients were told of.
-        applied-before-durable) echo --faults kill-leader ;;
+        # committed, before they are on its disk, which lags a second. Such
+        # an entry is on one follower's disk only: killing every node at once
+        # lets the other follower and the old leader, both without it, elect
+        # a leader that never had it.
+        applied-before-durable) echo --faults kill-all,kill-leader ;;
         *) echo "unknown planted bug $1" >&2; return 2 ;;
     esac
 }

@@ -213,15 +213,22 @@ impl Durable {
         }
     }
 
+    /// `commit`, or the last durable entry if that is older.
+    fn on_disk(&self, commit: Option<LogId>) -> Option<LogId> {
+        match (commit, self.last()) {
+            (Some(c), Some(d)) if d.index < c.index => Some(d),
+            (Some(_), None) => None,
+            _ => commit,
+        }
+    }
+
     /// `commit`, or the last durable entry if that is older: the commit
     /// index a leader may tell its followers.
     pub fn clamp(&self, commit: Option<LogId>) -> Option<LogId> {
-        let last = self.last();
-        let clamped = match (commit, last) {
-            (Some(c), Some(d)) if d.index < c.index => Some(d),
-            (Some(_), None) => None,
-            _ => return commit,
-        };
+        let clamped = self.on_disk(commit);
+        if clamped == commit {
+            return commit;
+        }
         if let Some(c) = commit {
             self.0.send_if_modified(|s| {
                 let newer = s.withheld < Some(c.index);
@@ -363,7 +370,10 @@ impl LogStore {
             self.clock.log_appended(index, t);
         }
         let early = own && !membership && self.durable.last_index() >= self.membership_at;
-        if early && crate::planted::active(crate::planted::Bug::AppliedBeforeDurable) {
+        if early
+            && (crate::planted::active(crate::planted::Bug::AppliedBeforeDurable)
+                || crate::planted::active(crate::planted::Bug::LeaderLogLag))
+        {
             self.reader.wal.planted_lag();
         }
         let durable = self.durable.clone();
@@ -548,6 +558,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageIoError> {
+        // openraft may commit a leader's entry before its fsync here. Saved
+        // as it is, a restart that lost the entry would read back the log's
+        // new end as committed, and that end may by then be another
+        // leader's entry that never was: only what is on disk here is saved.
+        let committed = self.durable.on_disk(committed);
         let mut b = Batch::default();
         b.put(Cf::Meta, COMMITTED, encode(&committed));
         self.db
@@ -777,8 +792,21 @@ mod tests {
             Some(1),
             "followers hear of no commit past the disk"
         );
+        log.save_committed(commit).await.unwrap();
+        let saved = log.read_committed().await.unwrap().map(|l| l.index);
+        assert_eq!(saved, Some(1), "no commit past the disk is saved");
+        let caught_up = {
+            let durable = durable.clone();
+            tokio::spawn(async move { durable.caught_up_with_withheld().await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(
+            !caught_up.is_finished(),
+            "the withheld commit is not sent before the disk has it"
+        );
         drop(held);
         durable.wait(3).await.unwrap();
+        caught_up.await.unwrap().unwrap();
         assert_eq!(durable.clamp(commit), commit);
     }
 

@@ -829,7 +829,8 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
     // After a failure nothing more is written or acknowledged.
     let mut failed: Option<String> = None;
     let plant_early_ack = crate::planted::active(crate::planted::Bug::AckBeforeFsync);
-    let plant_slow_writes = crate::planted::active(crate::planted::Bug::AppliedBeforeDurable);
+    let plant_slow_writes = crate::planted::active(crate::planted::Bug::AppliedBeforeDurable)
+        || crate::planted::active(crate::planted::Bug::LeaderLogLag);
     while let Ok(first) = rx.recv() {
         #[cfg(test)]
         let _held = shared.hold.lock().unwrap_or_else(|p| p.into_inner());
