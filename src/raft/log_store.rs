@@ -286,6 +286,8 @@ pub struct LogStore {
     /// The index of the newest membership entry appended (at a start, the
     /// log's last index): until it is durable, nothing is acknowledged early.
     membership_at: Option<u64>,
+    /// The last entry acknowledged before its fsync.
+    early_upto: Option<u64>,
 }
 
 impl LogStore {
@@ -312,6 +314,7 @@ impl LogStore {
             me: None,
             vote,
             membership_at,
+            early_upto: None,
         };
         store.recover_log_time()?;
         Ok(store)
@@ -370,6 +373,9 @@ impl LogStore {
             self.clock.log_appended(index, t);
         }
         let early = own && !membership && self.durable.last_index() >= self.membership_at;
+        if early {
+            self.early_upto = Some(last.index);
+        }
         if early
             && (crate::planted::active(crate::planted::Bug::AppliedBeforeDurable)
                 || crate::planted::active(crate::planted::Bug::LeaderLogLag))
@@ -544,6 +550,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageIoError> {
+        // Under a new vote this node may answer as a follower or a voter, and
+        // openraft then takes every entry in its log as on disk (a follower
+        // acknowledges an entry it holds already without writing it again).
+        // Its own entries acknowledged early must be first.
+        if self.vote.as_ref() != Some(vote) {
+            if let Some(index) = self.early_upto {
+                self.durable
+                    .wait(index)
+                    .await
+                    .map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+            }
+        }
         let mut b = Batch::default();
         b.put(Cf::Meta, VOTE, encode(vote));
         self.db
@@ -930,5 +948,32 @@ mod tests {
         );
         drop(held);
         assert_eq!(applying.await.unwrap().map(|l| l.index), Some(1));
+    }
+
+    /// Under a new vote a node answers as a follower or a voter, taking
+    /// every entry it holds as on disk: its own entries acknowledged early
+    /// must be first.
+    #[tokio::test]
+    async fn a_leader_steps_down_only_once_its_own_entries_are_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
+            .unwrap()
+            .for_node(1);
+        let wal = log.reader.wal.clone();
+        let durable = log.durable();
+        log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        let held = wal.hold_writes();
+        let rx = acked_at_once(&mut log, vec![entry(2, 1, 0), entry(2, 1, 1)]);
+        assert!(rx.try_recv().unwrap().is_ok());
+        let voted = tokio::spawn(async move { log.save_vote(&Vote::new(3, 2)).await });
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(
+            !voted.is_finished(),
+            "the vote changed before the leader's own entries were on disk"
+        );
+        drop(held);
+        voted.await.unwrap().unwrap();
+        assert_eq!(durable.last().map(|l| l.index), Some(1));
     }
 }
