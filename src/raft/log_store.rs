@@ -324,7 +324,23 @@ impl LogStore {
     /// acknowledged before their fsync (see the module's notes).
     pub fn for_node(mut self, me: NodeId) -> LogStore {
         self.me = Some(me);
+        self.vote = self.vote.map(|v| self.as_restarted(v));
         self
+    }
+
+    /// The vote a start goes on from. openraft restores a node whose saved
+    /// vote is its own as leader, in the same term, at once. But this node's
+    /// own entries were acknowledged before their fsync: the followers may
+    /// hold entries of that term this process never wrote, and a leader
+    /// going on in the term would give other entries their log ids. So the
+    /// vote is read back as not committed: the node must win an election
+    /// in a new term, which it can only with a log as long as a majority's.
+    fn as_restarted(&self, vote: Vote<NodeId>) -> Vote<NodeId> {
+        let leader = *vote.leader_id();
+        if vote.is_committed() && Some(leader.node_id) == self.me {
+            return Vote::new(leader.term, leader.node_id);
+        }
+        vote
     }
 
     /// How far this log is on disk.
@@ -572,7 +588,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageIoError> {
-        read_meta(&self.db, VOTE)
+        Ok(read_meta(&self.db, VOTE)?.map(|v| self.as_restarted(v)))
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageIoError> {
@@ -975,5 +991,33 @@ mod tests {
         drop(held);
         voted.await.unwrap().unwrap();
         assert_eq!(durable.last().map(|l| l.index), Some(1));
+    }
+
+    /// A node that was the leader does not start as the leader again in the
+    /// same term: its own entries were acknowledged before their fsync, and
+    /// followers may hold some of that term it never wrote.
+    #[tokio::test]
+    async fn a_restarted_leader_must_be_elected_again() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = Arc::new(Storage::open(dir.path()).unwrap());
+            let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
+                .unwrap()
+                .for_node(1);
+            log.save_vote(&Vote::new_committed(4, 1)).await.unwrap();
+            log.save_vote(&Vote::new_committed(4, 1)).await.unwrap();
+            db.stop_background_work();
+        }
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
+            .unwrap()
+            .for_node(1);
+        assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(4, 1)));
+        // Another node's committed vote is read back as it is.
+        log.save_vote(&Vote::new_committed(5, 2)).await.unwrap();
+        assert_eq!(
+            log.read_vote().await.unwrap(),
+            Some(Vote::new_committed(5, 2))
+        );
     }
 }
