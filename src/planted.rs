@@ -34,10 +34,13 @@ pub enum Bug {
     TrackingAnsweredEarly,
     /// A freed lock goes to the waiter that queued last instead of first.
     WaitLifo,
-    /// A leader applies its own entries, and tells followers they are
-    /// committed, as soon as openraft counts them (it counts the leader
-    /// before their fsync), and the leader's log writes lag a second: a
-    /// leader that dies in between loses entries it acknowledged.
+    /// A leader's own entries are acknowledged before their fsync (as
+    /// always) with none of the safeguards of `raft::log_store::Durable`: it
+    /// applies them and tells followers they are committed before they are
+    /// on its disk, saves such a commit, changes its vote and restarts as
+    /// the leader of the same term without waiting for them; and its log
+    /// writes lag a second. A leader that dies meanwhile loses entries it
+    /// acknowledged, or gives other entries their log ids.
     AppliedBeforeDurable,
     /// Not a bug: the leader's log writes lag a second behind the early
     /// acknowledgements of its own entries, as `AppliedBeforeDurable` has

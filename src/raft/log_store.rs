@@ -337,7 +337,8 @@ impl LogStore {
     /// in a new term, which it can only with a log as long as a majority's.
     fn as_restarted(&self, vote: Vote<NodeId>) -> Vote<NodeId> {
         let leader = *vote.leader_id();
-        if vote.is_committed() && Some(leader.node_id) == self.me {
+        let planted = crate::planted::active(crate::planted::Bug::AppliedBeforeDurable);
+        if vote.is_committed() && Some(leader.node_id) == self.me && !planted {
             return Vote::new(leader.term, leader.node_id);
         }
         vote
@@ -570,7 +571,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // openraft then takes every entry in its log as on disk (a follower
         // acknowledges an entry it holds already without writing it again).
         // Its own entries acknowledged early must be first.
-        if self.vote.as_ref() != Some(vote) {
+        if self.vote.as_ref() != Some(vote)
+            && !crate::planted::active(crate::planted::Bug::AppliedBeforeDurable)
+        {
             if let Some(index) = self.early_upto {
                 self.durable
                     .wait(index)
@@ -596,7 +599,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // as it is, a restart that lost the entry would read back the log's
         // new end as committed, and that end may by then be another
         // leader's entry that never was: only what is on disk here is saved.
-        let committed = self.durable.on_disk(committed);
+        let committed = if crate::planted::active(crate::planted::Bug::AppliedBeforeDurable) {
+            committed
+        } else {
+            self.durable.on_disk(committed)
+        };
         let mut b = Batch::default();
         b.put(Cf::Meta, COMMITTED, encode(&committed));
         self.db
