@@ -380,17 +380,7 @@ impl Protocol {
             }
             Mode::RaftlockWait => {
                 let wait = wait_ms.to_string();
-                encode_command(
-                    &mut acquire,
-                    &[
-                        b"LOCK.ACQUIRE",
-                        k,
-                        o,
-                        ttl.as_bytes(),
-                        b"WAIT",
-                        wait.as_bytes(),
-                    ],
-                );
+                encode_command(&mut acquire, &[b"LOCK.ACQUIRE", k, o, ttl.as_bytes(), b"WAIT", wait.as_bytes()]);
             }
             Mode::Redis => {
                 encode_command(&mut acquire, &[b"SET", k, o, b"NX", b"PX", ttl.as_bytes()]);
@@ -411,11 +401,7 @@ impl Protocol {
             owner: owner.into_bytes(),
             acquire,
             release,
-            blocks_for: if mode == Mode::RaftlockWait {
-                Duration::from_millis(wait_ms)
-            } else {
-                Duration::ZERO
-            },
+            blocks_for: if mode == Mode::RaftlockWait { Duration::from_millis(wait_ms) } else { Duration::ZERO },
         }
     }
 
@@ -423,12 +409,8 @@ impl Protocol {
     fn acquire_outcome(&self, reply: Reply) -> Result<Acquire, String> {
         match (self.mode, reply) {
             (_, Reply::Nil) => Ok(Acquire::Denied),
-            (Mode::Raftlock | Mode::RaftlockWait, Reply::Int(token)) if token > 0 => {
-                Ok(Acquire::Granted(token))
-            }
-            (Mode::Redis | Mode::RedisEvalsha, Reply::Status(s)) if s == "OK" => {
-                Ok(Acquire::Granted(0))
-            }
+            (Mode::Raftlock | Mode::RaftlockWait, Reply::Int(token)) if token > 0 => Ok(Acquire::Granted(token)),
+            (Mode::Redis | Mode::RedisEvalsha, Reply::Status(s)) if s == "OK" => Ok(Acquire::Granted(0)),
             (_, other) => Err(format!("acquire: unexpected reply {other}")),
         }
     }
@@ -697,10 +679,7 @@ async fn preflight(args: &Args, run_id: &str) -> Result<(), String> {
     }
     if args.mode == Mode::RedisEvalsha {
         let sha = raftlock::scripting::sha1hex(REDIS_RELEASE_SCRIPT.as_bytes());
-        match c
-            .command(&[b"SCRIPT", b"LOAD", REDIS_RELEASE_SCRIPT.as_bytes()])
-            .await
-        {
+        match c.command(&[b"SCRIPT", b"LOAD", REDIS_RELEASE_SCRIPT.as_bytes()]).await {
             Ok(Reply::Bulk(b)) if b == sha.as_bytes() => {}
             Ok(other) => return Err(format!("SCRIPT LOAD: unexpected reply {other}")),
             Err(e) => return Err(format!("SCRIPT LOAD: {e}")),

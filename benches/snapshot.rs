@@ -76,11 +76,7 @@ fn heap() -> (isize, isize) {
 /// "B bytes and K blocks per key" between two readings.
 fn per_key(before: (isize, isize), after: (isize, isize), keys: usize) -> String {
     let n = keys.max(1) as f64;
-    format!(
-        "{:.1} bytes, {:.2} blocks per key",
-        (after.0 - before.0) as f64 / n,
-        (after.1 - before.1) as f64 / n
-    )
+    format!("{:.1} bytes, {:.2} blocks per key", (after.0 - before.0) as f64 / n, (after.1 - before.1) as f64 / n)
 }
 
 /// Key `i` of the sequence the benchmark inserts: redis-benchmark's
@@ -89,10 +85,7 @@ fn key_and_owner(x: &mut u64, i: usize) -> (Bytes, Bytes) {
     *x ^= *x << 13;
     *x ^= *x >> 7;
     *x ^= *x << 17;
-    (
-        Bytes::from(format!("lock:{:012}", *x % 1_000_000_000_000)),
-        Bytes::from(format!("owner-{i:018}")),
-    )
+    (Bytes::from(format!("lock:{:012}", *x % 1_000_000_000_000)), Bytes::from(format!("owner-{i:018}")))
 }
 
 /// A keyspace of `keys` held leases (or plain keys without `expiry`).

@@ -55,14 +55,10 @@ pub fn fetch(args: &BackupArgs) -> Result<(Vec<u8>, Backup), String> {
             .and_then(|mut conn| conn.call_bytes(&["RAFT.BACKUP"], MAX_BACKUP));
         match attempt {
             Ok(raw) => {
-                let backup =
-                    Backup::decode(&raw).map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
+                let backup = Backup::decode(&raw).map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
                 return Ok((raw, backup));
             }
-            Err(e)
-                if Instant::now() < deadline
-                    && (e.starts_with("TRYAGAIN") || e.starts_with("CLUSTERDOWN")) =>
-            {
+            Err(e) if Instant::now() < deadline && (e.starts_with("TRYAGAIN") || e.starts_with("CLUSTERDOWN")) => {
                 if let Some((_, leader)) = e.split_once(" at ").filter(|(_, a)| !a.is_empty()) {
                     addr = leader.trim().to_string();
                 } else {
@@ -77,13 +73,8 @@ pub fn fetch(args: &BackupArgs) -> Result<(Vec<u8>, Backup), String> {
 /// Writes `data` to `path` durably and atomically: beside it, fsynced,
 /// renamed over it, the directory fsynced.
 fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("not a file name"))?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("not a file name"))?;
     let tmp = dir.join(format!(".{}.partial", name.to_string_lossy()));
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(data)?;
@@ -101,11 +92,7 @@ pub fn backup_main(args: &BackupArgs) -> std::process::ExitCode {
     });
     match result {
         Ok((bytes, backup)) => {
-            println!(
-                "wrote {} ({bytes} bytes): {}",
-                args.file.display(),
-                backup.describe()
-            );
+            println!("wrote {} ({bytes} bytes): {}", args.file.display(), backup.describe());
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
@@ -121,12 +108,8 @@ pub fn restore_main(args: &RestoreArgs) -> std::process::ExitCode {
     let result = config.validate().and_then(|()| {
         let raw = std::fs::read(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
         let backup = Backup::decode(&raw).map_err(|e| format!("{}: {e}", args.file.display()))?;
-        let node = NodeInfo {
-            peer_addr: config.advertised_peer_addr(),
-            client_addr: config.client_addr(),
-        };
-        crate::raft::recovery::restore(&backup, &config.data_dir, config.node_id, node)
-            .map_err(|e| e.to_string())?;
+        let node = NodeInfo { peer_addr: config.advertised_peer_addr(), client_addr: config.client_addr() };
+        crate::raft::recovery::restore(&backup, &config.data_dir, config.node_id, node).map_err(|e| e.to_string())?;
         Ok(backup)
     });
     match result {

@@ -36,9 +36,7 @@ pub struct SystemClock {
 
 impl SystemClock {
     pub fn new() -> Self {
-        SystemClock {
-            origin: Instant::now(),
-        }
+        SystemClock { origin: Instant::now() }
     }
 }
 
@@ -69,12 +67,8 @@ pub fn set_wall_offset_ms(ms: i64) {
 
 /// The wall clock, Unix microseconds (shifted by the test offset, if any).
 pub fn wall_unix_us() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0);
-    now.saturating_add(WALL_OFFSET_MS.load(Ordering::Relaxed).saturating_mul(1000))
-        .max(0) as u64
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+    now.saturating_add(WALL_OFFSET_MS.load(Ordering::Relaxed).saturating_mul(1000)).max(0) as u64
 }
 
 /// A clock a test moves by hand.
@@ -162,10 +156,7 @@ impl LogClock {
     pub fn log_truncated(&self, from_index: u64, remaining: Option<(u64, LogTime)>) {
         let mut end = self.log_end.lock().unwrap_or_else(|p| p.into_inner());
         if end.index >= from_index {
-            *end = remaining.map_or(LogEnd::default(), |(index, log_time)| LogEnd {
-                index,
-                log_time,
-            });
+            *end = remaining.map_or(LogEnd::default(), |(index, log_time)| LogEnd { index, log_time });
         }
     }
 
@@ -176,11 +167,7 @@ impl LogClock {
 
     /// The time a leader elected now would continue from.
     pub fn log_end_time(&self) -> LogTime {
-        let end = self
-            .log_end
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .log_time;
+        let end = self.log_end.lock().unwrap_or_else(|p| p.into_inner()).log_time;
         end.max(self.applied.load(Ordering::SeqCst))
     }
 
@@ -194,18 +181,11 @@ impl LogClock {
             // New leadership: continue from the last entry of this node's log
             // (see the module doc); time spent electing does not count.
             let base = if crate::planted::active(crate::planted::Bug::LogTimeFromUncommitted) {
-                self.log_end_time()
-                    .max(anchor.last)
-                    .max(self.seen_ever.load(Ordering::SeqCst))
+                self.log_end_time().max(anchor.last).max(self.seen_ever.load(Ordering::SeqCst))
             } else {
                 self.log_end_time()
             };
-            *anchor = Anchor {
-                term,
-                log_time: base,
-                mono_ms: mono,
-                last: base,
-            };
+            *anchor = Anchor { term, log_time: base, mono_ms: mono, last: base };
         }
         let t = anchor.log_time + mono.saturating_sub(anchor.mono_ms);
         t.max(anchor.last)

@@ -64,12 +64,7 @@ pub struct Config {
     #[arg(long, env = "RAFTLOCK_INITIAL_CLUSTER", default_value = "")]
     pub initial_cluster: String,
     /// Shared secret every peer connection must present.
-    #[arg(
-        long,
-        env = "RAFTLOCK_CLUSTER_SECRET",
-        default_value = "",
-        hide_env_values = true
-    )]
+    #[arg(long, env = "RAFTLOCK_CLUSTER_SECRET", default_value = "", hide_env_values = true)]
     pub cluster_secret: String,
     /// Password of the default user: clients must `AUTH` (or `HELLO 3 AUTH
     /// default <password>`) before any other command. Give every node the
@@ -118,11 +113,7 @@ pub struct Config {
     /// Apply this log entry as an error reply that changes nothing, on a node
     /// that stops every time it applies it (the node names the entry as it
     /// stops). Give every node the same list. Repeat or separate with commas.
-    #[arg(
-        long = "skip-entry",
-        env = "RAFTLOCK_SKIP_ENTRIES",
-        value_delimiter = ','
-    )]
+    #[arg(long = "skip-entry", env = "RAFTLOCK_SKIP_ENTRIES", value_delimiter = ',')]
     pub skip_entry: Vec<u64>,
     /// Disaster recovery when a majority of the members is lost for good:
     /// apply every entry in this node's log, then make this node's data a
@@ -145,13 +136,7 @@ pub struct Config {
     /// Shift this node's wall clock by this many ms (for tests of clock
     /// skew: TIME, EXAT/PXAT and the clock offsets peers measure see it;
     /// leases never read the wall clock).
-    #[arg(
-        long,
-        env = "RAFTLOCK_WALL_CLOCK_OFFSET_MS",
-        default_value_t = 0,
-        allow_negative_numbers = true,
-        hide = true
-    )]
+    #[arg(long, env = "RAFTLOCK_WALL_CLOCK_OFFSET_MS", default_value_t = 0, allow_negative_numbers = true, hide = true)]
     pub wall_clock_offset_ms: i64,
     /// Switch on a deliberate bug (builds with the `planted-bugs` feature only).
     #[cfg(feature = "planted-bugs")]
@@ -166,18 +151,13 @@ impl Config {
     }
 
     pub fn peer_port(&self) -> u16 {
-        self.peer_port
-            .unwrap_or_else(|| self.advertised_port().wrapping_add(10000))
+        self.peer_port.unwrap_or_else(|| self.advertised_port().wrapping_add(10000))
     }
 
     /// The client port others are told about: the plain one, or the TLS
     /// port when it is the only one.
     fn advertised_port(&self) -> u16 {
-        if self.port == 0 {
-            self.tls_port
-        } else {
-            self.port
-        }
+        if self.port == 0 { self.tls_port } else { self.port }
     }
 
     /// Where clients reach this node (the plain port, else the TLS port).
@@ -217,12 +197,10 @@ impl Config {
         if self.metrics_addr.eq_ignore_ascii_case("off") {
             return Ok(None);
         }
-        self.metrics_addr.parse().map(Some).map_err(|_| {
-            format!(
-                "--metrics-addr must be host:port or 'off', not '{}'",
-                self.metrics_addr
-            )
-        })
+        self.metrics_addr
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("--metrics-addr must be host:port or 'off', not '{}'", self.metrics_addr))
     }
 
     pub fn limits(&self) -> Limits {
@@ -241,22 +219,10 @@ impl Config {
             members.insert(self.node_id, (self.peer_addr(), self.client_addr()));
             return Ok(members);
         }
-        for item in self
-            .initial_cluster
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            let bad = || {
-                format!("--initial-cluster: '{item}' is not id=peer-host:port[/client-host:port]")
-            };
+        for item in self.initial_cluster.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let bad = || format!("--initial-cluster: '{item}' is not id=peer-host:port[/client-host:port]");
             let (id, addrs) = item.split_once('=').ok_or_else(bad)?;
-            let id: u64 = id
-                .trim()
-                .parse()
-                .ok()
-                .filter(|id| *id > 0)
-                .ok_or_else(bad)?;
+            let id: u64 = id.trim().parse().ok().filter(|id| *id > 0).ok_or_else(bad)?;
             let (peer, client) = match addrs.split_once('/') {
                 Some((p, c)) => (p.to_string(), c.to_string()),
                 None => {
@@ -274,10 +240,7 @@ impl Config {
             }
         }
         if !members.contains_key(&self.node_id) {
-            return Err(format!(
-                "--initial-cluster does not name this node (--node-id {})",
-                self.node_id
-            ));
+            return Err(format!("--initial-cluster does not name this node (--node-id {})", self.node_id));
         }
         Ok(members)
     }
@@ -295,10 +258,7 @@ impl Config {
         self.metrics_socket()?;
         let members = self.initial_members()?;
         if members.len() > 1 && self.cluster_secret.is_empty() {
-            return Err(
-                "a cluster of several nodes needs --cluster-secret (RAFTLOCK_CLUSTER_SECRET)"
-                    .into(),
-            );
+            return Err("a cluster of several nodes needs --cluster-secret (RAFTLOCK_CLUSTER_SECRET)".into());
         }
         if self.node_id == 0 {
             return Err("--node-id must be at least 1".into());
@@ -314,14 +274,9 @@ impl Config {
         }
         if self.tls_files().is_some() {
             if self.tls_cert_file.is_none() || self.tls_key_file.is_none() {
-                return Err(
-                    "TLS (--tls-port, --tls-cluster) needs --tls-cert-file and --tls-key-file"
-                        .into(),
-                );
+                return Err("TLS (--tls-port, --tls-cluster) needs --tls-cert-file and --tls-key-file".into());
             }
-            if self.tls_ca_cert_file.is_none()
-                && (self.tls_cluster || self.tls_auth_clients != crate::tls::ClientAuth::No)
-            {
+            if self.tls_ca_cert_file.is_none() && (self.tls_cluster || self.tls_auth_clients != crate::tls::ClientAuth::No) {
                 return Err(
                     "--tls-ca-cert-file is needed to check peers (--tls-cluster) and clients (--tls-auth-clients yes|optional)"
                         .into(),
@@ -337,14 +292,9 @@ impl Config {
         if self.max_request_len > crate::commands::MAX_REQUEST_BYTES {
             // Every log entry must fit the peer transport's frame, or it
             // could never replicate.
-            return Err(format!(
-                "--max-request-len must be at most {}",
-                crate::commands::MAX_REQUEST_BYTES
-            ));
+            return Err(format!("--max-request-len must be at most {}", crate::commands::MAX_REQUEST_BYTES));
         }
-        if self.request_timeout_ms == 0
-            || self.request_timeout_ms > crate::keyspace::MAX_RETRY_WINDOW_MS
-        {
+        if self.request_timeout_ms == 0 || self.request_timeout_ms > crate::keyspace::MAX_RETRY_WINDOW_MS {
             return Err(format!(
                 "--request-timeout-ms must be between 1 and {} (retries of a command are recognised for that long)",
                 crate::keyspace::MAX_RETRY_WINDOW_MS
@@ -358,11 +308,7 @@ impl Config {
 }
 
 fn join_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
 /// `yes` or `no`, as Redis's boolean settings.
@@ -383,10 +329,7 @@ mod tests {
         let c = Config::defaults();
         assert_eq!(c.client_addr(), "127.0.0.1:6379");
         assert_eq!(c.peer_addr(), "127.0.0.1:16379");
-        assert_eq!(
-            c.metrics_socket().unwrap(),
-            Some("127.0.0.1:9379".parse().unwrap())
-        );
+        assert_eq!(c.metrics_socket().unwrap(), Some("127.0.0.1:9379".parse().unwrap()));
         assert_eq!(c.node_id, 1);
         assert!(c.validate().is_ok());
         assert!(c.protected_mode && c.requirepass.is_none());
@@ -412,28 +355,12 @@ mod tests {
             "1=127.0.0.1:16379,2=127.0.0.1:16380/127.0.0.1:7000",
         ]);
         let m = c.initial_members().unwrap();
-        assert_eq!(
-            m[&1],
-            ("127.0.0.1:16379".to_string(), "127.0.0.1:6379".to_string())
-        );
-        assert_eq!(
-            m[&2],
-            ("127.0.0.1:16380".to_string(), "127.0.0.1:7000".to_string())
-        );
+        assert_eq!(m[&1], ("127.0.0.1:16379".to_string(), "127.0.0.1:6379".to_string()));
+        assert_eq!(m[&2], ("127.0.0.1:16380".to_string(), "127.0.0.1:7000".to_string()));
         assert!(c.validate().is_ok());
-        let c = Config::parse_from([
-            "raftlock",
-            "--node-id",
-            "3",
-            "--initial-cluster",
-            "1=127.0.0.1:16379",
-        ]);
+        let c = Config::parse_from(["raftlock", "--node-id", "3", "--initial-cluster", "1=127.0.0.1:16379"]);
         assert!(c.initial_members().is_err());
-        let c = Config::parse_from([
-            "raftlock",
-            "--initial-cluster",
-            "1=127.0.0.1:16379,2=127.0.0.1:16380",
-        ]);
+        let c = Config::parse_from(["raftlock", "--initial-cluster", "1=127.0.0.1:16379,2=127.0.0.1:16380"]);
         assert!(c.validate().is_err(), "several nodes without a secret");
         let c = Config::parse_from(["raftlock", "--initial-cluster", "1=nonsense"]);
         assert!(c.initial_members().is_err());
@@ -451,17 +378,10 @@ mod tests {
         // request timeout (how long a node retries) is bounded below that.
         for bad in ["0", "300001"] {
             let c = Config::parse_from(["raftlock", "--request-timeout-ms", bad]);
-            assert!(
-                c.validate().unwrap_err().contains("--request-timeout-ms"),
-                "{bad}"
-            );
+            assert!(c.validate().unwrap_err().contains("--request-timeout-ms"), "{bad}");
         }
-        assert!(
-            Config::parse_from(["raftlock", "--request-timeout-ms", "300000"])
-                .validate()
-                .is_ok()
-        );
-        const _: () =
-            assert!(crate::keyspace::MAX_RETRY_WINDOW_MS < crate::keyspace::SESSION_TTL_MS);
+        assert!(Config::parse_from(["raftlock", "--request-timeout-ms", "300000"]).validate().is_ok());
+        const _: () = assert!(crate::keyspace::MAX_RETRY_WINDOW_MS < crate::keyspace::SESSION_TTL_MS);
     }
 }
+

@@ -6,28 +6,19 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     match std::env::args().nth(1).as_deref() {
-        Some("status") => {
-            return raftlock::status::main(&raftlock::status::StatusArgs::parse_from(
-                std::env::args().skip(1),
-            ))
-        }
+        Some("status") => return raftlock::status::main(&raftlock::status::StatusArgs::parse_from(std::env::args().skip(1))),
         Some("backup") => {
-            return raftlock::backup::backup_main(&raftlock::backup::BackupArgs::parse_from(
-                std::env::args().skip(1),
-            ))
+            return raftlock::backup::backup_main(&raftlock::backup::BackupArgs::parse_from(std::env::args().skip(1)))
         }
         Some("restore") => {
-            return raftlock::backup::restore_main(&raftlock::backup::RestoreArgs::parse_from(
-                std::env::args().skip(1),
-            ))
+            return raftlock::backup::restore_main(&raftlock::backup::RestoreArgs::parse_from(std::env::args().skip(1)))
         }
         _ => {}
     }
     let config = raftlock::config::Config::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -42,11 +33,7 @@ fn main() -> std::process::ExitCode {
     if config.worker_threads > 0 {
         builder.worker_threads(config.worker_threads);
     }
-    let runtime = match builder
-        .thread_stack_size(raftlock::server::WORKER_STACK_BYTES)
-        .enable_all()
-        .build()
-    {
+    let runtime = match builder.thread_stack_size(raftlock::server::WORKER_STACK_BYTES).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("raftlock: cannot start the runtime: {e}");

@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use metrics::{
-    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
-};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::keyspace::LeaseEvent;
@@ -58,9 +56,7 @@ static REPEATED_COMMANDS: std::sync::atomic::AtomicU64 = std::sync::atomic::Atom
 /// renders `/metrics` (served by `server::dashboard`, which also runs the
 /// recorder's upkeep).
 pub fn install() -> Result<PrometheusHandle, String> {
-    let latency = [
-        0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    ];
+    let latency = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
     let lease = [0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
     let headroom = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
     let sizes = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
@@ -84,19 +80,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
 /// Counters exported from the start, at 0: a series that appears only
 /// with its first event has no rate before it, and an alert on it cannot fire.
 fn register_counters() {
-    for name in [
-        LOCK_GRANTS,
-        LOCK_DENIALS,
-        LOCK_RELEASES,
-        LEASE_EXPIRATIONS,
-        FENCING_REJECTIONS,
-        RAFT_LEADER_CHANGES,
-        REJECTED,
-        TLS_FAILED,
-        REPEATED,
-        LOCK_HANDOFFS,
-        LOCK_WAIT_TIMEOUTS,
-    ] {
+    for name in [LOCK_GRANTS, LOCK_DENIALS, LOCK_RELEASES, LEASE_EXPIRATIONS, FENCING_REJECTIONS, RAFT_LEADER_CHANGES, REJECTED, TLS_FAILED, REPEATED, LOCK_HANDOFFS, LOCK_WAIT_TIMEOUTS] {
         counter!(name).increment(0);
     }
     for result in ["ok", "lost"] {
@@ -106,109 +90,43 @@ fn register_counters() {
 
 fn describe() {
     register_counters();
-    describe_counter!(
-        COMMANDS,
-        "Commands served, by command name and result (ok or error)."
-    );
-    describe_counter!(
-        LOCK_GRANTS,
-        "Locks granted (LOCK.ACQUIRE or SET NX with expiry on a free key)."
-    );
-    describe_counter!(
-        LOCK_DENIALS,
-        "LOCK.ACQUIRE calls refused because another owner held the lock."
-    );
-    describe_counter!(
-        LOCK_RENEWALS,
-        "Lease renewals, by result: ok, or lost (LOCKLOST)."
-    );
+    describe_counter!(COMMANDS, "Commands served, by command name and result (ok or error).");
+    describe_counter!(LOCK_GRANTS, "Locks granted (LOCK.ACQUIRE or SET NX with expiry on a free key).");
+    describe_counter!(LOCK_DENIALS, "LOCK.ACQUIRE calls refused because another owner held the lock.");
+    describe_counter!(LOCK_RENEWALS, "Lease renewals, by result: ok, or lost (LOCKLOST).");
     describe_counter!(LOCK_RELEASES, "Locks released by their holder.");
-    describe_counter!(
-        LEASE_EXPIRATIONS,
-        "Leases that expired while held: a holder died or stalled."
-    );
+    describe_counter!(LEASE_EXPIRATIONS, "Leases that expired while held: a holder died or stalled.");
     describe_counter!(FENCING_REJECTIONS, "LOCK.FENCE calls rejected with STALE.");
     describe_histogram!(LEASE_TTL, Unit::Seconds, "Lease length requested at grant.");
     describe_histogram!(
         LEASE_HEADROOM,
         "At each renewal, the lease time that was left, as a fraction of the TTL it is renewed for (near 0: holders renew at the last moment and are about to lose their locks)."
     );
-    describe_histogram!(
-        LOCK_HOLD,
-        Unit::Seconds,
-        "How long a lock was held until release or expiry."
-    );
+    describe_histogram!(LOCK_HOLD, Unit::Seconds, "How long a lock was held until release or expiry.");
     describe_gauge!(RAFT_TERM, "Current Raft term.");
     describe_gauge!(RAFT_LEADER, "1 if this node is the leader.");
-    describe_counter!(
-        RAFT_LEADER_CHANGES,
-        "Times a (new) leader became known to this node."
-    );
+    describe_counter!(RAFT_LEADER_CHANGES, "Times a (new) leader became known to this node.");
     describe_gauge!(RAFT_APPLIED, "Last log index applied to the state machine.");
-    describe_gauge!(
-        RAFT_LAST_LOG,
-        "Last log index in this node's log (apply lag = last log - applied)."
-    );
+    describe_gauge!(RAFT_LAST_LOG, "Last log index in this node's log (apply lag = last log - applied).");
     describe_gauge!(APPLY_LAG, "Entries in this node's log not yet applied to its state machine (last log index - applied index; an upper bound of commit - applied).");
     describe_gauge!(REPLICATION_LAG, "On the leader: log entries each member (label peer = node id) has not yet acknowledged; 0 on followers.");
-    describe_gauge!(
-        QUORUM_ACK_AGE,
-        Unit::Seconds,
-        "On the leader: time since a quorum last acknowledged it; 0 on followers."
-    );
+    describe_gauge!(QUORUM_ACK_AGE, Unit::Seconds, "On the leader: time since a quorum last acknowledged it; 0 on followers.");
     describe_gauge!(PEER_CLOCK_OFFSET, Unit::Seconds, "How far each peer's wall clock (label peer = node id) is ahead of this node's (negative: behind), measured on the peer calls this node makes, within half the round trip below. Leases do not depend on it.");
-    describe_gauge!(
-        PEER_RTT,
-        Unit::Seconds,
-        "The round trip the peer's clock offset was measured on."
-    );
-    describe_histogram!(
-        COMMIT_LATENCY,
-        Unit::Seconds,
-        "Time from proposing a command to its reply."
-    );
-    describe_histogram!(
-        FSYNC_LATENCY,
-        Unit::Seconds,
-        "Time of one fsync of the Raft log."
-    );
-    describe_histogram!(
-        FSYNC_BATCH,
-        "Appends made durable by one fsync (group commit)."
-    );
+    describe_gauge!(PEER_RTT, Unit::Seconds, "The round trip the peer's clock offset was measured on.");
+    describe_histogram!(COMMIT_LATENCY, Unit::Seconds, "Time from proposing a command to its reply.");
+    describe_histogram!(FSYNC_LATENCY, Unit::Seconds, "Time of one fsync of the Raft log.");
+    describe_histogram!(FSYNC_BATCH, "Appends made durable by one fsync (group commit).");
     describe_histogram!(READ_BATCH, "Reads served by one ReadIndex round.");
-    describe_histogram!(
-        WRITE_BATCH,
-        "Client commands proposed in one log entry (group commit)."
-    );
+    describe_histogram!(WRITE_BATCH, "Client commands proposed in one log entry (group commit).");
     describe_gauge!(CLIENTS, "Connected clients.");
     describe_counter!(REJECTED, "Connections refused over maxclients.");
-    describe_counter!(
-        TLS_FAILED,
-        "TLS handshakes that failed or timed out (clients and peers)."
-    );
+    describe_counter!(TLS_FAILED, "TLS handshakes that failed or timed out (clients and peers).");
     describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
-    describe_gauge!(
-        SNAPSHOT_BUILD,
-        "Time the last snapshot took to encode and write (off the apply path)."
-    );
-    describe_gauge!(
-        LOCK_WAITERS,
-        "Owners queued for locks (LOCK.ACQUIRE ... WAIT), on every key together."
-    );
-    describe_histogram!(
-        LOCK_WAIT,
-        Unit::Seconds,
-        "How long a waiter waited, until its grant or its timeout (log time)."
-    );
-    describe_counter!(
-        LOCK_HANDOFFS,
-        "Locks handed to a waiter by the entry that freed them."
-    );
-    describe_counter!(
-        LOCK_WAIT_TIMEOUTS,
-        "Waiters whose WAIT ran out before the lock was theirs."
-    );
+    describe_gauge!(SNAPSHOT_BUILD, "Time the last snapshot took to encode and write (off the apply path).");
+    describe_gauge!(LOCK_WAITERS, "Owners queued for locks (LOCK.ACQUIRE ... WAIT), on every key together.");
+    describe_histogram!(LOCK_WAIT, Unit::Seconds, "How long a waiter waited, until its grant or its timeout (log time).");
+    describe_counter!(LOCK_HANDOFFS, "Locks handed to a waiter by the entry that freed them.");
+    describe_counter!(LOCK_WAIT_TIMEOUTS, "Waiters whose WAIT ran out before the lock was theirs.");
     describe_counter!(
         REPEATED,
         "Retried copies of commands that had already run, answered with the first reply instead of running again."
@@ -218,16 +136,13 @@ fn describe() {
 /// Counts a command and the lock outcomes visible only in its reply.
 pub fn record_command(name: &'static str, reply: &Reply) {
     let error = reply.is_error();
-    counter!(COMMANDS, "command" => name, "result" => if error { "error" } else { "ok" })
-        .increment(1);
+    counter!(COMMANDS, "command" => name, "result" => if error { "error" } else { "ok" }).increment(1);
     match (name, reply) {
         ("lock.acquire", Reply::Nil) => counter!(LOCK_DENIALS).increment(1),
         ("lock.renew", Reply::Error(e)) if e.starts_with("LOCKLOST") => {
             counter!(LOCK_RENEWALS, "result" => "lost").increment(1)
         }
-        ("lock.fence", Reply::Error(e)) if e.starts_with("STALE") => {
-            counter!(FENCING_REJECTIONS).increment(1)
-        }
+        ("lock.fence", Reply::Error(e)) if e.starts_with("STALE") => counter!(FENCING_REJECTIONS).increment(1),
         _ => {}
     }
 }
@@ -261,12 +176,7 @@ pub fn record_lease(kind: LeaseEvent, ttl_ms: u64, held_ms: u64) {
 
 /// Records the end of a wait applied on this node: a handoff, or a timeout.
 pub fn record_wait(granted: bool, waited_ms: u64) {
-    counter!(if granted {
-        LOCK_HANDOFFS
-    } else {
-        LOCK_WAIT_TIMEOUTS
-    })
-    .increment(1);
+    counter!(if granted { LOCK_HANDOFFS } else { LOCK_WAIT_TIMEOUTS }).increment(1);
     histogram!(LOCK_WAIT).record(waited_ms as f64 / 1000.0);
 }
 
@@ -286,11 +196,7 @@ pub fn record_raft_state(term: u64, leader: bool, applied: u64, last_log: u64) {
 /// On the leader, each member's replication lag in log entries (0 for a
 /// member no longer in the configuration, and everywhere on a follower), and
 /// how long ago a quorum last acknowledged the leader.
-pub fn record_replication(
-    lags: &[(u64, u64)],
-    reported: &std::collections::BTreeSet<u64>,
-    quorum_ack_ms: Option<u64>,
-) {
+pub fn record_replication(lags: &[(u64, u64)], reported: &std::collections::BTreeSet<u64>, quorum_ack_ms: Option<u64>) {
     for id in reported {
         let lag = lags.iter().find(|(n, _)| n == id).map_or(0, |(_, l)| *l);
         gauge!(REPLICATION_LAG, "peer" => id.to_string()).set(lag as f64);

@@ -55,10 +55,7 @@ static PLANTED: std::sync::OnceLock<Vec<Bug>> = std::sync::OnceLock::new();
 #[cfg(feature = "planted-bugs")]
 pub fn plant(bugs: &[Bug]) {
     if !bugs.is_empty() {
-        tracing::warn!(
-            ?bugs,
-            "PLANTED BUGS ARE ACTIVE: this node is deliberately unsafe"
-        );
+        tracing::warn!(?bugs, "PLANTED BUGS ARE ACTIVE: this node is deliberately unsafe");
     }
     let _ = PLANTED.set(bugs.to_vec());
 }

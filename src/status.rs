@@ -16,10 +16,7 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What `raftlock status` is given.
 #[derive(Debug, Clone, clap::Parser)]
-#[command(
-    name = "raftlock status",
-    about = "Prints every member of the cluster: role, term, indexes, lag, version."
-)]
+#[command(name = "raftlock status", about = "Prints every member of the cluster: role, term, indexes, lag, version.")]
 pub struct StatusArgs {
     /// Any member's client address.
     #[arg(long, default_value = "127.0.0.1:6379")]
@@ -60,12 +57,7 @@ pub struct Member {
 
 impl Member {
     fn get(&self, k: &str) -> Option<&str> {
-        self.fields
-            .as_ref()
-            .ok()?
-            .iter()
-            .find(|(f, _)| f == k)
-            .map(|(_, v)| v.as_str())
+        self.fields.as_ref().ok()?.iter().find(|(f, _)| f == k).map(|(_, v)| v.as_str())
     }
 }
 
@@ -82,32 +74,13 @@ impl Conn {
 
     /// Connects (within [`TIMEOUT`]) and authenticates; each reply may take
     /// up to `wait`.
-    pub(crate) fn open_waiting(
-        addr: &str,
-        args: &StatusArgs,
-        wait: Duration,
-    ) -> Result<Conn, String> {
-        let sock = addr
-            .to_socket_addrs()
-            .map_err(|e| format!("{addr}: {e}"))?
-            .next()
-            .ok_or(format!("{addr}: no address"))?;
-        let stream =
-            TcpStream::connect_timeout(&sock, TIMEOUT).map_err(|e| format!("{addr}: {e}"))?;
-        stream
-            .set_read_timeout(Some(wait))
-            .map_err(|e| e.to_string())?;
-        stream
-            .set_write_timeout(Some(wait))
-            .map_err(|e| e.to_string())?;
-        let stream = if args.tls {
-            tls_stream(addr, stream, args)?
-        } else {
-            Box::new(stream) as Box<dyn Stream>
-        };
-        let mut conn = Conn {
-            reader: BufReader::new(stream),
-        };
+    pub(crate) fn open_waiting(addr: &str, args: &StatusArgs, wait: Duration) -> Result<Conn, String> {
+        let sock = addr.to_socket_addrs().map_err(|e| format!("{addr}: {e}"))?.next().ok_or(format!("{addr}: no address"))?;
+        let stream = TcpStream::connect_timeout(&sock, TIMEOUT).map_err(|e| format!("{addr}: {e}"))?;
+        stream.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
+        stream.set_write_timeout(Some(wait)).map_err(|e| e.to_string())?;
+        let stream = if args.tls { tls_stream(addr, stream, args)? } else { Box::new(stream) as Box<dyn Stream> };
+        let mut conn = Conn { reader: BufReader::new(stream) };
         if let Some(password) = &args.password {
             let mut auth = vec!["AUTH"];
             if let Some(user) = &args.user {
@@ -122,8 +95,7 @@ impl Conn {
     /// Sends one command; the reply as text (a bulk or simple string), or
     /// the error it answered.
     pub(crate) fn call(&mut self, argv: &[&str]) -> Result<String, String> {
-        self.call_bytes(argv, 16 << 20)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
+        self.call_bytes(argv, 16 << 20).map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
     /// [`Conn::call`] for a reply of up to `max` bytes, as bytes.
@@ -132,37 +104,23 @@ impl Conn {
         for a in argv {
             req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
         }
-        self.reader
-            .get_mut()
-            .write_all(req.as_bytes())
-            .map_err(|e| e.to_string())?;
+        self.reader.get_mut().write_all(req.as_bytes()).map_err(|e| e.to_string())?;
         let mut line = String::new();
-        (&mut self.reader)
-            .take(64 * 1024)
-            .read_line(&mut line)
-            .map_err(|e| e.to_string())?;
+        (&mut self.reader).take(64 * 1024).read_line(&mut line).map_err(|e| e.to_string())?;
         let line = line.trim_end_matches(['\r', '\n']);
         match line.as_bytes().first() {
             Some(b'+') => Ok(line.as_bytes()[1..].to_vec()),
             Some(b'-') => Err(line[1..].to_string()),
             Some(b'$') => {
-                let len: usize = line[1..]
-                    .parse()
-                    .map_err(|_| format!("bad reply {line:?}"))?;
+                let len: usize = line[1..].parse().map_err(|_| format!("bad reply {line:?}"))?;
                 if len > max {
                     return Err(format!("reply of {len} bytes"));
                 }
                 // Grown as the bytes arrive, not allocated on the server's word.
                 let mut body = Vec::new();
-                (&mut self.reader)
-                    .take(len as u64 + 2)
-                    .read_to_end(&mut body)
-                    .map_err(|e| e.to_string())?;
+                (&mut self.reader).take(len as u64 + 2).read_to_end(&mut body).map_err(|e| e.to_string())?;
                 if body.len() != len + 2 {
-                    return Err(format!(
-                        "the reply ended after {} of {len} bytes",
-                        body.len().saturating_sub(2)
-                    ));
+                    return Err(format!("the reply ended after {} of {len} bytes", body.len().saturating_sub(2)));
                 }
                 body.truncate(len);
                 Ok(body)
@@ -176,23 +134,15 @@ impl Conn {
 /// the host of `addr`.
 #[cfg(feature = "server")]
 fn tls_stream(addr: &str, stream: TcpStream, args: &StatusArgs) -> Result<Box<dyn Stream>, String> {
-    let ca = args
-        .tls_ca_cert_file
-        .as_deref()
-        .ok_or("--tls needs --tls-ca-cert-file")?;
+    let ca = args.tls_ca_cert_file.as_deref().ok_or("--tls needs --tls-ca-cert-file")?;
     let pair = match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
         (None, None) => None,
         _ => return Err("--tls-cert-file and --tls-key-file go together".into()),
     };
     let config = crate::tls::operator_client(ca, pair)?;
-    let host = addr
-        .rsplit_once(':')
-        .map_or(addr, |(h, _)| h)
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let name = rustls::pki_types::ServerName::try_from(host.to_string())
-        .map_err(|e| format!("{addr}: {e}"))?;
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| format!("{addr}: {e}"))?;
     let conn = rustls::ClientConnection::new(config, name).map_err(|e| format!("{addr}: {e}"))?;
     Ok(Box::new(rustls::StreamOwned::new(conn, stream)))
 }
@@ -214,35 +164,20 @@ fn fields(text: &str) -> Vec<(String, String)> {
 fn ask(addr: &str, args: &StatusArgs) -> Result<Vec<(String, String)>, String> {
     let mut conn = Conn::open(addr, args)?;
     let mut f = fields(&conn.call(&["RAFT.INFO"])?);
-    f.extend(
-        fields(&conn.call(&["INFO", "server"])?)
-            .into_iter()
-            .filter(|(k, _)| k == "raftlock_version"),
-    );
+    f.extend(fields(&conn.call(&["INFO", "server"])?).into_iter().filter(|(k, _)| k == "raftlock_version"));
     Ok(f)
 }
 
 /// Every member of `args.addr`'s cluster, in id order.
 pub fn collect(args: &StatusArgs) -> Result<Vec<Member>, String> {
     let first = ask(&args.addr, args)?;
-    let members = first
-        .iter()
-        .find(|(k, _)| k == "members")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
+    let members = first.iter().find(|(k, _)| k == "members").map(|(_, v)| v.clone()).unwrap_or_default();
     let mut out = Vec::new();
     // "id@peer/client,..."
     for m in members.split(',').filter(|m| !m.is_empty()) {
         let (id, addrs) = m.split_once('@').ok_or(format!("bad member {m:?}"))?;
-        let client = addrs
-            .split_once('/')
-            .map(|(_, c)| c)
-            .ok_or(format!("bad member {m:?}"))?;
-        out.push(Member {
-            id: id.to_string(),
-            addr: client.to_string(),
-            fields: ask(client, args),
-        });
+        let client = addrs.split_once('/').map(|(_, c)| c).ok_or(format!("bad member {m:?}"))?;
+        out.push(Member { id: id.to_string(), addr: client.to_string(), fields: ask(client, args) });
     }
     out.sort_by_key(|m| m.id.parse::<u64>().unwrap_or(u64::MAX));
     Ok(out)
@@ -251,9 +186,7 @@ pub fn collect(args: &StatusArgs) -> Result<Vec<Member>, String> {
 /// The table: one row per member.
 pub fn render(members: &[Member]) -> String {
     let leader = members.iter().find(|m| m.get("role") == Some("leader"));
-    let leader_commit = leader
-        .and_then(|m| m.get("commit_index"))
-        .and_then(|v| v.parse::<u64>().ok());
+    let leader_commit = leader.and_then(|m| m.get("commit_index")).and_then(|v| v.parse::<u64>().ok());
     // The leader measures every member's clock against its own.
     let offsets: Vec<(String, String)> = leader
         .and_then(|m| m.get("clock_offsets_ms"))
@@ -266,23 +199,9 @@ pub fn render(members: &[Member]) -> String {
         if leader.is_some_and(|l| l.id == m.id) {
             return "0 ms (leader)".into();
         }
-        offsets
-            .iter()
-            .find(|(id, _)| *id == m.id)
-            .map_or("-".into(), |(_, ms)| format!("{ms} ms"))
+        offsets.iter().find(|(id, _)| *id == m.id).map_or("-".into(), |(_, ms)| format!("{ms} ms"))
     };
-    let header = [
-        "id",
-        "address",
-        "role",
-        "term",
-        "commit",
-        "applied",
-        "last-log",
-        "lag",
-        "version",
-        "clock-offset",
-    ];
+    let header = ["id", "address", "role", "term", "commit", "applied", "last-log", "lag", "version", "clock-offset"];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for m in members {
         let mut row = vec![m.id.clone(), m.addr.clone()];
@@ -290,49 +209,19 @@ pub fn render(members: &[Member]) -> String {
             Err(e) => row.push(format!("unreachable: {e}")),
             Ok(_) => {
                 let g = |k: &str| m.get(k).unwrap_or("-").to_string();
-                let lag = match (
-                    leader_commit,
-                    m.get("applied_index").and_then(|v| v.parse::<u64>().ok()),
-                ) {
+                let lag = match (leader_commit, m.get("applied_index").and_then(|v| v.parse::<u64>().ok())) {
                     (Some(c), Some(a)) => c.saturating_sub(a).to_string(),
                     _ => "-".into(),
                 };
-                row.extend([
-                    g("role"),
-                    g("term"),
-                    g("commit_index"),
-                    g("applied_index"),
-                    g("last_log_index"),
-                    lag,
-                    g("raftlock_version"),
-                    offset_of(m),
-                ]);
+                row.extend([g("role"), g("term"), g("commit_index"), g("applied_index"), g("last_log_index"), lag, g("raftlock_version"), offset_of(m)]);
             }
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| c.len())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths: Vec<usize> = (0..header.len()).map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in rows {
-        let cells: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i + 1 < r.len() {
-                    format!("{c:<w$}", w = widths[i])
-                } else {
-                    c.clone()
-                }
-            })
-            .collect();
+        let cells: Vec<String> = r.iter().enumerate().map(|(i, c)| if i + 1 < r.len() { format!("{c:<w$}", w = widths[i]) } else { c.clone() }).collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
@@ -350,8 +239,8 @@ pub fn main(args: &StatusArgs) -> std::process::ExitCode {
         }
         Ok(members) => {
             print!("{}", render(&members));
-            let healthy = members.iter().all(|m| m.fields.is_ok())
-                && members.iter().any(|m| m.get("role") == Some("leader"));
+            let healthy =
+                members.iter().all(|m| m.fields.is_ok()) && members.iter().any(|m| m.get("role") == Some("leader"));
             if healthy {
                 std::process::ExitCode::SUCCESS
             } else {
@@ -366,11 +255,7 @@ mod tests {
     use super::*;
 
     fn member(id: &str, text: &str) -> Member {
-        Member {
-            id: id.into(),
-            addr: format!("127.0.0.1:{id}"),
-            fields: Ok(fields(text)),
-        }
+        Member { id: id.into(), addr: format!("127.0.0.1:{id}"), fields: Ok(fields(text)) }
     }
 
     #[test]
@@ -385,50 +270,16 @@ mod tests {
         assert_eq!(lines.len(), 4, "{t}");
         assert!(lines[0].starts_with("id  address"), "{t}");
         let cols = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
-        assert_eq!(
-            cols(lines[1]),
-            [
-                "1",
-                "127.0.0.1:1",
-                "leader",
-                "3",
-                "100",
-                "100",
-                "100",
-                "0",
-                "0.1.0",
-                "0",
-                "ms",
-                "(leader)"
-            ]
-        );
-        assert_eq!(
-            cols(lines[2]),
-            [
-                "2",
-                "127.0.0.1:2",
-                "follower",
-                "3",
-                "90",
-                "88",
-                "95",
-                "12",
-                "0.1.0",
-                "-3000",
-                "ms"
-            ]
-        );
+        assert_eq!(cols(lines[1]), ["1", "127.0.0.1:1", "leader", "3", "100", "100", "100", "0", "0.1.0", "0", "ms", "(leader)"]);
+        assert_eq!(cols(lines[2]), ["2", "127.0.0.1:2", "follower", "3", "90", "88", "95", "12", "0.1.0", "-3000", "ms"]);
         assert!(lines[3].contains("unreachable: connection refused"), "{t}");
     }
 
     #[test]
     fn fields_skip_headers() {
-        assert_eq!(
-            fields("# Server\r\nredis_version:7.2.4\r\n\r\nraftlock_version:0.1.0\r\n"),
-            vec![
-                ("redis_version".to_string(), "7.2.4".to_string()),
-                ("raftlock_version".to_string(), "0.1.0".to_string())
-            ]
-        );
+        assert_eq!(fields("# Server\r\nredis_version:7.2.4\r\n\r\nraftlock_version:0.1.0\r\n"), vec![
+            ("redis_version".to_string(), "7.2.4".to_string()),
+            ("raftlock_version".to_string(), "0.1.0".to_string())
+        ]);
     }
 }

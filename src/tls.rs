@@ -67,12 +67,7 @@ pub struct TlsFiles {
 impl TlsFiles {
     /// Settings to check a `CONFIG SET` argument against.
     pub fn placeholder() -> TlsFiles {
-        TlsFiles {
-            cert: PathBuf::new(),
-            key: PathBuf::new(),
-            ca: None,
-            auth_clients: ClientAuth::Required,
-        }
+        TlsFiles { cert: PathBuf::new(), key: PathBuf::new(), ca: None, auth_clients: ClientAuth::Required }
     }
 }
 
@@ -91,10 +86,7 @@ pub struct Tls {
 
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tls")
-            .field("files", &self.files())
-            .field("cluster", &self.cluster)
-            .finish()
+        f.debug_struct("Tls").field("files", &self.files()).field("cluster", &self.cluster).finish()
     }
 }
 
@@ -103,18 +95,11 @@ impl Tls {
     /// port (which needs the CA).
     pub fn new(files: TlsFiles, cluster: bool) -> Result<Arc<Tls>, String> {
         let loaded = load(&files, cluster)?;
-        Ok(Arc::new(Tls {
-            files: Mutex::new(files),
-            cluster,
-            loaded: RwLock::new(Arc::new(loaded)),
-        }))
+        Ok(Arc::new(Tls { files: Mutex::new(files), cluster, loaded: RwLock::new(Arc::new(loaded)) }))
     }
 
     fn current(&self) -> Arc<Loaded> {
-        self.loaded
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.loaded.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Accepts client connections on the TLS port.
@@ -143,10 +128,7 @@ impl Tls {
     /// Edits the settings and loads the files they name, as one step
     /// (`CONFIG SET tls-…`, SIGHUP): concurrent changes never interleave,
     /// and on failure nothing changes.
-    pub fn update(
-        &self,
-        edit: impl FnOnce(&mut TlsFiles) -> Result<(), String>,
-    ) -> Result<(), String> {
+    pub fn update(&self, edit: impl FnOnce(&mut TlsFiles) -> Result<(), String>) -> Result<(), String> {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         let mut next = files.clone();
         edit(&mut next)?;
@@ -194,17 +176,13 @@ pub fn peer_server_name(addr: &str) -> ServerName<'static> {
         Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
         None => addr,
     };
-    ServerName::try_from(host.to_string())
-        .unwrap_or_else(|_| ServerName::try_from("raftlock-peer").expect("a valid DNS name"))
+    ServerName::try_from(host.to_string()).unwrap_or_else(|_| ServerName::try_from("raftlock-peer").expect("a valid DNS name"))
 }
 
 /// The client side for an operator's command (`raftlock status`,
 /// `raftlock backup`): the node's certificate must chain to `ca` and name
 /// the host it is reached by; `cert` and `key`, if given, are shown to it.
-pub fn operator_client(
-    ca: &Path,
-    cert_and_key: Option<(&Path, &Path)>,
-) -> Result<Arc<ClientConfig>, String> {
+pub fn operator_client(ca: &Path, cert_and_key: Option<(&Path, &Path)>) -> Result<Arc<ClientConfig>, String> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
@@ -233,16 +211,13 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 }
 
 fn key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path)
-        .map_err(|e| format!("cannot read a private key from {}: {e}", path.display()))
+    PrivateKeyDer::from_pem_file(path).map_err(|e| format!("cannot read a private key from {}: {e}", path.display()))
 }
 
 fn roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
     let mut store = RootCertStore::empty();
     for cert in certs(path)? {
-        store
-            .add(cert)
-            .map_err(|e| format!("bad CA certificate in {}: {e}", path.display()))?;
+        store.add(cert).map_err(|e| format!("bad CA certificate in {}: {e}", path.display()))?;
     }
     Ok(Arc::new(store))
 }
@@ -258,18 +233,11 @@ fn load(files: &TlsFiles, cluster: bool) -> Result<Loaded, String> {
         (ClientAuth::No, _) => builder.with_no_client_auth(),
         (auth, Some(roots)) => {
             let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider());
-            let verifier = if auth == ClientAuth::Optional {
-                verifier.allow_unauthenticated()
-            } else {
-                verifier
-            };
+            let verifier = if auth == ClientAuth::Optional { verifier.allow_unauthenticated() } else { verifier };
             builder.with_client_cert_verifier(verifier.build().map_err(|e| e.to_string())?)
         }
         (_, None) => {
-            return Err(
-                "tls-auth-clients yes/optional needs tls-ca-cert-file (or set tls-auth-clients no)"
-                    .into(),
-            )
+            return Err("tls-auth-clients yes/optional needs tls-ca-cert-file (or set tls-auth-clients no)".into())
         }
     }
     .with_single_cert(chain.clone(), key.clone_key())
@@ -285,9 +253,7 @@ fn load(files: &TlsFiles, cluster: bool) -> Result<Loaded, String> {
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain.clone(), key.clone_key())
             .map_err(|e| e.to_string())?;
-        let peer_verifier = WebPkiServerVerifier::builder_with_provider(roots, provider())
-            .build()
-            .map_err(|e| e.to_string())?;
+        let peer_verifier = WebPkiServerVerifier::builder_with_provider(roots, provider()).build().map_err(|e| e.to_string())?;
         let client = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
@@ -295,17 +261,11 @@ fn load(files: &TlsFiles, cluster: bool) -> Result<Loaded, String> {
             .with_custom_certificate_verifier(Arc::new(ChainOnly(peer_verifier)))
             .with_client_auth_cert(chain, key)
             .map_err(|e| e.to_string())?;
-        Some((
-            TlsAcceptor::from(Arc::new(server)),
-            TlsConnector::from(Arc::new(client)),
-        ))
+        Some((TlsAcceptor::from(Arc::new(server)), TlsConnector::from(Arc::new(client))))
     } else {
         None
     };
-    Ok(Loaded {
-        clients: TlsAcceptor::from(Arc::new(clients)),
-        peers,
-    })
+    Ok(Loaded { clients: TlsAcceptor::from(Arc::new(clients)), peers })
 }
 
 /// Accepts a peer whose certificate chains to the cluster's CA, whatever
@@ -323,10 +283,7 @@ impl ServerCertVerifier for ChainOnly {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         use rustls::{CertificateError, Error};
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(Error::InvalidCertificate(CertificateError::NotValidForName))
             | Err(Error::InvalidCertificate(CertificateError::NotValidForNameContext { .. })) => {
                 Ok(ServerCertVerified::assertion())

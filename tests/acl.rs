@@ -17,17 +17,14 @@ use redis::Value;
 
 fn as_user(port: u16, user: &str, pass: &str) -> redis::Connection {
     let client = redis::Client::open(format!("redis://{user}:{pass}@127.0.0.1:{port}/")).unwrap();
-    client
-        .get_connection_with_timeout(Duration::from_secs(10))
-        .expect("connect as the user")
+    client.get_connection_with_timeout(Duration::from_secs(10)).expect("connect as the user")
 }
 
 fn text(v: &Value) -> String {
     common::as_text(v).unwrap_or_else(|| format!("{v:?}"))
 }
 
-const KEY_DENIED: &str =
-    "NOPERM this user has no permissions to access one of the keys used as arguments";
+const KEY_DENIED: &str = "NOPERM this user has no permissions to access one of the keys used as arguments";
 
 fn command_denied(name: &str) -> String {
     format!("NOPERM this user has no permissions to run the '{name}' command")
@@ -37,101 +34,48 @@ fn command_denied(name: &str) -> String {
 fn a_lock_user_locks_its_keys_and_nothing_else() {
     let server = TestServer::start();
     let mut admin = server.client();
-    let set = q(
-        &mut admin,
-        &[
-            "ACL",
-            "SETUSER",
-            "locker",
-            "on",
-            ">pw",
-            "+@lock",
-            "~orders:*",
-        ],
-    );
+    let set = q(&mut admin, &["ACL", "SETUSER", "locker", "on", ">pw", "+@lock", "~orders:*"]);
     assert_eq!(set.unwrap(), Value::Okay);
     q(&mut admin, &["SET", "locks:1", "theirs"]).unwrap();
 
     let mut locker = as_user(server.port, "locker", "pw");
-    assert!(
-        matches!(q(&mut locker, &["LOCK.ACQUIRE", "orders:1", "me", "60000"]).unwrap(), Value::Int(t) if t > 0)
-    );
-    assert_eq!(
-        expect_err(q(&mut locker, &["LOCK.ACQUIRE", "locks:1", "me", "60000"])),
-        KEY_DENIED
-    );
-    assert_eq!(
-        expect_err(q(&mut locker, &["FLUSHALL"])),
-        command_denied("flushall")
-    );
-    assert_eq!(
-        expect_err(q(&mut locker, &["KEYS", "*"])),
-        command_denied("keys")
-    );
-    assert_eq!(
-        expect_err(q(&mut locker, &["GET", "orders:1"])),
-        command_denied("get")
-    );
-    assert_eq!(
-        expect_err(q(&mut locker, &["ACL", "SETUSER", "locker", "+@all"])),
-        command_denied("acl|setuser")
-    );
+    assert!(matches!(q(&mut locker, &["LOCK.ACQUIRE", "orders:1", "me", "60000"]).unwrap(), Value::Int(t) if t > 0));
+    assert_eq!(expect_err(q(&mut locker, &["LOCK.ACQUIRE", "locks:1", "me", "60000"])), KEY_DENIED);
+    assert_eq!(expect_err(q(&mut locker, &["FLUSHALL"])), command_denied("flushall"));
+    assert_eq!(expect_err(q(&mut locker, &["KEYS", "*"])), command_denied("keys"));
+    assert_eq!(expect_err(q(&mut locker, &["GET", "orders:1"])), command_denied("get"));
+    assert_eq!(expect_err(q(&mut locker, &["ACL", "SETUSER", "locker", "+@all"])), command_denied("acl|setuser"));
     // Pipelined, the same (each command is checked on its own).
     let mut raw = server.raw();
-    assert_eq!(
-        raw.cmd(&["AUTH", "locker", "pw"]).text().as_deref(),
-        Some("OK")
-    );
-    let enc =
-        |a: &[&str]| common::RawConn::encode(&a.iter().map(|s| s.as_bytes()).collect::<Vec<_>>());
+    assert_eq!(raw.cmd(&["AUTH", "locker", "pw"]).text().as_deref(), Some("OK"));
+    let enc = |a: &[&str]| common::RawConn::encode(&a.iter().map(|s| s.as_bytes()).collect::<Vec<_>>());
     let mut both = enc(&["LOCK.ACQUIRE", "orders:2", "me", "60000"]);
     both.extend(enc(&["LOCK.ACQUIRE", "locks:2", "me", "60000"]));
     raw.send(&both);
     assert!(matches!(raw.read().unwrap(), common::Resp::Int(t) if t > 0));
     assert!(matches!(raw.read().unwrap(), common::Resp::Error(e) if e == KEY_DENIED));
     // Nothing of the refused commands happened.
-    assert_eq!(
-        q(&mut admin, &["GET", "locks:1"]).unwrap(),
-        Value::BulkString(b"theirs".to_vec())
-    );
-    assert_eq!(
-        q(&mut admin, &["EXISTS", "locks:2"]).unwrap(),
-        Value::Int(0)
-    );
-    assert_eq!(
-        q(&mut admin, &["EXISTS", "orders:1"]).unwrap(),
-        Value::Int(1)
-    );
+    assert_eq!(q(&mut admin, &["GET", "locks:1"]).unwrap(), Value::BulkString(b"theirs".to_vec()));
+    assert_eq!(q(&mut admin, &["EXISTS", "locks:2"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut admin, &["EXISTS", "orders:1"]).unwrap(), Value::Int(1));
 
     // In MULTI: refused when queued, and EXEC aborts.
     q(&mut admin, &["ACL", "SETUSER", "locker", "+@transaction"]).unwrap();
     assert_eq!(q(&mut locker, &["MULTI"]).unwrap(), Value::Okay);
-    assert_eq!(
-        expect_err(q(&mut locker, &["LOCK.ACQUIRE", "locks:3", "me", "1000"])),
-        KEY_DENIED
-    );
+    assert_eq!(expect_err(q(&mut locker, &["LOCK.ACQUIRE", "locks:3", "me", "1000"])), KEY_DENIED);
     assert!(expect_err(q(&mut locker, &["EXEC"])).starts_with("EXECABORT"));
-    assert_eq!(
-        q(&mut admin, &["EXISTS", "locks:3"]).unwrap(),
-        Value::Int(0)
-    );
+    assert_eq!(q(&mut admin, &["EXISTS", "locks:3"]).unwrap(), Value::Int(0));
 
     // Wrong password, unknown user, a user turned off: all WRONGPASS.
     let wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
     let mut c = server.client();
-    assert_eq!(
-        expect_err(q(&mut c, &["AUTH", "locker", "nope"])),
-        wrongpass
-    );
+    assert_eq!(expect_err(q(&mut c, &["AUTH", "locker", "nope"])), wrongpass);
     assert_eq!(expect_err(q(&mut c, &["AUTH", "nobody", "pw"])), wrongpass);
     q(&mut admin, &["ACL", "SETUSER", "locker", "off"]).unwrap();
     assert_eq!(expect_err(q(&mut c, &["AUTH", "locker", "pw"])), wrongpass);
     q(&mut admin, &["ACL", "SETUSER", "locker", "on"]).unwrap();
     assert_eq!(q(&mut c, &["AUTH", "locker", "pw"]).unwrap(), Value::Okay);
-    assert_eq!(
-        expect_err(q(&mut c, &["ACL", "WHOAMI"])),
-        command_denied("acl|whoami")
-    );
+    assert_eq!(expect_err(q(&mut c, &["ACL", "WHOAMI"])), command_denied("acl|whoami"));
     assert_eq!(text(&q(&mut admin, &["ACL", "WHOAMI"]).unwrap()), "default");
 }
 
@@ -139,108 +83,38 @@ fn a_lock_user_locks_its_keys_and_nothing_else() {
 fn scripts_run_with_their_callers_permissions() {
     let server = TestServer::start();
     let mut admin = server.client();
-    q(
-        &mut admin,
-        &[
-            "ACL",
-            "SETUSER",
-            "scripter",
-            "on",
-            ">pw",
-            "+@lock",
-            "+@scripting",
-            "+get",
-            "~orders:*",
-        ],
-    )
-    .unwrap();
+    q(&mut admin, &["ACL", "SETUSER", "scripter", "on", ">pw", "+@lock", "+@scripting", "+get", "~orders:*"]).unwrap();
     q(&mut admin, &["SET", "locks:1", "secret"]).unwrap();
     q(&mut admin, &["SET", "orders:1", "mine"]).unwrap();
     let mut s = as_user(server.port, "scripter", "pw");
     let run = |s: &mut redis::Connection, body: &str| q(s, &["EVAL", body, "0"]);
-    assert_eq!(
-        run(&mut s, "return redis.call('GET', 'orders:1')").unwrap(),
-        Value::BulkString(b"mine".to_vec())
-    );
+    assert_eq!(run(&mut s, "return redis.call('GET', 'orders:1')").unwrap(), Value::BulkString(b"mine".to_vec()));
     let e = expect_err(run(&mut s, "return redis.call('GET', 'locks:1')"));
-    assert!(
-        e.contains("The user executing the script can't access at least one of the keys"),
-        "{e}"
-    );
+    assert!(e.contains("The user executing the script can't access at least one of the keys"), "{e}");
     let e = expect_err(run(&mut s, "return redis.call('FLUSHALL')"));
-    assert!(
-        e.contains("The user executing the script can't run this command or subcommand"),
-        "{e}"
-    );
+    assert!(e.contains("The user executing the script can't run this command or subcommand"), "{e}");
     // pcall sees the error as a value; the keyspace is untouched.
-    let caught = run(
-        &mut s,
-        "local ok = redis.pcall('DEL', 'locks:1'); return type(ok) == 'table' and ok.err or 'ran'",
-    );
+    let caught = run(&mut s, "local ok = redis.pcall('DEL', 'locks:1'); return type(ok) == 'table' and ok.err or 'ran'");
     assert!(text(&caught.unwrap()).contains("can't run this command"));
-    assert_eq!(
-        q(&mut admin, &["GET", "locks:1"]).unwrap(),
-        Value::BulkString(b"secret".to_vec())
-    );
+    assert_eq!(q(&mut admin, &["GET", "locks:1"]).unwrap(), Value::BulkString(b"secret".to_vec()));
     // Declared keys are checked before the script runs.
-    assert_eq!(
-        expect_err(q(&mut s, &["EVAL", "return 1", "1", "locks:1"])),
-        KEY_DENIED
-    );
+    assert_eq!(expect_err(q(&mut s, &["EVAL", "return 1", "1", "locks:1"])), KEY_DENIED);
     // EVALSHA and the read-only form too.
-    let sha = text(
-        &q(
-            &mut admin,
-            &["SCRIPT", "LOAD", "return redis.call('GET', 'locks:1')"],
-        )
-        .unwrap(),
-    );
-    assert!(expect_err(q(&mut s, &["EVALSHA", &sha, "0"]))
-        .contains("can't access at least one of the keys"));
-    let e = expect_err(q(
-        &mut s,
-        &["EVAL_RO", "return redis.call('GET', 'locks:1')", "0"],
-    ));
+    let sha = text(&q(&mut admin, &["SCRIPT", "LOAD", "return redis.call('GET', 'locks:1')"]).unwrap());
+    assert!(expect_err(q(&mut s, &["EVALSHA", &sha, "0"])).contains("can't access at least one of the keys"));
+    let e = expect_err(q(&mut s, &["EVAL_RO", "return redis.call('GET', 'locks:1')", "0"]));
     assert!(e.contains("can't access at least one of the keys"), "{e}");
     // The default user's scripts are not limited.
-    assert_eq!(
-        run(&mut admin, "return redis.call('GET', 'locks:1')").unwrap(),
-        Value::BulkString(b"secret".to_vec())
-    );
+    assert_eq!(run(&mut admin, "return redis.call('GET', 'locks:1')").unwrap(), Value::BulkString(b"secret".to_vec()));
 }
 
 #[test]
 fn acl_commands_answer_as_redis_and_deleting_a_user_disconnects_it() {
     let server = TestServer::start();
     let mut admin = server.client();
-    q(
-        &mut admin,
-        &[
-            "ACL",
-            "SETUSER",
-            "alice",
-            "on",
-            ">pw",
-            "~orders:*",
-            "%R~ro:*",
-            "&news",
-            "-@all",
-            "+@lock",
-            "+get",
-        ],
-    )
-    .unwrap();
+    q(&mut admin, &["ACL", "SETUSER", "alice", "on", ">pw", "~orders:*", "%R~ro:*", "&news", "-@all", "+@lock", "+get"]).unwrap();
     let users = q(&mut admin, &["ACL", "USERS"]).unwrap();
-    assert_eq!(
-        format!("{users:?}"),
-        format!(
-            "{:?}",
-            Value::Array(vec![
-                Value::BulkString(b"alice".to_vec()),
-                Value::BulkString(b"default".to_vec())
-            ])
-        )
-    );
+    assert_eq!(format!("{users:?}"), format!("{:?}", Value::Array(vec![Value::BulkString(b"alice".to_vec()), Value::BulkString(b"default".to_vec())])));
     let list: Vec<String> = match q(&mut admin, &["ACL", "LIST"]).unwrap() {
         Value::Array(v) => v.iter().map(text).collect(),
         other => panic!("{other:?}"),
@@ -254,100 +128,47 @@ fn acl_commands_answer_as_redis_and_deleting_a_user_disconnects_it() {
         ]
     );
     let info = common::pairs(&q(&mut admin, &["ACL", "GETUSER", "alice"]).unwrap());
-    let get = |k: &str| {
-        common::lookup(&info, k)
-            .map(|v| format!("{v:?}"))
-            .unwrap_or_default()
-    };
+    let get = |k: &str| common::lookup(&info, k).map(|v| format!("{v:?}")).unwrap_or_default();
     assert!(get("commands").contains("-@all +@lock +get"), "{info:?}");
     assert!(get("keys").contains("~orders:* %R~ro:*"), "{info:?}");
     assert!(get("passwords").contains(hash), "{info:?}");
-    assert_eq!(
-        q(&mut admin, &["ACL", "GETUSER", "nobody"]).unwrap(),
-        Value::Nil
-    );
-    let e = expect_err(q(
-        &mut admin,
-        &["ACL", "SETUSER", "alice", "+nosuchcommand"],
-    ));
+    assert_eq!(q(&mut admin, &["ACL", "GETUSER", "nobody"]).unwrap(), Value::Nil);
+    let e = expect_err(q(&mut admin, &["ACL", "SETUSER", "alice", "+nosuchcommand"]));
     assert_eq!(e, "ERR Error in ACL SETUSER modifier '+nosuchcommand': Unknown command or category name in ACL");
-    assert_eq!(
-        expect_err(q(&mut admin, &["ACL", "DELUSER", "default"])),
-        "ERR The 'default' user cannot be removed"
-    );
+    assert_eq!(expect_err(q(&mut admin, &["ACL", "DELUSER", "default"])), "ERR The 'default' user cannot be removed");
     assert!(matches!(q(&mut admin, &["ACL", "CAT"]).unwrap(), Value::Array(v) if v.len() >= 20));
     let lock_cmds = format!("{:?}", q(&mut admin, &["ACL", "CAT", "lock"]).unwrap());
-    assert!(
-        lock_cmds.contains("lock.acquire") && !lock_cmds.contains("\"get\""),
-        "{lock_cmds}"
-    );
-    assert_eq!(
-        text(&q(&mut admin, &["ACL", "DRYRUN", "alice", "GET", "orders:1"]).unwrap()),
-        "OK"
-    );
-    assert!(text(
-        &q(
-            &mut admin,
-            &["ACL", "DRYRUN", "alice", "SET", "orders:1", "x"]
-        )
-        .unwrap()
-    )
-    .contains("'set' command"));
+    assert!(lock_cmds.contains("lock.acquire") && !lock_cmds.contains("\"get\""), "{lock_cmds}");
+    assert_eq!(text(&q(&mut admin, &["ACL", "DRYRUN", "alice", "GET", "orders:1"]).unwrap()), "OK");
+    assert!(text(&q(&mut admin, &["ACL", "DRYRUN", "alice", "SET", "orders:1", "x"]).unwrap()).contains("'set' command"));
     assert_eq!(text(&q(&mut admin, &["ACL", "GENPASS"]).unwrap()).len(), 64);
-    assert_eq!(
-        text(&q(&mut admin, &["ACL", "GENPASS", "32"]).unwrap()).len(),
-        8
-    );
+    assert_eq!(text(&q(&mut admin, &["ACL", "GENPASS", "32"]).unwrap()).len(), 8);
 
     // redis-cli's own options, and HELLO 3 AUTH.
     let port = server.port.to_string();
     let cli = |args: &[&str]| {
         let out = Command::new("redis-cli")
-            .args([
-                "-p",
-                &port,
-                "--user",
-                "alice",
-                "--pass",
-                "pw",
-                "--no-auth-warning",
-            ])
+            .args(["-p", &port, "--user", "alice", "--pass", "pw", "--no-auth-warning"])
             .args(args)
             .output()
             .expect("run redis-cli (Debian: redis-tools)");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
-    assert!(cli(&["LOCK.ACQUIRE", "orders:9", "me", "1000"])
-        .parse::<i64>()
-        .is_ok());
+    assert!(cli(&["LOCK.ACQUIRE", "orders:9", "me", "1000"]).parse::<i64>().is_ok());
     assert!(cli(&["ACL", "WHOAMI"]).contains("NOPERM"));
     let mut raw = server.raw();
     let hello = raw.cmd(&["HELLO", "3", "AUTH", "alice", "pw"]);
     assert!(!matches!(hello, common::Resp::Error(_)), "{hello:?}");
-    assert!(
-        matches!(raw.cmd(&["ACL", "WHOAMI"]), common::Resp::Error(e) if e.starts_with("NOPERM"))
-    );
-    assert!(!matches!(
-        raw.cmd(&["GET", "orders:9"]),
-        common::Resp::Error(_)
-    ));
+    assert!(matches!(raw.cmd(&["ACL", "WHOAMI"]), common::Resp::Error(e) if e.starts_with("NOPERM")));
+    assert!(!matches!(raw.cmd(&["GET", "orders:9"]), common::Resp::Error(_)));
 
     // CLIENT LIST shows the user; deleting it disconnects its clients.
     let mut alice = as_user(server.port, "alice", "pw");
-    assert!(matches!(
-        q(&mut alice, &["GET", "orders:1"]),
-        Ok(Value::Nil)
-    ));
+    assert!(matches!(q(&mut alice, &["GET", "orders:1"]), Ok(Value::Nil)));
     let clients = text(&q(&mut admin, &["CLIENT", "LIST"]).unwrap());
     assert!(clients.contains("user=alice"), "{clients}");
-    assert_eq!(
-        q(&mut admin, &["ACL", "DELUSER", "alice", "nobody"]).unwrap(),
-        Value::Int(1)
-    );
-    assert!(
-        q(&mut alice, &["GET", "orders:1"]).is_err(),
-        "a deleted user's connection was still served"
-    );
+    assert_eq!(q(&mut admin, &["ACL", "DELUSER", "alice", "nobody"]).unwrap(), Value::Int(1));
+    assert!(q(&mut alice, &["GET", "orders:1"]).is_err(), "a deleted user's connection was still served");
 }
 
 #[test]
@@ -359,52 +180,25 @@ fn users_survive_acl_save_load_and_a_restart() {
     let mut admin = server.client();
     // Loaded at start, through the log.
     common::poll_until(Duration::from_secs(10), "the ACL file's users", || {
-        matches!(
-            q(&mut admin, &["ACL", "GETUSER", "reader"]),
-            Ok(Value::Map(_)) | Ok(Value::Array(_))
-        )
-        .then_some(())
+        matches!(q(&mut admin, &["ACL", "GETUSER", "reader"]), Ok(Value::Map(_)) | Ok(Value::Array(_))).then_some(())
     });
     let mut reader = as_user(server.port, "reader", "r");
     assert!(matches!(q(&mut reader, &["GET", "k"]), Ok(Value::Nil)));
-    assert_eq!(
-        expect_err(q(&mut reader, &["SET", "k", "v"])),
-        command_denied("set")
-    );
+    assert_eq!(expect_err(q(&mut reader, &["SET", "k", "v"])), command_denied("set"));
 
-    q(
-        &mut admin,
-        &["ACL", "SETUSER", "writer", "on", ">w", "~w:*", "+@write"],
-    )
-    .unwrap();
+    q(&mut admin, &["ACL", "SETUSER", "writer", "on", ">w", "~w:*", "+@write"]).unwrap();
     assert_eq!(q(&mut admin, &["ACL", "SAVE"]).unwrap(), Value::Okay);
     let saved = std::fs::read_to_string(&file).unwrap();
-    assert!(
-        saved.contains("user writer on sanitize-payload #") && saved.contains("user reader on"),
-        "{saved}"
-    );
+    assert!(saved.contains("user writer on sanitize-payload #") && saved.contains("user reader on"), "{saved}");
     q(&mut admin, &["ACL", "DELUSER", "writer"]).unwrap();
-    assert_eq!(
-        q(&mut admin, &["ACL", "GETUSER", "writer"]).unwrap(),
-        Value::Nil
-    );
+    assert_eq!(q(&mut admin, &["ACL", "GETUSER", "writer"]).unwrap(), Value::Nil);
     assert_eq!(q(&mut admin, &["ACL", "LOAD"]).unwrap(), Value::Okay);
-    assert!(matches!(
-        q(
-            &mut as_user(server.port, "writer", "w"),
-            &["SET", "w:1", "v"]
-        ),
-        Ok(Value::Okay)
-    ));
+    assert!(matches!(q(&mut as_user(server.port, "writer", "w"), &["SET", "w:1", "v"]), Ok(Value::Okay)));
 
     // A bad file is refused whole; the users stay.
     std::fs::write(&file, "user x on +nosuch\n").unwrap();
-    assert!(expect_err(q(&mut admin, &["ACL", "LOAD"]))
-        .contains("Unknown command or category name in ACL"));
-    assert!(matches!(
-        q(&mut admin, &["ACL", "GETUSER", "writer"]),
-        Ok(Value::Map(_)) | Ok(Value::Array(_))
-    ));
+    assert!(expect_err(q(&mut admin, &["ACL", "LOAD"])).contains("Unknown command or category name in ACL"));
+    assert!(matches!(q(&mut admin, &["ACL", "GETUSER", "writer"]), Ok(Value::Map(_)) | Ok(Value::Array(_))));
 
     // The users are replicated state: they come back with the node.
     server.restart();
@@ -418,90 +212,30 @@ fn users_defined_on_the_leader_hold_on_every_node_after_a_failover() {
     let mut c = Cluster::start(3, Opts::default());
     let leader = c.wait_leader(&c.ids(), Duration::from_secs(30));
     let mut admin = c.node(leader).client();
-    q(
-        &mut admin,
-        &[
-            "ACL",
-            "SETUSER",
-            "locker",
-            "on",
-            ">pw",
-            "+@lock",
-            "+@scripting",
-            "~orders:*",
-        ],
-    )
-    .unwrap();
+    q(&mut admin, &["ACL", "SETUSER", "locker", "on", ">pw", "+@lock", "+@scripting", "~orders:*"]).unwrap();
     c.kill9(leader);
     let others: Vec<u64> = c.ids().into_iter().filter(|&id| id != leader).collect();
     let new_leader = c.wait_leader(&others, Duration::from_secs(30));
     for id in others {
-        let port: u16 = c
-            .node(id)
-            .addr()
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let port: u16 = c.node(id).addr().rsplit(':').next().unwrap().parse().unwrap();
         let mut locker = as_user(port, "locker", "pw");
-        assert!(matches!(
-            q(
-                &mut locker,
-                &["LOCK.ACQUIRE", &format!("orders:{id}"), "me", "60000"]
-            )
-            .unwrap(),
-            Value::Int(_)
-        ));
-        assert_eq!(
-            expect_err(q(&mut locker, &["LOCK.ACQUIRE", "locks:1", "me", "60000"])),
-            KEY_DENIED
-        );
-        assert_eq!(
-            expect_err(q(&mut locker, &["FLUSHALL"])),
-            command_denied("flushall")
-        );
+        assert!(matches!(q(&mut locker, &["LOCK.ACQUIRE", &format!("orders:{id}"), "me", "60000"]).unwrap(), Value::Int(_)));
+        assert_eq!(expect_err(q(&mut locker, &["LOCK.ACQUIRE", "locks:1", "me", "60000"])), KEY_DENIED);
+        assert_eq!(expect_err(q(&mut locker, &["FLUSHALL"])), command_denied("flushall"));
         // A script forwarded from a follower runs on the leader as its caller.
-        let e = expect_err(q(
-            &mut locker,
-            &[
-                "EVAL",
-                "return redis.call('LOCK.ACQUIRE', 'locks:2', 'me', 1000)",
-                "0",
-            ],
-        ));
-        assert!(
-            e.contains("can't access at least one of the keys"),
-            "node {id} (leader {new_leader}): {e}"
-        );
+        let e = expect_err(q(&mut locker, &["EVAL", "return redis.call('LOCK.ACQUIRE', 'locks:2', 'me', 1000)", "0"]));
+        assert!(e.contains("can't access at least one of the keys"), "node {id} (leader {new_leader}): {e}");
     }
     let mut admin = c.node(new_leader).client();
-    assert_eq!(
-        q(&mut admin, &["EXISTS", "locks:1", "locks:2"]).unwrap(),
-        Value::Int(0)
-    );
+    assert_eq!(q(&mut admin, &["EXISTS", "locks:1", "locks:2"]).unwrap(), Value::Int(0));
 
     // Defined through a follower: the same connection can log in as the
     // new user at once, there.
-    let follower = c
-        .ids()
-        .into_iter()
-        .find(|&id| id != new_leader && id != leader)
-        .unwrap();
+    let follower = c.ids().into_iter().find(|&id| id != new_leader && id != leader).unwrap();
     let mut via_follower = c.node(follower).client();
-    q(
-        &mut via_follower,
-        &["ACL", "SETUSER", "bob", "on", ">pw", "+@all", "~bob:*"],
-    )
-    .unwrap();
-    assert_eq!(
-        q(&mut via_follower, &["AUTH", "bob", "pw"]).unwrap(),
-        Value::Okay
-    );
-    let e = expect_err(q(
-        &mut via_follower,
-        &["EVAL_RO", "return redis.call('GET', 'orders:1')", "0"],
-    ));
+    q(&mut via_follower, &["ACL", "SETUSER", "bob", "on", ">pw", "+@all", "~bob:*"]).unwrap();
+    assert_eq!(q(&mut via_follower, &["AUTH", "bob", "pw"]).unwrap(), Value::Okay);
+    let e = expect_err(q(&mut via_follower, &["EVAL_RO", "return redis.call('GET', 'orders:1')", "0"]));
     assert!(e.contains("can't access"), "{e}");
     // Two changes of the default user in a row, through the follower: the
     // second starts from the first.
@@ -509,39 +243,23 @@ fn users_defined_on_the_leader_hold_on_every_node_after_a_failover() {
     q(&mut admin2, &["ACL", "SETUSER", "default", ">s3cret"]).unwrap();
     q(&mut admin2, &["ACL", "SETUSER", "default", "-flushall"]).unwrap();
     let mut anon = common::RawConn::connect(&c.node(new_leader).addr());
-    common::poll_until(
-        Duration::from_secs(10),
-        "the default user's password on the leader",
-        || {
-            matches!(anon.cmd(&["PING"]), common::Resp::Error(e) if e.starts_with("NOAUTH"))
-                .then_some(())
-        },
-    );
+    common::poll_until(Duration::from_secs(10), "the default user's password on the leader", || {
+        matches!(anon.cmd(&["PING"]), common::Resp::Error(e) if e.starts_with("NOAUTH")).then_some(())
+    });
     let anon_ok = anon.cmd(&["AUTH", "s3cret"]);
     assert_eq!(anon_ok.text().as_deref(), Some("OK"));
-    assert!(
-        matches!(anon.cmd(&["FLUSHALL"]), common::Resp::Error(e) if e.starts_with("NOPERM")),
-        "the first change was lost"
-    );
+    assert!(matches!(anon.cmd(&["FLUSHALL"]), common::Resp::Error(e) if e.starts_with("NOPERM")), "the first change was lost");
 }
 
 #[test]
 fn changed_rules_reach_pipelines_transactions_and_subscribers_at_once() {
     let server = TestServer::start();
     let mut admin = server.client();
-    let enc =
-        |a: &[&str]| common::RawConn::encode(&a.iter().map(|s| s.as_bytes()).collect::<Vec<_>>());
+    let enc = |a: &[&str]| common::RawConn::encode(&a.iter().map(|s| s.as_bytes()).collect::<Vec<_>>());
     // Every permission: this client's writes are pipelined together.
-    q(
-        &mut admin,
-        &["ACL", "SETUSER", "alice", "on", ">pw", "+@all", "~*", "&*"],
-    )
-    .unwrap();
+    q(&mut admin, &["ACL", "SETUSER", "alice", "on", ">pw", "+@all", "~*", "&*"]).unwrap();
     let mut alice = server.raw();
-    assert_eq!(
-        alice.cmd(&["AUTH", "alice", "pw"]).text().as_deref(),
-        Some("OK")
-    );
+    assert_eq!(alice.cmd(&["AUTH", "alice", "pw"]).text().as_deref(), Some("OK"));
     let batch = |keys: [&str; 3]| {
         let mut b = Vec::new();
         for k in keys {
@@ -553,92 +271,42 @@ fn changed_rules_reach_pipelines_transactions_and_subscribers_at_once() {
     for _ in 0..3 {
         assert_eq!(alice.read().unwrap().text().as_deref(), Some("OK"));
     }
-    q(
-        &mut admin,
-        &["ACL", "SETUSER", "alice", "resetkeys", "~safe:*"],
-    )
-    .unwrap();
+    q(&mut admin, &["ACL", "SETUSER", "alice", "resetkeys", "~safe:*"]).unwrap();
     alice.send(&batch(["x:4", "safe:1", "x:5"]));
     assert!(matches!(alice.read().unwrap(), common::Resp::Error(e) if e == KEY_DENIED));
     assert_eq!(alice.read().unwrap().text().as_deref(), Some("OK"));
     assert!(matches!(alice.read().unwrap(), common::Resp::Error(e) if e == KEY_DENIED));
-    assert_eq!(
-        q(&mut admin, &["EXISTS", "x:4", "x:5"]).unwrap(),
-        Value::Int(0)
-    );
+    assert_eq!(q(&mut admin, &["EXISTS", "x:4", "x:5"]).unwrap(), Value::Int(0));
 
     // A transaction queued before the rules changed is checked again at EXEC.
     q(&mut admin, &["ACL", "SETUSER", "alice", "allkeys"]).unwrap();
     assert_eq!(alice.cmd(&["MULTI"]).text().as_deref(), Some("OK"));
-    assert_eq!(
-        alice.cmd(&["SET", "x:6", "v"]).text().as_deref(),
-        Some("QUEUED")
-    );
-    q(
-        &mut admin,
-        &["ACL", "SETUSER", "alice", "resetkeys", "~safe:*"],
-    )
-    .unwrap();
-    assert!(
-        matches!(alice.cmd(&["EXEC"]), common::Resp::Error(e) if e.starts_with("NOPERM ACLs rules changed"))
-    );
+    assert_eq!(alice.cmd(&["SET", "x:6", "v"]).text().as_deref(), Some("QUEUED"));
+    q(&mut admin, &["ACL", "SETUSER", "alice", "resetkeys", "~safe:*"]).unwrap();
+    assert!(matches!(alice.cmd(&["EXEC"]), common::Resp::Error(e) if e.starts_with("NOPERM ACLs rules changed")));
     assert_eq!(q(&mut admin, &["EXISTS", "x:6"]).unwrap(), Value::Int(0));
 
     // Write-only keys: commands that return the value need read access too.
-    q(
-        &mut admin,
-        &["ACL", "SETUSER", "w", "on", ">pw", "+@all", "%W~s:*"],
-    )
-    .unwrap();
+    q(&mut admin, &["ACL", "SETUSER", "w", "on", ">pw", "+@all", "%W~s:*"]).unwrap();
     let mut w = as_user(server.port, "w", "pw");
     assert_eq!(q(&mut w, &["SET", "s:1", "secret"]).unwrap(), Value::Okay);
     assert_eq!(expect_err(q(&mut w, &["GETDEL", "s:1"])), KEY_DENIED);
-    assert_eq!(
-        expect_err(q(&mut w, &["SET", "s:1", "x", "GET"])),
-        KEY_DENIED
-    );
+    assert_eq!(expect_err(q(&mut w, &["SET", "s:1", "x", "GET"])), KEY_DENIED);
     assert_eq!(expect_err(q(&mut w, &["GET", "s:1"])), KEY_DENIED);
 
     // A subscriber whose channel is taken away is disconnected, as is a
     // client whose user is deleted, without sending anything.
-    q(
-        &mut admin,
-        &[
-            "ACL",
-            "SETUSER",
-            "listener",
-            "on",
-            ">pw",
-            "+@all",
-            "~*",
-            "resetchannels",
-            "&news",
-        ],
-    )
-    .unwrap();
+    q(&mut admin, &["ACL", "SETUSER", "listener", "on", ">pw", "+@all", "~*", "resetchannels", "&news"]).unwrap();
     let mut listener = server.raw();
-    assert_eq!(
-        listener.cmd(&["AUTH", "listener", "pw"]).text().as_deref(),
-        Some("OK")
-    );
+    assert_eq!(listener.cmd(&["AUTH", "listener", "pw"]).text().as_deref(), Some("OK"));
     listener.send(&enc(&["SUBSCRIBE", "news"]));
     assert!(!matches!(listener.read().unwrap(), common::Resp::Error(_)));
     let mut idle = server.raw();
     assert_eq!(idle.cmd(&["AUTH", "w", "pw"]).text().as_deref(), Some("OK"));
-    q(
-        &mut admin,
-        &["ACL", "SETUSER", "listener", "resetchannels", "&sport"],
-    )
-    .unwrap();
-    assert!(
-        matches!(listener.read(), Err(common::RawErr::Closed)),
-        "the subscriber kept a channel it lost"
-    );
+    q(&mut admin, &["ACL", "SETUSER", "listener", "resetchannels", "&sport"]).unwrap();
+    assert!(matches!(listener.read(), Err(common::RawErr::Closed)), "the subscriber kept a channel it lost");
     q(&mut admin, &["ACL", "DELUSER", "w"]).unwrap();
-    assert!(
-        matches!(idle.read(), Err(common::RawErr::Closed)),
-        "a deleted user's idle connection stayed"
-    );
+    assert!(matches!(idle.read(), Err(common::RawErr::Closed)), "a deleted user's idle connection stayed");
 
     // Once the log defines the default user, this node's password no longer
     // decides it.

@@ -45,9 +45,7 @@ impl Gen {
 /// Keys: each family has its own few, and one command in eight takes any
 /// key, so that commands meet keys of other types (WRONGTYPE) and
 /// STORE/MOVE/RENAME/COPY cross families.
-const KEYS: &[&str] = &[
-    "s1", "s2", "s3", "t1", "t2", "t3", "l1", "l2", "l3", "h1", "h2", "h3", "z1", "z2", "z3",
-];
+const KEYS: &[&str] = &["s1", "s2", "s3", "t1", "t2", "t3", "l1", "l2", "l3", "h1", "h2", "h3", "z1", "z2", "z3"];
 const MEMBERS: &[&str] = &["m1", "m2", "m3", "m4", "5", "7", "11", ""];
 
 /// One random command (as words).
@@ -62,11 +60,7 @@ fn command(g: &mut Gen) -> Vec<String> {
         _ => g.below(5) as usize,
     };
     let k = move |g: &mut Gen| {
-        let i = if g.below(8) == 0 {
-            g.below(KEYS.len() as u64) as usize
-        } else {
-            family * 3 + g.below(3) as usize
-        };
+        let i = if g.below(8) == 0 { g.below(KEYS.len() as u64) as usize } else { family * 3 + g.below(3) as usize };
         KEYS[i].to_string()
     };
     let m = |g: &mut Gen| g.pick(MEMBERS).to_string();
@@ -165,18 +159,14 @@ fn send(con: &mut redis::Connection, words: &[String]) -> redis::RedisResult<Val
 
 /// `RAFT.DIGEST` of every node once they have applied the same index.
 fn digests_agree(c: &Cluster) -> Vec<String> {
-    poll_until(
-        Duration::from_secs(30),
-        "every replica at the same applied index",
-        || {
-            let mut digests = Vec::new();
-            for id in ALL {
-                let mut con = c.node(id).try_client(Duration::from_secs(1)).ok()?;
-                digests.push(format!("{:?}", q(&mut con, &["RAFT.DIGEST"]).ok()?));
-            }
-            digests.windows(2).all(|w| w[0] == w[1]).then_some(digests)
-        },
-    )
+    poll_until(Duration::from_secs(30), "every replica at the same applied index", || {
+        let mut digests = Vec::new();
+        for id in ALL {
+            let mut con = c.node(id).try_client(Duration::from_secs(1)).ok()?;
+            digests.push(format!("{:?}", q(&mut con, &["RAFT.DIGEST"]).ok()?));
+        }
+        digests.windows(2).all(|w| w[0] == w[1]).then_some(digests)
+    })
 }
 
 #[test]
@@ -185,10 +175,7 @@ fn a_randomized_mix_of_the_new_commands_leaves_replicas_identical() {
     let c = Cluster::start(3, Opts::default());
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let follower = *ALL.iter().find(|id| **id != leader).unwrap();
-    let seed = std::env::var("BREADTH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5EED_17u64);
+    let seed = std::env::var("BREADTH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5EED_17u64);
     eprintln!("workload seed {seed} (BREADTH_SEED to repeat)");
     let mut g = Gen(seed | 1);
     let mut via_leader = c.node(leader).client();
@@ -196,11 +183,7 @@ fn a_randomized_mix_of_the_new_commands_leaves_replicas_identical() {
     let (mut ok, mut errors) = (0, 0);
     let mut kinds_of_error = std::collections::BTreeMap::<String, usize>::new();
     for i in 0..3000 {
-        let con = if g.below(3) == 0 {
-            &mut via_follower
-        } else {
-            &mut via_leader
-        };
+        let con = if g.below(3) == 0 { &mut via_follower } else { &mut via_leader };
         // Now and then several commands in one transaction.
         let result = if i % 50 == 49 {
             let mut pipe = redis::pipe();
@@ -221,16 +204,11 @@ fn a_randomized_mix_of_the_new_commands_leaves_replicas_identical() {
             Ok(_) => ok += 1,
             // WRONGTYPE, syntax and range errors are part of the mix; a
             // connection that fails is not.
-            Err(e) if e.kind() == redis::ErrorKind::Io => {
-                panic!("command {i}: connection failed: {e}")
-            }
+            Err(e) if e.kind() == redis::ErrorKind::Io => panic!("command {i}: connection failed: {e}"),
             Err(e) => {
                 errors += 1;
                 let text = format!("{}", e.code().unwrap_or("?"));
-                assert!(
-                    !e.to_string().contains("unknown command"),
-                    "command {i}: {e}"
-                );
+                assert!(!e.to_string().contains("unknown command"), "command {i}: {e}");
                 *kinds_of_error.entry(text).or_default() += 1;
             }
         }
@@ -247,10 +225,7 @@ fn a_randomized_mix_of_the_new_commands_leaves_replicas_identical() {
         }
     }
     eprintln!("types left: {kinds:?}; digest {}", digests[0]);
-    assert!(
-        kinds.len() >= 3,
-        "the workload left too little behind: {kinds:?}"
-    );
+    assert!(kinds.len() >= 3, "the workload left too little behind: {kinds:?}");
     // A restarted follower replays the same entries to the same keyspace.
     drop(via_follower);
     let mut c = c;
@@ -259,43 +234,20 @@ fn a_randomized_mix_of_the_new_commands_leaves_replicas_identical() {
 }
 
 fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool} >/dev/null 2>&1"))
-        .status()
-        .is_ok_and(|s| s.success())
+    Command::new("sh").arg("-c").arg(format!("command -v {tool} >/dev/null 2>&1")).status().is_ok_and(|s| s.success())
 }
 
 /// The tests `redis-benchmark` 7 runs without `-t`.
 const DEFAULT_TESTS: &[&str] = &[
-    "PING_INLINE",
-    "PING_MBULK",
-    "SET",
-    "GET",
-    "INCR",
-    "LPUSH",
-    "RPUSH",
-    "LPOP",
-    "RPOP",
-    "SADD",
-    "HSET",
-    "SPOP",
-    "ZADD",
-    "ZPOPMIN",
-    "LRANGE_100 (first 100 elements)",
-    "LRANGE_300 (first 300 elements)",
-    "LRANGE_500 (first 500 elements)",
-    "LRANGE_600 (first 600 elements)",
-    "MSET (10 keys)",
+    "PING_INLINE", "PING_MBULK", "SET", "GET", "INCR", "LPUSH", "RPUSH", "LPOP", "RPOP", "SADD", "HSET", "SPOP", "ZADD",
+    "ZPOPMIN", "LRANGE_100 (first 100 elements)", "LRANGE_300 (first 300 elements)", "LRANGE_500 (first 500 elements)",
+    "LRANGE_600 (first 600 elements)", "MSET (10 keys)",
 ];
 
 #[test]
 fn redis_benchmark_default_tests_complete_through_a_follower() {
     if !have("redis-benchmark") {
-        assert!(
-            std::env::var_os("RAFTLOCK_REQUIRE_CLIENT_TOOLS").is_none(),
-            "redis-benchmark is not installed"
-        );
+        assert!(std::env::var_os("RAFTLOCK_REQUIRE_CLIENT_TOOLS").is_none(), "redis-benchmark is not installed");
         eprintln!("NOTE: skipping: redis-benchmark is not installed");
         return;
     }
@@ -303,56 +255,20 @@ fn redis_benchmark_default_tests_complete_through_a_follower() {
     let c = Cluster::start(3, Opts::default());
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let follower = *ALL.iter().find(|id| **id != leader).unwrap();
-    let port = c
-        .node(follower)
-        .addr()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_string();
+    let port = c.node(follower).addr().rsplit(':').next().unwrap().to_string();
     let out = Command::new("timeout")
-        .args([
-            "600",
-            "redis-benchmark",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-q",
-            "-n",
-            "1000",
-            "-c",
-            "10",
-        ])
+        .args(["600", "redis-benchmark", "-h", "127.0.0.1", "-p", &port, "-q", "-n", "1000", "-c", "10"])
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run redis-benchmark");
-    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "\n")
-        + &String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.contains("rps="))
-        .collect();
-    assert!(
-        out.status.success(),
-        "redis-benchmark failed ({}):\n{}",
-        out.status,
-        lines.join("\n")
-    );
-    let errors: Vec<&&str> = lines
-        .iter()
-        .filter(|l| l.to_ascii_lowercase().contains("err"))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "redis-benchmark reported errors:\n{}",
-        lines.join("\n")
-    );
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "\n") + &String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty() && !l.contains("rps=")).collect();
+    assert!(out.status.success(), "redis-benchmark failed ({}):\n{}", out.status, lines.join("\n"));
+    let errors: Vec<&&str> = lines.iter().filter(|l| l.to_ascii_lowercase().contains("err")).collect();
+    assert!(errors.is_empty(), "redis-benchmark reported errors:\n{}", lines.join("\n"));
     for t in DEFAULT_TESTS {
         assert!(
-            lines
-                .iter()
-                .any(|l| l.starts_with(&format!("{t}: ")) && l.contains("requests per second")),
+            lines.iter().any(|l| l.starts_with(&format!("{t}: ")) && l.contains("requests per second")),
             "redis-benchmark did not complete {t}:\n{}",
             lines.join("\n")
         );
@@ -366,21 +282,13 @@ fn redis_benchmark_default_tests_complete_through_a_follower() {
 fn a_store_command_invalidates_a_watch_on_its_destination_only() {
     let s = common::TestServer::start();
     let mut setup = s.client();
-    for args in [
-        &["SADD", "src", "a", "b"][..],
-        &["ZADD", "zsrc", "1", "a"],
-        &["RPUSH", "lsrc", "x", "y"],
-    ] {
+    for args in [&["SADD", "src", "a", "b"][..], &["ZADD", "zsrc", "1", "a"], &["RPUSH", "lsrc", "x", "y"]] {
         q(&mut setup, args).unwrap();
     }
     let stores: [(&[&str], &str, &str); 4] = [
         (&["SINTERSTORE", "dst", "src", "src"], "src", "dst"),
         (&["ZUNIONSTORE", "zdst", "1", "zsrc"], "zsrc", "zdst"),
-        (
-            &["ZRANGESTORE", "zdst2", "zsrc", "0", "-1"],
-            "zsrc",
-            "zdst2",
-        ),
+        (&["ZRANGESTORE", "zdst2", "zsrc", "0", "-1"], "zsrc", "zdst2"),
         (&["COPY", "src", "copied", "REPLACE"], "src", "copied"),
     ];
     for (store, source, destination) in stores {
@@ -388,18 +296,8 @@ fn a_store_command_invalidates_a_watch_on_its_destination_only() {
             let mut con = s.client();
             q(&mut con, &["WATCH", watched]).unwrap();
             q(&mut setup, store).unwrap();
-            let result: Value = redis::pipe()
-                .atomic()
-                .cmd("SET")
-                .arg("marker")
-                .arg("1")
-                .query(&mut con)
-                .unwrap();
-            assert_eq!(
-                result == Value::Nil,
-                should_abort,
-                "{store:?} with WATCH {watched}: EXEC answered {result:?}"
-            );
+            let result: Value = redis::pipe().atomic().cmd("SET").arg("marker").arg("1").query(&mut con).unwrap();
+            assert_eq!(result == Value::Nil, should_abort, "{store:?} with WATCH {watched}: EXEC answered {result:?}");
         }
     }
 }
@@ -410,47 +308,20 @@ fn a_store_command_invalidates_a_watch_on_its_destination_only() {
 fn client_kill_closes_the_connections_it_names() {
     let s = common::TestServer::start();
     let mut a = s.raw();
-    let common::Resp::Int(a_id) = a.cmd(&["CLIENT", "ID"]) else {
-        panic!()
-    };
+    let common::Resp::Int(a_id) = a.cmd(&["CLIENT", "ID"]) else { panic!() };
     let mut blocked = s.raw();
     let info = blocked.cmd(&["CLIENT", "INFO"]).text().unwrap();
-    let addr = info
-        .split(' ')
-        .find_map(|f| f.strip_prefix("addr="))
-        .unwrap()
-        .to_string();
+    let addr = info.split(' ').find_map(|f| f.strip_prefix("addr=")).unwrap().to_string();
     blocked.send(&common::RawConn::encode(&[b"BLPOP", b"never-pushed", b"0"]));
     let mut admin = s.raw();
-    assert_eq!(
-        admin.cmd(&["CLIENT", "KILL", "ID", &a_id.to_string()]),
-        common::Resp::Int(1)
-    );
-    assert!(
-        a.closed_within(Duration::from_secs(5)),
-        "the killed client was not closed"
-    );
-    assert_eq!(
-        admin.cmd(&["CLIENT", "KILL", &addr]),
-        common::Resp::Simple("OK".into())
-    );
-    assert!(
-        blocked.closed_within(Duration::from_secs(5)),
-        "the blocked client was not closed"
-    );
-    assert_eq!(
-        admin.cmd(&["CLIENT", "KILL", "ID", "999999"]),
-        common::Resp::Int(0)
-    );
-    assert_eq!(
-        admin.cmd(&["CLIENT", "KILL", "127.0.0.1:1"]),
-        common::Resp::Error("ERR No such client".into())
-    );
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &a_id.to_string()]), common::Resp::Int(1));
+    assert!(a.closed_within(Duration::from_secs(5)), "the killed client was not closed");
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", &addr]), common::Resp::Simple("OK".into()));
+    assert!(blocked.closed_within(Duration::from_secs(5)), "the blocked client was not closed");
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", "999999"]), common::Resp::Int(0));
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "127.0.0.1:1"]), common::Resp::Error("ERR No such client".into()));
     // SKIPME yes by default: the asking connection stays.
-    assert_eq!(
-        admin.cmd(&["CLIENT", "KILL", "TYPE", "normal"]),
-        common::Resp::Int(0)
-    );
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "TYPE", "normal"]), common::Resp::Int(0));
     assert_eq!(admin.cmd(&["PING"]), common::Resp::Simple("PONG".into()));
 }
 
@@ -461,36 +332,16 @@ fn client_kill_closes_the_connections_it_names() {
 fn connection_commands_inside_multi_answer_in_place() {
     let s = common::TestServer::start();
     let mut c = s.raw();
-    let common::Resp::Int(id) = c.cmd(&["CLIENT", "ID"]) else {
-        panic!()
-    };
-    for cmd in [
-        &["MULTI"][..],
-        &["SET", "a", "1"],
-        &["TIME"],
-        &["CLIENT", "ID"],
-        &["INFO", "server"],
-        &["GET", "a"],
-        &["PING"],
-    ] {
+    let common::Resp::Int(id) = c.cmd(&["CLIENT", "ID"]) else { panic!() };
+    for cmd in [&["MULTI"][..], &["SET", "a", "1"], &["TIME"], &["CLIENT", "ID"], &["INFO", "server"], &["GET", "a"], &["PING"]] {
         c.cmd(cmd);
     }
-    let common::Resp::Array(Some(items)) = c.cmd(&["EXEC"]) else {
-        panic!("EXEC")
-    };
+    let common::Resp::Array(Some(items)) = c.cmd(&["EXEC"]) else { panic!("EXEC") };
     assert_eq!(items.len(), 6, "{items:?}");
     assert_eq!(items[0], common::Resp::Simple("OK".into()));
-    assert!(
-        matches!(&items[1], common::Resp::Array(Some(t)) if t.len() == 2),
-        "TIME: {:?}",
-        items[1]
-    );
+    assert!(matches!(&items[1], common::Resp::Array(Some(t)) if t.len() == 2), "TIME: {:?}", items[1]);
     assert_eq!(items[2], common::Resp::Int(id));
-    assert!(
-        items[3].text().is_some_and(|t| t.contains("redis_version")),
-        "INFO: {:?}",
-        items[3]
-    );
+    assert!(items[3].text().is_some_and(|t| t.contains("redis_version")), "INFO: {:?}", items[3]);
     assert_eq!(items[4], common::b("1"));
     assert_eq!(items[5], common::Resp::Simple("PONG".into()));
     // Refused as before: what would change the connection itself.
@@ -504,9 +355,6 @@ fn connection_commands_inside_multi_answer_in_place() {
     c.cmd(&["MULTI"]);
     c.cmd(&["CLIENT", "SETNAME", "renamed"]);
     c.cmd(&["SET", "a", "3"]);
-    assert!(matches!(
-        c.cmd(&["EXEC"]),
-        common::Resp::Array(None) | common::Resp::Null
-    ));
+    assert!(matches!(c.cmd(&["EXEC"]), common::Resp::Array(None) | common::Resp::Null));
     assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), common::Resp::Bulk(None));
 }

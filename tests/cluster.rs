@@ -42,13 +42,8 @@ fn others(ids: &[u64], but: u64) -> Vec<u64> {
 fn acquire(con: &mut redis::Connection, key: &str, owner: &str, ttl_ms: u64) -> i64 {
     match q(con, &["LOCK.ACQUIRE", key, owner, &ttl_ms.to_string()]) {
         Ok(Value::Int(t)) => t,
-        Ok(other) => {
-            panic!("LOCK.ACQUIRE {key} {owner} {ttl_ms} should grant a token, got {other:?}")
-        }
-        Err(e) => panic!(
-            "LOCK.ACQUIRE {key} {owner} {ttl_ms} should grant a token, got error {}",
-            err_text(&e)
-        ),
+        Ok(other) => panic!("LOCK.ACQUIRE {key} {owner} {ttl_ms} should grant a token, got {other:?}"),
+        Err(e) => panic!("LOCK.ACQUIRE {key} {owner} {ttl_ms} should grant a token, got error {}", err_text(&e)),
     }
 }
 
@@ -57,14 +52,7 @@ fn acquire(con: &mut redis::Connection, key: &str, owner: &str, ttl_ms: u64) -> 
 /// owner retrying is idempotent, so the token returned is the grant's token.
 /// Returns (token, node that answered). A nil reply (held by someone else) panics.
 #[track_caller]
-fn acquire_retrying(
-    c: &Cluster,
-    via: &[u64],
-    key: &str,
-    owner: &str,
-    ttl_ms: u64,
-    deadline: Instant,
-) -> (i64, u64) {
+fn acquire_retrying(c: &Cluster, via: &[u64], key: &str, owner: &str, ttl_ms: u64, deadline: Instant) -> (i64, u64) {
     let mut last: String;
     let mut attempt = 0usize;
     loop {
@@ -74,9 +62,7 @@ fn acquire_retrying(
             Err(e) => last = format!("node {id}: connect: {e}"),
             Ok(mut con) => match q(&mut con, &["LOCK.ACQUIRE", key, owner, &ttl_ms.to_string()]) {
                 Ok(Value::Int(t)) => return (t, id),
-                Ok(other) => panic!(
-                    "LOCK.ACQUIRE {key} {owner} via node {id}: expected a token, got {other:?}"
-                ),
+                Ok(other) => panic!("LOCK.ACQUIRE {key} {owner} via node {id}: expected a token, got {other:?}"),
                 Err(e) => last = format!("node {id}: {}", err_text(&e)),
             },
         }
@@ -93,26 +79,16 @@ fn acquire_retrying(
 /// Poll RAFT.INFO of `id` until its applied_index reaches `index`.
 #[track_caller]
 fn wait_applied(c: &Cluster, id: u64, index: u64, timeout: Duration) -> RaftInfo {
-    poll_until(
-        timeout,
-        &format!("node {id} applied_index >= {index}"),
-        || {
-            c.node(id)
-                .raft_info()
-                .ok()
-                .filter(|i| i.num("applied_index") >= index)
-        },
-    )
+    poll_until(timeout, &format!("node {id} applied_index >= {index}"), || {
+        c.node(id).raft_info().ok().filter(|i| i.num("applied_index") >= index)
+    })
 }
 
 /// `db0:keys=N` from `INFO keyspace`, which a node answers from its own applied state.
 fn local_key_count(c: &Cluster, id: u64) -> Option<u64> {
     let text = c.node(id).info_section("keyspace").ok()?;
     let line = text.lines().find(|l| l.starts_with("db0:"))?;
-    let keys = line
-        .trim_start_matches("db0:")
-        .split(',')
-        .find_map(|kv| kv.strip_prefix("keys="))?;
+    let keys = line.trim_start_matches("db0:").split(',').find_map(|kv| kv.strip_prefix("keys="))?;
     keys.trim().parse().ok()
 }
 
@@ -131,12 +107,7 @@ fn lock_acquired_on_a_follower_is_seen_on_every_node() {
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let followers = others(&ALL, leader);
     let f = followers[0];
-    assert_eq!(
-        c.node(f).raft_info().unwrap().role(),
-        "follower",
-        "{}",
-        c.describe()
-    );
+    assert_eq!(c.node(f).raft_info().unwrap().role(), "follower", "{}", c.describe());
 
     let mut con = c.node(f).client();
     let token = acquire(&mut con, "orders-lock", "worker-7", 30_000);
@@ -150,10 +121,7 @@ fn lock_acquired_on_a_follower_is_seen_on_every_node() {
             .unwrap_or_else(|| panic!("LOCK.INFO via node {id} says the lock is free"));
         assert_eq!(info.owner, "worker-7", "owner via node {id}: {info:?}");
         assert_eq!(info.token, token, "token via node {id}: {info:?}");
-        assert!(
-            (1..=30_000).contains(&info.ttl_ms),
-            "ttl-ms via node {id}: {info:?}"
-        );
+        assert!((1..=30_000).contains(&info.ttl_ms), "ttl-ms via node {id}: {info:?}");
         assert_eq!(
             q(&mut con, &["GET", "orders-lock"]).unwrap(),
             Value::BulkString(b"worker-7".to_vec()),
@@ -161,32 +129,22 @@ fn lock_acquired_on_a_follower_is_seen_on_every_node() {
         );
         // Another owner is refused on every node.
         assert_eq!(
-            q(
-                &mut con,
-                &["LOCK.ACQUIRE", "orders-lock", "worker-9", "30000"]
-            )
-            .unwrap(),
+            q(&mut con, &["LOCK.ACQUIRE", "orders-lock", "worker-9", "30000"]).unwrap(),
             Value::Nil,
             "LOCK.ACQUIRE by another owner via node {id} must return nil"
         );
         // The grant is replicated: each node applies it and holds the key locally
         // (INFO keyspace is answered from the node's own state, not forwarded).
         wait_applied(&c, id, commit, Duration::from_secs(5));
-        let keys = poll_until(
-            Duration::from_secs(5),
-            &format!("node {id} holds orders-lock locally"),
-            || local_key_count(&c, id).filter(|k| *k == 1),
-        );
+        let keys = poll_until(Duration::from_secs(5), &format!("node {id} holds orders-lock locally"), || {
+            local_key_count(&c, id).filter(|k| *k == 1)
+        });
         assert_eq!(keys, 1);
     }
 
     // A retry by the same owner on the other follower is the same grant.
     let mut con = c.node(followers[1]).client();
-    assert_eq!(
-        acquire(&mut con, "orders-lock", "worker-7", 30_000),
-        token,
-        "same-owner retry on another node"
-    );
+    assert_eq!(acquire(&mut con, "orders-lock", "worker-7", 30_000), token, "same-owner retry on another node");
 }
 
 // ---------------------------------------------------------------------------------
@@ -207,11 +165,7 @@ fn leader_kill9_elects_a_new_leader_and_tokens_keep_increasing() {
         let id = ALL[i % 3];
         let (key, owner) = (format!("before-{i}"), format!("owner-{i}"));
         let mut con = c.node(id).client();
-        grants.push((
-            key.clone(),
-            owner.clone(),
-            acquire(&mut con, &key, &owner, 60_000),
-        ));
+        grants.push((key.clone(), owner.clone(), acquire(&mut con, &key, &owner, 60_000)));
     }
     let n_before = grants.len();
 
@@ -220,14 +174,7 @@ fn leader_kill9_elects_a_new_leader_and_tokens_keep_increasing() {
     // A bounded wait for the condition itself (the survivors elect a leader and
     // grant); how fast is measured and printed, and belongs in the benchmarks.
     let bound = Duration::from_secs(60);
-    let (t, via) = acquire_retrying(
-        &c,
-        &survivors,
-        "after-0",
-        "owner-after-0",
-        60_000,
-        killed_at + bound,
-    );
+    let (t, via) = acquire_retrying(&c, &survivors, "after-0", "owner-after-0", 60_000, killed_at + bound);
     eprintln!(
         "failover: first successful LOCK.ACQUIRE {:?} after kill -9 of leader {old_leader} (via node {via})",
         killed_at.elapsed()
@@ -237,29 +184,19 @@ fn leader_kill9_elects_a_new_leader_and_tokens_keep_increasing() {
     let new_leader = c.wait_leader(&survivors, Duration::from_secs(10));
     assert_ne!(new_leader, old_leader);
     let term_after = c.node(new_leader).raft_info().unwrap().num("term");
-    assert!(
-        term_after > term_before,
-        "term {term_before} -> {term_after}"
-    );
+    assert!(term_after > term_before, "term {term_before} -> {term_after}");
 
     for i in 1..12 {
         let id = survivors[i % 2];
         let (key, owner) = (format!("after-{i}"), format!("owner-after-{i}"));
         let mut con = c.node(id).client();
-        grants.push((
-            key.clone(),
-            owner.clone(),
-            acquire(&mut con, &key, &owner, 60_000),
-        ));
+        grants.push((key.clone(), owner.clone(), acquire(&mut con, &key, &owner, 60_000)));
     }
 
     // Unique and strictly increasing in grant order, across the failover.
     let tokens: Vec<i64> = grants.iter().map(|g| g.2).collect();
     for w in tokens.windows(2) {
-        assert!(
-            w[0] < w[1],
-            "tokens not strictly increasing in grant order: {tokens:?}"
-        );
+        assert!(w[0] < w[1], "tokens not strictly increasing in grant order: {tokens:?}");
     }
 
     // No acknowledged grant was lost: every lock from before the failover is still
@@ -267,14 +204,8 @@ fn leader_kill9_elects_a_new_leader_and_tokens_keep_increasing() {
     for id in &survivors {
         let mut con = c.node(*id).client();
         for (key, owner, token) in &grants[..n_before] {
-            let info = lock_info(&mut con, key)
-                .unwrap()
-                .unwrap_or_else(|| panic!("{key} lost after failover"));
-            assert_eq!(
-                (&info.owner, info.token),
-                (owner, *token),
-                "{key} via node {id}"
-            );
+            let info = lock_info(&mut con, key).unwrap().unwrap_or_else(|| panic!("{key} lost after failover"));
+            assert_eq!((&info.owner, info.token), (owner, *token), "{key} via node {id}");
         }
     }
 
@@ -283,17 +214,10 @@ fn leader_kill9_elects_a_new_leader_and_tokens_keep_increasing() {
     c.wait_ready(&ALL, Duration::from_secs(20));
     let commit = c.node(new_leader).raft_info().unwrap().num("commit_index");
     let info = wait_applied(&c, old_leader, commit, Duration::from_secs(10));
-    assert_ne!(
-        info.role(),
-        "leader",
-        "the restarted node took over leadership without need?\n{}",
-        c.describe()
-    );
+    assert_ne!(info.role(), "leader", "the restarted node took over leadership without need?\n{}", c.describe());
     let mut con = c.node(old_leader).client();
     let (key, owner, token) = grants.last().unwrap();
-    let li = lock_info(&mut con, key)
-        .unwrap()
-        .expect("lock visible via the restarted node");
+    let li = lock_info(&mut con, key).unwrap().expect("lock visible via the restarted node");
     assert_eq!((&li.owner, li.token), (owner, *token));
 }
 
@@ -339,10 +263,7 @@ fn lease_granted_before_leader_dies_is_held_until_its_ttl() {
                 continue;
             }
         };
-        let r = q(
-            &mut con,
-            &["LOCK.ACQUIRE", "lease", "holder-b", &TTL.to_string()],
-        );
+        let r = q(&mut con, &["LOCK.ACQUIRE", "lease", "holder-b", &TTL.to_string()]);
         let replied = Instant::now();
         match r {
             Ok(Value::Nil) => {
@@ -393,10 +314,7 @@ fn lease_granted_before_leader_dies_is_held_until_its_ttl() {
         let id = survivors[i % 2];
         i += 1;
         if let Ok(mut con) = c.node(id).try_client(Duration::from_secs(1)) {
-            match q(
-                &mut con,
-                &["LOCK.ACQUIRE", "lease", "holder-b", &TTL.to_string()],
-            ) {
+            match q(&mut con, &["LOCK.ACQUIRE", "lease", "holder-b", &TTL.to_string()]) {
                 Ok(Value::Int(t)) => granted_b = Some((t, Instant::now())),
                 Ok(Value::Nil) => {}
                 Ok(other) => panic!("LOCK.ACQUIRE replied {other:?}"),
@@ -414,31 +332,18 @@ fn lease_granted_before_leader_dies_is_held_until_its_ttl() {
             thread::sleep(Duration::from_millis(100));
         }
     };
-    assert!(
-        at >= judged_until,
-        "holder-b was granted the lease {:?} after holder-a's {TTL} ms lease was requested",
-        at - sent
-    );
+    assert!(at >= judged_until, "holder-b was granted the lease {:?} after holder-a's {TTL} ms lease was requested", at - sent);
     eprintln!(
         "lease: {TTL} ms lease requested at 0, leader killed at {killed:?}, verified held until {:?}, \
          taken over at {:?}",
         verified.last().unwrap(),
         at - sent
     );
-    assert!(
-        token_b > token_a,
-        "new holder's token {token_b} must exceed {token_a}"
-    );
+    assert!(token_b > token_a, "new holder's token {token_b} must exceed {token_a}");
     for id in &survivors {
         let mut con = c.node(*id).client();
-        let info = lock_info(&mut con, "lease")
-            .unwrap()
-            .expect("lease held by holder-b");
-        assert_eq!(
-            (info.owner.as_str(), info.token),
-            ("holder-b", token_b),
-            "via node {id}"
-        );
+        let info = lock_info(&mut con, "lease").unwrap().expect("lease held by holder-b");
+        assert_eq!((info.owner.as_str(), info.token), ("holder-b", token_b), "via node {id}");
     }
 }
 
@@ -451,13 +356,7 @@ const REQUEST_TIMEOUT_MS: u64 = 2_000;
 /// Run `args` on a fresh connection to `id`; the reply must be a CLUSTERDOWN /
 /// TRYAGAIN error within `bound`. Violations are collected, not panicked on, so the
 /// rest of the scenario (recovery) still runs.
-fn expect_no_quorum_error(
-    c: &Cluster,
-    id: u64,
-    args: &[&str],
-    bound: Duration,
-    violations: &mut Vec<String>,
-) {
+fn expect_no_quorum_error(c: &Cluster, id: u64, args: &[&str], bound: Duration, violations: &mut Vec<String>) {
     // The client waits longer than `bound`, so a slow answer is reported as such.
     let mut con = match c.node(id).try_client_slow(bound + Duration::from_secs(5)) {
         Ok(con) => con,
@@ -493,10 +392,7 @@ fn expect_no_quorum_error(
 #[test]
 fn minority_partition_answers_errors_then_serves_again() {
     let _serial = serial();
-    let opts = Opts {
-        request_timeout_ms: Some(REQUEST_TIMEOUT_MS),
-        ..Opts::default()
-    };
+    let opts = Opts { request_timeout_ms: Some(REQUEST_TIMEOUT_MS), ..Opts::default() };
     let mut c = Cluster::start(3, opts);
     // A bounded wait for the error itself, well past --request-timeout-ms: a node
     // that hangs fails; how close to the timeout it answers is for the benchmarks.
@@ -513,20 +409,8 @@ fn minority_partition_answers_errors_then_serves_again() {
     for id in paused {
         c.pause(id);
     }
-    expect_no_quorum_error(
-        &c,
-        alone,
-        &["LOCK.ACQUIRE", "part-a-0", "owner-a", "30000"],
-        bound,
-        &mut violations,
-    );
-    expect_no_quorum_error(
-        &c,
-        alone,
-        &["LOCK.ACQUIRE", "part-a-1", "owner-a", "30000"],
-        bound,
-        &mut violations,
-    );
+    expect_no_quorum_error(&c, alone, &["LOCK.ACQUIRE", "part-a-0", "owner-a", "30000"], bound, &mut violations);
+    expect_no_quorum_error(&c, alone, &["LOCK.ACQUIRE", "part-a-1", "owner-a", "30000"], bound, &mut violations);
     // No stale read either.
     expect_no_quorum_error(&c, alone, &["LOCK.INFO", "held"], bound, &mut violations);
     expect_no_quorum_error(&c, alone, &["GET", "held"], bound, &mut violations);
@@ -535,22 +419,13 @@ fn minority_partition_answers_errors_then_serves_again() {
     }
     let resumed = Instant::now();
     c.wait_ready(&ALL, Duration::from_secs(15));
-    eprintln!(
-        "partition A healed: serving again {:?} after SIGCONT",
-        resumed.elapsed()
-    );
+    eprintln!("partition A healed: serving again {:?} after SIGCONT", resumed.elapsed());
     for id in ALL {
         let mut con = c.node(id).client();
         let t = acquire(&mut con, &format!("healed-a-{id}"), "owner-x", 30_000);
         assert!(t > held, "token after healing {t} <= {held}");
-        let info = lock_info(&mut con, "held")
-            .unwrap()
-            .expect("held lock survives the partition");
-        assert_eq!(
-            (info.owner.as_str(), info.token),
-            ("owner-h", held),
-            "via node {id}"
-        );
+        let info = lock_info(&mut con, "held").unwrap().expect("held lock survives the partition");
+        assert_eq!((info.owner.as_str(), info.token), ("owner-h", held), "via node {id}");
     }
 
     // Case B: both followers stop; the leader is alone.
@@ -559,33 +434,20 @@ fn minority_partition_answers_errors_then_serves_again() {
     for id in &paused {
         c.pause(*id);
     }
-    expect_no_quorum_error(
-        &c,
-        leader,
-        &["LOCK.ACQUIRE", "part-b-0", "owner-b", "30000"],
-        bound,
-        &mut violations,
-    );
+    expect_no_quorum_error(&c, leader, &["LOCK.ACQUIRE", "part-b-0", "owner-b", "30000"], bound, &mut violations);
     expect_no_quorum_error(&c, leader, &["LOCK.INFO", "held"], bound, &mut violations);
     for id in &paused {
         c.resume(*id);
     }
     let resumed = Instant::now();
     c.wait_ready(&ALL, Duration::from_secs(15));
-    eprintln!(
-        "partition B healed: serving again {:?} after SIGCONT",
-        resumed.elapsed()
-    );
+    eprintln!("partition B healed: serving again {:?} after SIGCONT", resumed.elapsed());
     for id in ALL {
         let mut con = c.node(id).client();
         acquire(&mut con, &format!("healed-b-{id}"), "owner-y", 30_000);
     }
 
-    assert!(
-        violations.is_empty(),
-        "minority partition:\n{}",
-        violations.join("\n")
-    );
+    assert!(violations.is_empty(), "minority partition:\n{}", violations.join("\n"));
 }
 
 // ---------------------------------------------------------------------------------
@@ -605,30 +467,15 @@ fn restart_of_all_nodes_keeps_acknowledged_state() {
         let id = ALL[i % 3];
         let (key, owner) = (format!("lock-{i}"), format!("owner-{i}"));
         let mut con = c.node(id).client();
-        locks.push((
-            key.clone(),
-            owner.clone(),
-            acquire(&mut con, &key, &owner, 60_000),
-        ));
+        locks.push((key.clone(), owner.clone(), acquire(&mut con, &key, &owner, 60_000)));
         assert_eq!(
-            q(
-                &mut con,
-                &["SET", &format!("plain-{i}"), &format!("value-{i}")]
-            )
-            .unwrap(),
+            q(&mut con, &["SET", &format!("plain-{i}"), &format!("value-{i}")]).unwrap(),
             Value::Okay
         );
     }
     let max_token = locks.iter().map(|l| l.2).max().unwrap();
     let mut con = c.node(leader).client();
-    assert_eq!(
-        q(
-            &mut con,
-            &["LOCK.FENCE", "orders-db", &max_token.to_string()]
-        )
-        .unwrap(),
-        Value::Int(max_token)
-    );
+    assert_eq!(q(&mut con, &["LOCK.FENCE", "orders-db", &max_token.to_string()]).unwrap(), Value::Int(max_token));
     drop(con);
 
     for id in others(&ALL, leader).into_iter().chain([leader]) {
@@ -640,29 +487,10 @@ fn restart_of_all_nodes_keeps_acknowledged_state() {
     c.wait_ready(&ALL, Duration::from_secs(25));
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let info = c.node(leader).raft_info().unwrap();
-    assert!(
-        info.num("term") >= term_before,
-        "term went back: {term_before} -> {}",
-        info.num("term")
-    );
-    assert_eq!(
-        info.members(),
-        members_before,
-        "membership changed across the restart"
-    );
-    let inits: usize = ALL
-        .iter()
-        .map(|id| {
-            c.node(*id)
-                .logs()
-                .matches("initialised a new cluster")
-                .count()
-        })
-        .sum();
-    assert!(
-        inits <= 1,
-        "the cluster was initialised {inits} times (restarts must recover, not re-initialise)"
-    );
+    assert!(info.num("term") >= term_before, "term went back: {term_before} -> {}", info.num("term"));
+    assert_eq!(info.members(), members_before, "membership changed across the restart");
+    let inits: usize = ALL.iter().map(|id| c.node(*id).logs().matches("initialised a new cluster").count()).sum();
+    assert!(inits <= 1, "the cluster was initialised {inits} times (restarts must recover, not re-initialise)");
 
     for id in ALL {
         let mut con = c.node(id).client();
@@ -670,49 +498,27 @@ fn restart_of_all_nodes_keeps_acknowledged_state() {
             let li = lock_info(&mut con, key)
                 .unwrap_or_else(|e| panic!("LOCK.INFO {key} via node {id}: {e}"))
                 .unwrap_or_else(|| panic!("{key} lost by the restart (via node {id})"));
-            assert_eq!(
-                (&li.owner, li.token),
-                (owner, *token),
-                "{key} via node {id}"
-            );
-            assert!(
-                (1..=60_000).contains(&li.ttl_ms),
-                "{key} ttl-ms {}",
-                li.ttl_ms
-            );
+            assert_eq!((&li.owner, li.token), (owner, *token), "{key} via node {id}");
+            assert!((1..=60_000).contains(&li.ttl_ms), "{key} ttl-ms {}", li.ttl_ms);
             assert_eq!(
                 q(&mut con, &["GET", &format!("plain-{i}")]).unwrap(),
                 Value::BulkString(format!("value-{i}").into_bytes()),
                 "plain-{i} via node {id}"
             );
             // Still held: another owner is refused.
-            assert_eq!(
-                q(&mut con, &["LOCK.ACQUIRE", key, "intruder", "1000"]).unwrap(),
-                Value::Nil,
-                "{key}"
-            );
+            assert_eq!(q(&mut con, &["LOCK.ACQUIRE", key, "intruder", "1000"]).unwrap(), Value::Nil, "{key}");
         }
         // The fenced resource remembers the highest token.
         let stale = (max_token - 1).to_string();
         match q(&mut con, &["LOCK.FENCE", "orders-db", &stale]) {
-            Err(e) => assert_eq!(
-                e.code(),
-                Some("STALE"),
-                "LOCK.FENCE {stale}: {}",
-                err_text(&e)
-            ),
-            Ok(v) => {
-                panic!("LOCK.FENCE orders-db {stale} after restart replied {v:?}; expected -STALE")
-            }
+            Err(e) => assert_eq!(e.code(), Some("STALE"), "LOCK.FENCE {stale}: {}", err_text(&e)),
+            Ok(v) => panic!("LOCK.FENCE orders-db {stale} after restart replied {v:?}; expected -STALE"),
         }
     }
 
     let mut con = c.node(others(&ALL, leader)[0]).client();
     let t = acquire(&mut con, "after-restart", "owner-new", 60_000);
-    assert!(
-        t > max_token,
-        "token after restart {t} must exceed every earlier token (max {max_token})"
-    );
+    assert!(t > max_token, "token after restart {t} must exceed every earlier token (max {max_token})");
 }
 
 // ---------------------------------------------------------------------------------
@@ -736,8 +542,7 @@ fn spawn_writer(
     thread::spawn(move || {
         let (id, url) = node;
         let connect = || -> redis::RedisResult<redis::Connection> {
-            let con = redis::Client::open(url.as_str())?
-                .get_connection_with_timeout(Duration::from_secs(2))?;
+            let con = redis::Client::open(url.as_str())?.get_connection_with_timeout(Duration::from_secs(2))?;
             con.set_read_timeout(Some(IO_TIMEOUT))?;
             con.set_write_timeout(Some(IO_TIMEOUT))?;
             Ok(con)
@@ -749,10 +554,7 @@ fn spawn_writer(
                 match connect() {
                     Ok(c) => con = Some(c),
                     Err(e) => {
-                        log.lock()
-                            .unwrap()
-                            .errors
-                            .push(format!("{name} via node {id}: connect: {e}"));
+                        log.lock().unwrap().errors.push(format!("{name} via node {id}: connect: {e}"));
                         thread::sleep(Duration::from_millis(100));
                         continue;
                     }
@@ -760,10 +562,7 @@ fn spawn_writer(
             }
             let key = format!("w-{name}-{i}");
             let started = Instant::now();
-            let r = q(
-                con.as_mut().unwrap(),
-                &["LOCK.ACQUIRE", &key, name, "60000"],
-            );
+            let r = q(con.as_mut().unwrap(), &["LOCK.ACQUIRE", &key, name, "60000"]);
             let mut l = log.lock().unwrap();
             match r {
                 Ok(Value::Int(t)) => {
@@ -771,9 +570,7 @@ fn spawn_writer(
                     l.keys.push((key, name.to_string(), t));
                     i += 1;
                 }
-                Ok(other) => l
-                    .errors
-                    .push(format!("{name} via node {id}: {key}: replied {other:?}")),
+                Ok(other) => l.errors.push(format!("{name} via node {id}: {key}: replied {other:?}")),
                 Err(e) => {
                     l.errors.push(format!(
                         "{name} via node {id}: {key}: {} after {:?}",
@@ -795,10 +592,7 @@ fn spawn_writer(
 fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     let _serial = serial();
     let started = Instant::now();
-    let opts = Opts {
-        snapshot_logs: Some(200),
-        ..Opts::default()
-    };
+    let opts = Opts { snapshot_logs: Some(200), ..Opts::default() };
     let mut c = Cluster::start(3, opts);
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let followers = others(&ALL, leader);
@@ -833,22 +627,10 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
 
     // Writers through the leader and through the follower that stays, until the end.
     let stop = Arc::new(AtomicBool::new(false));
-    let logs: Vec<Arc<Mutex<WriterLog>>> = (0..2)
-        .map(|_| Arc::new(Mutex::new(WriterLog::default())))
-        .collect();
+    let logs: Vec<Arc<Mutex<WriterLog>>> = (0..2).map(|_| Arc::new(Mutex::new(WriterLog::default()))).collect();
     let writers = vec![
-        spawn_writer(
-            "via-leader",
-            (leader, c.node(leader).url()),
-            stop.clone(),
-            logs[0].clone(),
-        ),
-        spawn_writer(
-            "via-follower",
-            (stays, c.node(stays).url()),
-            stop.clone(),
-            logs[1].clone(),
-        ),
+        spawn_writer("via-leader", (leader, c.node(leader).url()), stop.clone(), logs[0].clone()),
+        spawn_writer("via-follower", (stays, c.node(stays).url()), stop.clone(), logs[1].clone()),
     ];
 
     // Node 4: started with the original members plus itself; it does not initialise
@@ -856,12 +638,7 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     c.start_extra_node(4);
     let n4 = c.node(4);
     let info4 = n4.raft_info().unwrap();
-    assert_eq!(
-        info4.num("applied_index"),
-        0,
-        "node 4 must start empty:\n{}",
-        info4.raw
-    );
+    assert_eq!(info4.num("applied_index"), 0, "node 4 must start empty:\n{}", info4.raw);
 
     // Watch node 4's RAFT.INFO while it catches up: (applied_index, snapshot_index).
     let watching = Arc::new(AtomicBool::new(true));
@@ -874,9 +651,7 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
             let mut con = None;
             while watching.load(Ordering::SeqCst) {
                 if con.is_none() {
-                    con = client
-                        .get_connection_with_timeout(Duration::from_secs(1))
-                        .ok();
+                    con = client.get_connection_with_timeout(Duration::from_secs(1)).ok();
                     if let Some(c) = con.as_ref() {
                         c.set_read_timeout(Some(Duration::from_secs(2))).ok();
                     }
@@ -885,16 +660,8 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
                     match redis::cmd("RAFT.INFO").query::<Value>(c) {
                         Ok(v) => {
                             let i = RaftInfo::parse(&as_text(&v).unwrap_or_default());
-                            let a = i
-                                .fields
-                                .get("applied_index")
-                                .and_then(|s| s.parse().ok())
-                                .unwrap_or(0);
-                            let s = i
-                                .fields
-                                .get("snapshot_index")
-                                .and_then(|s| s.parse().ok())
-                                .unwrap_or(0);
+                            let a = i.fields.get("applied_index").and_then(|s| s.parse().ok()).unwrap_or(0);
+                            let s = i.fields.get("snapshot_index").and_then(|s| s.parse().ok()).unwrap_or(0);
                             let mut o = observed.lock().unwrap();
                             if o.last() != Some(&(a, s)) {
                                 o.push((a, s));
@@ -912,49 +679,21 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     let n4_peer = n4.peer_addr();
     let n4_client = n4.addr();
     let t_add = Instant::now();
-    let mut admin = c
-        .node(stays)
-        .try_client_slow(Duration::from_secs(30))
-        .unwrap();
+    let mut admin = c.node(stays).try_client_slow(Duration::from_secs(30)).unwrap();
     let r = q(&mut admin, &["RAFT.NODE", "ADD", "4", &n4_peer, &n4_client]);
-    assert_eq!(
-        r.as_ref().ok(),
-        Some(&Value::Okay),
-        "RAFT.NODE ADD 4: {r:?}\n{}",
-        c.describe()
-    );
-    eprintln!(
-        "membership: RAFT.NODE ADD 4 returned after {:?}",
-        t_add.elapsed()
-    );
+    assert_eq!(r.as_ref().ok(), Some(&Value::Okay), "RAFT.NODE ADD 4: {r:?}\n{}", c.describe());
+    eprintln!("membership: RAFT.NODE ADD 4 returned after {:?}", t_add.elapsed());
 
     // Node 4 is a voter: its own role is follower (a learner reports learner), and
     // every node lists it with its addresses.
     let expect4 = format!("{n4_peer}/{n4_client}");
-    let info4 = poll_until(
-        Duration::from_secs(10),
-        "node 4 reports role:follower",
-        || {
-            c.node(4)
-                .raft_info()
-                .ok()
-                .filter(|i| i.role() == "follower")
-        },
-    );
-    assert_eq!(
-        info4.leader_id(),
-        Some(leader),
-        "node 4's leader:\n{}",
-        info4.raw
-    );
+    let info4 = poll_until(Duration::from_secs(10), "node 4 reports role:follower", || {
+        c.node(4).raft_info().ok().filter(|i| i.role() == "follower")
+    });
+    assert_eq!(info4.leader_id(), Some(leader), "node 4's leader:\n{}", info4.raw);
     for id in [leader, stays, to_remove, 4] {
         let i = c.node(id).raft_info().unwrap();
-        assert_eq!(
-            i.members().get(&4),
-            Some(&expect4),
-            "node {id} members:\n{}",
-            i.raw
-        );
+        assert_eq!(i.members().get(&4), Some(&expect4), "node {id} members:\n{}", i.raw);
         assert_eq!(i.members().len(), 4, "node {id} members:\n{}", i.raw);
     }
 
@@ -965,11 +704,7 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     // without such a snapshot first).
     let commit = c.node(leader).raft_info().unwrap().num("commit_index");
     let info4 = wait_applied(&c, 4, commit, Duration::from_secs(10));
-    assert!(
-        info4.num("snapshot_index") > 0,
-        "node 4 has no snapshot:\n{}",
-        info4.raw
-    );
+    assert!(info4.num("snapshot_index") > 0, "node 4 has no snapshot:\n{}", info4.raw);
     watching.store(false, Ordering::SeqCst);
     watcher.join().unwrap();
     let observed = observed.lock().unwrap().clone();
@@ -988,15 +723,10 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
         None => panic!("node 4 never reported an applied index; observed {observed:?}"),
     }
     // Its own applied state holds every key (INFO keyspace is answered locally).
-    let local = poll_until(
-        Duration::from_secs(10),
-        "node 4 holds all keys locally",
-        || local_key_count(&c, 4).filter(|k| *k >= N_KEYS as u64),
-    );
-    eprintln!(
-        "membership: node 4 holds {local} keys locally; snapshot_index {}",
-        info4.num("snapshot_index")
-    );
+    let local = poll_until(Duration::from_secs(10), "node 4 holds all keys locally", || {
+        local_key_count(&c, 4).filter(|k| *k >= N_KEYS as u64)
+    });
+    eprintln!("membership: node 4 holds {local} keys locally; snapshot_index {}", info4.num("snapshot_index"));
     // And serves them (reads through node 4).
     let mut con4 = c.node(4).client();
     for i in (0..N_KEYS).step_by(97).chain([N_KEYS - 1]) {
@@ -1009,23 +739,11 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
 
     // Remove an original follower, through node 4.
     let r = q(&mut con4, &["RAFT.NODE", "REMOVE", &to_remove.to_string()]);
-    assert_eq!(
-        r.as_ref().ok(),
-        Some(&Value::Okay),
-        "RAFT.NODE REMOVE {to_remove}: {r:?}\n{}",
-        c.describe()
-    );
+    assert_eq!(r.as_ref().ok(), Some(&Value::Okay), "RAFT.NODE REMOVE {to_remove}: {r:?}\n{}", c.describe());
     for id in [leader, stays, 4] {
-        let i = poll_until(
-            Duration::from_secs(10),
-            &format!("node {id} no longer lists node {to_remove}"),
-            || {
-                c.node(id)
-                    .raft_info()
-                    .ok()
-                    .filter(|i| !i.members().contains_key(&to_remove))
-            },
-        );
+        let i = poll_until(Duration::from_secs(10), &format!("node {id} no longer lists node {to_remove}"), || {
+            c.node(id).raft_info().ok().filter(|i| !i.members().contains_key(&to_remove))
+        });
         assert_eq!(
             i.members().keys().copied().collect::<Vec<_>>(),
             {
@@ -1038,21 +756,11 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
         );
     }
     // Writes go on for a while after the removal, then the writers stop.
-    let before = logs
-        .iter()
-        .map(|l| l.lock().unwrap().tokens.len())
-        .sum::<usize>();
-    poll_until(
-        Duration::from_secs(10),
-        "writers make progress after the removal",
-        || {
-            let now = logs
-                .iter()
-                .map(|l| l.lock().unwrap().tokens.len())
-                .sum::<usize>();
-            (now >= before + 20).then_some(())
-        },
-    );
+    let before = logs.iter().map(|l| l.lock().unwrap().tokens.len()).sum::<usize>();
+    poll_until(Duration::from_secs(10), "writers make progress after the removal", || {
+        let now = logs.iter().map(|l| l.lock().unwrap().tokens.len()).sum::<usize>();
+        (now >= before + 20).then_some(())
+    });
     let t = acquire(&mut con4, "after-remove", "owner-r", 60_000);
     stop.store(true, Ordering::SeqCst);
     for w in writers {
@@ -1062,30 +770,16 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     let mut all_keys = Vec::new();
     for (name, l) in ["via-leader", "via-follower"].iter().zip(&logs) {
         let l = l.lock().unwrap();
-        assert!(
-            l.errors.is_empty(),
-            "writer {name} saw errors while members changed:\n{}",
-            l.errors.join("\n")
-        );
-        assert!(
-            l.tokens.len() >= 20,
-            "writer {name} made only {} writes",
-            l.tokens.len()
-        );
+        assert!(l.errors.is_empty(), "writer {name} saw errors while members changed:\n{}", l.errors.join("\n"));
+        assert!(l.tokens.len() >= 20, "writer {name} made only {} writes", l.tokens.len());
         for w in l.tokens.windows(2) {
-            assert!(
-                w[0] < w[1],
-                "writer {name}: tokens not increasing: {:?}",
-                l.tokens
-            );
+            assert!(w[0] < w[1], "writer {name}: tokens not increasing: {:?}", l.tokens);
         }
         all_keys.extend(l.keys.iter().cloned());
     }
     // Every acknowledged write is there, read through node 4.
     for (key, owner, token) in all_keys.iter().step_by(7) {
-        let li = lock_info(&mut con4, key)
-            .unwrap()
-            .unwrap_or_else(|| panic!("{key} lost"));
+        let li = lock_info(&mut con4, key).unwrap().unwrap_or_else(|| panic!("{key} lost"));
         assert_eq!((&li.owner, li.token), (owner, *token), "{key}");
     }
 
@@ -1095,14 +789,7 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     c.kill9(to_remove);
     c.kill9(stays);
     let deadline = Instant::now() + Duration::from_secs(10);
-    let (t2, _) = acquire_retrying(
-        &c,
-        &[leader, 4],
-        "quorum-check",
-        "owner-q",
-        60_000,
-        deadline,
-    );
+    let (t2, _) = acquire_retrying(&c, &[leader, 4], "quorum-check", "owner-q", 60_000, deadline);
     assert!(t2 > t, "{t2} <= {t}");
     eprintln!("membership: test took {:?}", started.elapsed());
 }
@@ -1116,12 +803,8 @@ fn peers_without_the_cluster_secret_are_refused() {
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let outsider = others(&ALL, leader)[1];
     c.restart_with_secret(outsider, "not-the-secret");
-    let before = poll_until(
-        Duration::from_secs(15),
-        "outsider answers RAFT.INFO",
-        || c.node(outsider).raft_info().ok(),
-    )
-    .num("last_log_index");
+    let before = poll_until(Duration::from_secs(15), "outsider answers RAFT.INFO", || c.node(outsider).raft_info().ok())
+        .num("last_log_index");
 
     // The other two still form a majority and commit.
     let mut con = c.node(leader).client();
@@ -1129,10 +812,7 @@ fn peers_without_the_cluster_secret_are_refused() {
         acquire(&mut con, &format!("secret-{i}"), "o", 60_000);
     }
     let commit = c.node(leader).raft_info().unwrap().num("commit_index");
-    assert!(
-        commit > before,
-        "writes committed without the outsider: {commit} > {before}"
-    );
+    assert!(commit > before, "writes committed without the outsider: {commit} > {before}");
     // Heartbeats and appends to the outsider keep being refused.
     std::thread::sleep(Duration::from_millis(1500));
     let info = c.node(outsider).raft_info().unwrap();
@@ -1143,8 +823,7 @@ fn peers_without_the_cluster_secret_are_refused() {
         c.describe()
     );
     assert!(
-        c.node(leader).logs().contains("wrong cluster secret")
-            || c.node(outsider).logs().contains("wrong cluster secret"),
+        c.node(leader).logs().contains("wrong cluster secret") || c.node(outsider).logs().contains("wrong cluster secret"),
         "no node logged the refusal"
     );
 
@@ -1162,48 +841,29 @@ fn peers_without_the_cluster_secret_are_refused() {
 #[test]
 fn a_command_whose_leader_stops_is_retried_to_the_next_leader_and_runs_once() {
     let _serial = serial();
-    let opts = Opts {
-        request_timeout_ms: Some(20_000),
-        ..Default::default()
-    };
+    let opts = Opts { request_timeout_ms: Some(20_000), ..Default::default() };
     let mut c = Cluster::start(3, opts);
     let leader = c.wait_leader(&ALL, Duration::from_secs(20));
     let follower = others(&ALL, leader)[0];
-    let mut con = c
-        .node(follower)
-        .try_client_slow(Duration::from_secs(30))
-        .expect("connect to the follower");
+    let mut con = c.node(follower).try_client_slow(Duration::from_secs(30)).expect("connect to the follower");
     assert_eq!(q(&mut con, &["SET", "n", "0"]).unwrap(), Value::Okay);
     c.pause(leader);
     // Sent while the leader is stopped: it waits for a leader, then runs.
     let started = Instant::now();
     let reply = q(&mut con, &["INCR", "n"]);
     let waited = started.elapsed();
-    assert_eq!(
-        reply.as_ref().ok(),
-        Some(&Value::Int(1)),
-        "INCR through node {follower} while node {leader} was stopped: {reply:?}\n{}",
-        c.describe()
-    );
+    assert_eq!(reply.as_ref().ok(), Some(&Value::Int(1)), "INCR through node {follower} while node {leader} was stopped: {reply:?}\n{}", c.describe());
     c.resume(leader);
     // Whatever the resumed node still held is never applied a second time.
     let survivors = others(&ALL, leader);
     let new_leader = c.wait_leader(&survivors, Duration::from_secs(20));
     let mut check = c.node(new_leader).client();
-    assert_eq!(
-        q(&mut check, &["INCR", "n"]).unwrap(),
-        Value::Int(2),
-        "the first INCR ran twice (waited {waited:?})"
-    );
+    assert_eq!(q(&mut check, &["INCR", "n"]).unwrap(), Value::Int(2), "the first INCR ran twice (waited {waited:?})");
     for id in ALL {
-        poll_until(
-            Duration::from_secs(20),
-            &format!("node {id} sees n = 2"),
-            || {
-                let mut con = c.node(id).try_client(Duration::from_secs(2)).ok()?;
-                (q(&mut con, &["GET", "n"]).ok()? == Value::BulkString(b"2".to_vec())).then_some(())
-            },
-        );
+        poll_until(Duration::from_secs(20), &format!("node {id} sees n = 2"), || {
+            let mut con = c.node(id).try_client(Duration::from_secs(2)).ok()?;
+            (q(&mut con, &["GET", "n"]).ok()? == Value::BulkString(b"2".to_vec())).then_some(())
+        });
     }
 }
 
@@ -1230,13 +890,7 @@ fn info_num(c: &Cluster, id: u64, k: &str) -> Option<u64> {
 #[test]
 fn a_deposed_leaders_uncommitted_stamps_do_not_shorten_a_lease_when_it_leads_again() {
     let _serial = serial();
-    let mut c = Cluster::start(
-        3,
-        Opts {
-            partitionable: true,
-            ..Default::default()
-        },
-    );
+    let mut c = Cluster::start(3, Opts { partitionable: true, ..Default::default() });
     let a = c.wait_leader(&ALL, Duration::from_secs(20));
     // Idle: no entry carries the time that passes now, so a stamp made from the
     // leader's running clock afterwards is ~IDLE ahead of what the log says.
@@ -1259,11 +913,9 @@ fn a_deposed_leaders_uncommitted_stamps_do_not_shorten_a_lease_when_it_leads_aga
             let _ = q(&mut con, &["SET", "stray", "x"]);
         }
     });
-    poll_until(
-        Duration::from_secs(10),
-        &format!("node {a} appends the write it cannot commit"),
-        || (info_num(&c, a, "last_log_index")? > appended_before).then_some(()),
-    );
+    poll_until(Duration::from_secs(10), &format!("node {a} appends the write it cannot commit"), || {
+        (info_num(&c, a, "last_log_index")? > appended_before).then_some(())
+    });
 
     // c3 takes the lock through the new leader, for TTL from (at latest) `sent`.
     let mut con = c.node(b).client();
@@ -1273,17 +925,11 @@ fn a_deposed_leaders_uncommitted_stamps_do_not_shorten_a_lease_when_it_leads_aga
 
     // The partition heals: the old leader learns of the new term and truncates.
     c.net().heal();
-    poll_until(
-        Duration::from_secs(20),
-        &format!("node {a} follows node {b} and has the grant"),
-        || {
-            let info = c.node(a).raft_info().ok()?;
-            (info.role() == "follower"
-                && info.leader_id() == Some(b)
-                && info.num("applied_index") >= granted_at)
-                .then_some(())
-        },
-    );
+    poll_until(Duration::from_secs(20), &format!("node {a} follows node {b} and has the grant"), || {
+        let info = c.node(a).raft_info().ok()?;
+        (info.role() == "follower" && info.leader_id() == Some(b) && info.num("applied_index") >= granted_at)
+            .then_some(())
+    });
     stray.join().unwrap();
 
     // Make the old leader the only node that can win the next election: node cc
@@ -1291,11 +937,9 @@ fn a_deposed_leaders_uncommitted_stamps_do_not_shorten_a_lease_when_it_leads_aga
     c.net().isolate(cc, &[b]);
     assert_eq!(q(&mut con, &["SET", "bump", "1"]).unwrap(), Value::Okay);
     let bumped = info_num(&c, b, "applied_index").unwrap();
-    poll_until(
-        Duration::from_secs(20),
-        &format!("node {a} applies the entry node {cc} lacks"),
-        || (info_num(&c, a, "applied_index")? >= bumped).then_some(()),
-    );
+    poll_until(Duration::from_secs(20), &format!("node {a} applies the entry node {cc} lacks"), || {
+        (info_num(&c, a, "applied_index")? >= bumped).then_some(())
+    });
     // The b-cc cut stays: b's held entries must not reach cc after b is dead.
     c.kill9(b);
     let leader = c.wait_leader(&[a, cc], Duration::from_secs(20));
@@ -1315,9 +959,7 @@ fn a_deposed_leaders_uncommitted_stamps_do_not_shorten_a_lease_when_it_leads_aga
     while Instant::now() < judged_until {
         let id = [a, cc][i % 2];
         i += 1;
-        let Ok(mut con) = c.node(id).try_client(Duration::from_secs(1)) else {
-            continue;
-        };
+        let Ok(mut con) = c.node(id).try_client(Duration::from_secs(1)) else { continue };
         let r = q(&mut con, &["LOCK.ACQUIRE", "k", "c4", &TTL.to_string()]);
         let replied = Instant::now();
         match r {
@@ -1340,11 +982,7 @@ fn a_deposed_leaders_uncommitted_stamps_do_not_shorten_a_lease_when_it_leads_aga
         }
         thread::sleep(Duration::from_millis(100));
     }
-    assert!(
-        verified > 0,
-        "the lease was never seen held after node {a} led again:\n{}",
-        c.describe()
-    );
+    assert!(verified > 0, "the lease was never seen held after node {a} led again:\n{}", c.describe());
 }
 
 /// Issue 10, finding 4, with real processes: the leader's answers to a
@@ -1355,23 +993,13 @@ fn a_deposed_leaders_uncommitted_stamps_do_not_shorten_a_lease_when_it_leads_aga
 #[test]
 fn a_forward_whose_answer_is_lost_commits_twice_and_runs_once() {
     let _serial = serial();
-    let opts = Opts {
-        partitionable: true,
-        request_timeout_ms: Some(30_000),
-        ..Default::default()
-    };
+    let opts = Opts { partitionable: true, request_timeout_ms: Some(30_000), ..Default::default() };
     let c = Cluster::start(3, opts);
     let leader = c.wait_leader(&ALL, Duration::from_secs(20));
     let follower = others(&ALL, leader)[0];
-    let mut con = c
-        .node(follower)
-        .try_client_slow(Duration::from_secs(40))
-        .expect("connect to the follower");
+    let mut con = c.node(follower).try_client_slow(Duration::from_secs(40)).expect("connect to the follower");
     assert_eq!(q(&mut con, &["SET", "n", "0"]).unwrap(), Value::Okay);
-    let repeated_before: Vec<u64> = ALL
-        .iter()
-        .map(|id| info_num(&c, *id, "repeated_commands").unwrap())
-        .collect();
+    let repeated_before: Vec<u64> = ALL.iter().map(|id| info_num(&c, *id, "repeated_commands").unwrap()).collect();
 
     c.net().cut_one_way(leader, follower);
     let incr = thread::spawn(move || {
@@ -1387,27 +1015,16 @@ fn a_forward_whose_answer_is_lost_commits_twice_and_runs_once() {
     thread::sleep(Duration::from_secs(4));
     c.net().heal();
     let (reply, mut con) = incr.join().unwrap();
-    assert_eq!(
-        reply.as_ref().ok(),
-        Some(&Value::Int(1)),
-        "INCR whose answer was lost: {reply:?}\n{}",
-        c.describe()
-    );
+    assert_eq!(reply.as_ref().ok(), Some(&Value::Int(1)), "INCR whose answer was lost: {reply:?}\n{}", c.describe());
 
     // The copy that was sent again committed and was answered, not run.
     let leader = c.wait_leader(&ALL, Duration::from_secs(20));
-    assert_eq!(
-        q(&mut con, &["INCR", "n"]).unwrap(),
-        Value::Int(2),
-        "the first INCR ran twice"
-    );
+    assert_eq!(q(&mut con, &["INCR", "n"]).unwrap(), Value::Int(2), "the first INCR ran twice");
     let last = info_num(&c, leader, "applied_index").unwrap();
     for (i, id) in ALL.iter().enumerate() {
-        poll_until(
-            Duration::from_secs(20),
-            &format!("node {id} applies everything"),
-            || (info_num(&c, *id, "applied_index")? >= last).then_some(()),
-        );
+        poll_until(Duration::from_secs(20), &format!("node {id} applies everything"), || {
+            (info_num(&c, *id, "applied_index")? >= last).then_some(())
+        });
         let repeated = info_num(&c, *id, "repeated_commands").unwrap();
         assert!(
             repeated > repeated_before[i],
@@ -1415,11 +1032,7 @@ fn a_forward_whose_answer_is_lost_commits_twice_and_runs_once() {
              exercise a retry"
         );
         let mut con = c.node(*id).client();
-        assert_eq!(
-            q(&mut con, &["GET", "n"]).unwrap(),
-            Value::BulkString(b"2".to_vec()),
-            "n on node {id}"
-        );
+        assert_eq!(q(&mut con, &["GET", "n"]).unwrap(), Value::BulkString(b"2".to_vec()), "n on node {id}");
     }
 }
 
@@ -1429,70 +1042,38 @@ fn a_forward_whose_answer_is_lost_commits_twice_and_runs_once() {
 #[test]
 fn the_leader_reports_how_far_each_member_lags() {
     let _serial = serial();
-    let mut c = Cluster::start(
-        3,
-        Opts {
-            metrics: true,
-            ..Opts::default()
-        },
-    );
+    let mut c = Cluster::start(3, Opts { metrics: true, ..Opts::default() });
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let followers = others(&ALL, leader);
     let (paused, live) = (followers[0], followers[1]);
     let lag = |c: &Cluster, of: u64| -> f64 {
         let m = c.node(leader).metrics().expect("leader metrics");
-        *m.get(&format!(
-            "raftlock_raft_replication_lag_entries{{peer=\"{of}\"}}"
-        ))
-        .unwrap_or(&-1.0)
+        *m.get(&format!("raftlock_raft_replication_lag_entries{{peer=\"{of}\"}}")).unwrap_or(&-1.0)
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while lag(&c, paused) != 0.0 || lag(&c, live) != 0.0 {
-        assert!(
-            Instant::now() < deadline,
-            "lags before the pause: {} {}",
-            lag(&c, paused),
-            lag(&c, live)
-        );
+        assert!(Instant::now() < deadline, "lags before the pause: {} {}", lag(&c, paused), lag(&c, live));
         thread::sleep(Duration::from_millis(50));
     }
     c.pause(paused);
     let mut con = c.node(leader).client();
     for i in 0..20 {
-        let _: () = redis::cmd("SET")
-            .arg(format!("k{i}"))
-            .arg("v")
-            .query(&mut con)
-            .expect("SET on the leader");
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg("v").query(&mut con).expect("SET on the leader");
     }
     let behind = lag(&c, paused);
     assert!(behind >= 20.0, "the paused member lags by {behind}");
-    assert!(
-        lag(&c, live) < 20.0,
-        "the live member lags by {}",
-        lag(&c, live)
-    );
+    assert!(lag(&c, live) < 20.0, "the live member lags by {}", lag(&c, live));
     let m = c.node(leader).metrics().unwrap();
     assert!(m["raftlock_raft_quorum_ack_age_seconds"] < 5.0, "{m:?}");
     c.resume(paused);
     let deadline = Instant::now() + Duration::from_secs(10);
     while lag(&c, paused) != 0.0 {
-        assert!(
-            Instant::now() < deadline,
-            "still behind after resuming: {}",
-            lag(&c, paused)
-        );
+        assert!(Instant::now() < deadline, "still behind after resuming: {}", lag(&c, paused));
         thread::sleep(Duration::from_millis(50));
     }
     let f = c.node(live).metrics().expect("follower metrics");
-    let on_follower: Vec<_> = f
-        .iter()
-        .filter(|(k, v)| k.starts_with("raftlock_raft_replication_lag_entries") && **v != 0.0)
-        .collect();
-    assert!(
-        on_follower.is_empty(),
-        "a follower reports lags: {on_follower:?}"
-    );
+    let on_follower: Vec<_> = f.iter().filter(|(k, v)| k.starts_with("raftlock_raft_replication_lag_entries") && **v != 0.0).collect();
+    assert!(on_follower.is_empty(), "a follower reports lags: {on_follower:?}");
     assert_eq!(f.get("raftlock_raft_quorum_ack_age_seconds"), Some(&0.0));
 }
 
@@ -1509,37 +1090,23 @@ fn status_prints_every_member() {
             .args(["status", "--addr", &c.node(via).addr()])
             .output()
             .expect("run raftlock status");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
     };
     let (code, text) = status(&c, f);
     assert_eq!(code, Some(0), "{text}");
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
     assert_eq!(rows.len(), 3, "{text}");
     for (row, id) in rows.iter().zip(ALL) {
         assert_eq!(row[0], id.to_string(), "{text}");
         assert_eq!(row[1], c.node(id).addr(), "{text}");
-        assert_eq!(
-            row[2],
-            if id == leader { "leader" } else { "follower" },
-            "{text}"
-        );
+        assert_eq!(row[2], if id == leader { "leader" } else { "follower" }, "{text}");
         assert_eq!(row[8], env!("CARGO_PKG_VERSION"), "{text}");
     }
     c.kill9(f);
     let via = others(&ALL, f)[0];
     let (code, text) = status(&c, via);
     assert_eq!(code, Some(1), "{text}");
-    let down = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(&f.to_string()))
-        .expect("a row for the dead member");
+    let down = text.lines().find(|l| l.split_whitespace().next() == Some(&f.to_string())).expect("a row for the dead member");
     assert!(down.contains("unreachable"), "{text}");
 }
 
@@ -1550,18 +1117,8 @@ fn status_prints_every_member() {
 fn the_leader_measures_its_peers_clock_offsets() {
     let _serial = serial();
     let shift = std::collections::BTreeMap::from([(1u64, 0i64), (2, -3000), (3, 5000)]);
-    let node_args = shift
-        .iter()
-        .map(|(id, ms)| (*id, vec![format!("--wall-clock-offset-ms={ms}")]))
-        .collect();
-    let c = Cluster::start(
-        3,
-        Opts {
-            metrics: true,
-            node_args,
-            ..Opts::default()
-        },
-    );
+    let node_args = shift.iter().map(|(id, ms)| (*id, vec![format!("--wall-clock-offset-ms={ms}")])).collect();
+    let c = Cluster::start(3, Opts { metrics: true, node_args, ..Opts::default() });
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let deadline = Instant::now() + Duration::from_secs(15);
     for peer in others(&ALL, leader) {
@@ -1571,19 +1128,12 @@ fn the_leader_measures_its_peers_clock_offsets() {
             let m = c.node(leader).metrics().expect("leader metrics");
             match m.get(&key) {
                 Some(got) if (got - want).abs() < 0.5 => break,
-                got => assert!(
-                    Instant::now() < deadline,
-                    "offset of node {peer} on leader {leader}: {got:?}, want {want}"
-                ),
+                got => assert!(Instant::now() < deadline, "offset of node {peer} on leader {leader}: {got:?}, want {want}"),
             }
             thread::sleep(Duration::from_millis(100));
         }
-        let rtt = c.node(leader).metrics().unwrap()
-            [&format!("raftlock_peer_rtt_seconds{{peer=\"{peer}\"}}")];
-        assert!(
-            (0.0..0.5).contains(&rtt),
-            "round trip to node {peer}: {rtt}"
-        );
+        let rtt = c.node(leader).metrics().unwrap()[&format!("raftlock_peer_rtt_seconds{{peer=\"{peer}\"}}")];
+        assert!((0.0..0.5).contains(&rtt), "round trip to node {peer}: {rtt}");
     }
 }
 
@@ -1596,104 +1146,42 @@ fn the_leader_measures_its_peers_clock_offsets() {
 fn the_ops_files_name_only_metrics_a_node_exports() {
     let _serial = serial();
     let mut named = std::collections::BTreeSet::new();
-    for file in [
-        "scripts/ops/grafana-dashboard.json",
-        "scripts/ops/alerts.yml",
-        "src/server/dashboard.html",
-    ] {
-        let text =
-            std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).expect(file);
+    for file in ["scripts/ops/grafana-dashboard.json", "scripts/ops/alerts.yml", "src/server/dashboard.html"] {
+        let text = std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).expect(file);
         let mut rest = text.as_str();
         while let Some(at) = rest.find("raftlock_") {
-            let name: String = rest[at..]
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                .collect();
+            let name: String = rest[at..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
             rest = &rest[at + name.len()..];
             named.insert(name);
         }
     }
-    assert!(
-        named.len() >= 20,
-        "only {} metric names found: {named:?}",
-        named.len()
-    );
+    assert!(named.len() >= 20, "only {} metric names found: {named:?}", named.len());
 
-    let c = Cluster::start(
-        3,
-        Opts {
-            metrics: true,
-            ..Opts::default()
-        },
-    );
+    let c = Cluster::start(3, Opts { metrics: true, ..Opts::default() });
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let mut con = c.node(leader).client();
     let t = acquire(&mut con, "a", "o", 10_000).to_string();
-    let _: i64 = redis::cmd("LOCK.RENEW")
-        .arg("a")
-        .arg("o")
-        .arg(&t)
-        .arg(10_000)
-        .query(&mut con)
-        .unwrap();
-    let _: Value = redis::cmd("LOCK.ACQUIRE")
-        .arg("a")
-        .arg("other")
-        .arg(1000)
-        .query(&mut con)
-        .unwrap();
-    let _: i64 = redis::cmd("LOCK.RELEASE")
-        .arg("a")
-        .arg("o")
-        .arg(&t)
-        .query(&mut con)
-        .unwrap();
-    assert!(redis::cmd("LOCK.RENEW")
-        .arg("a")
-        .arg("o")
-        .arg(&t)
-        .arg(1000)
-        .query::<i64>(&mut con)
-        .is_err());
+    let _: i64 = redis::cmd("LOCK.RENEW").arg("a").arg("o").arg(&t).arg(10_000).query(&mut con).unwrap();
+    let _: Value = redis::cmd("LOCK.ACQUIRE").arg("a").arg("other").arg(1000).query(&mut con).unwrap();
+    let _: i64 = redis::cmd("LOCK.RELEASE").arg("a").arg("o").arg(&t).query(&mut con).unwrap();
+    assert!(redis::cmd("LOCK.RENEW").arg("a").arg("o").arg(&t).arg(1000).query::<i64>(&mut con).is_err());
     acquire(&mut con, "e", "o", 100);
     let held = acquire(&mut con, "w", "first", 10_000).to_string();
     let waiter = {
         let mut w = c.node(leader).client();
-        thread::spawn(move || {
-            redis::cmd("LOCK.ACQUIRE")
-                .arg("w")
-                .arg("second")
-                .arg(1000)
-                .arg("WAIT")
-                .arg(5000)
-                .query::<i64>(&mut w)
-        })
+        thread::spawn(move || redis::cmd("LOCK.ACQUIRE").arg("w").arg("second").arg(1000).arg("WAIT").arg(5000).query::<i64>(&mut w))
     };
     let deadline = Instant::now() + Duration::from_secs(5);
-    while lock_info(&mut con, "w")
-        .unwrap()
-        .is_some_and(|i| i.waiters == 0)
-    {
+    while lock_info(&mut con, "w").unwrap().is_some_and(|i| i.waiters == 0) {
         assert!(Instant::now() < deadline, "the waiter never queued");
         thread::sleep(Duration::from_millis(20));
     }
-    let _: i64 = redis::cmd("LOCK.RELEASE")
-        .arg("w")
-        .arg("first")
-        .arg(&held)
-        .query(&mut con)
-        .unwrap();
-    waiter
-        .join()
-        .unwrap()
-        .expect("the waiter is handed the lock");
+    let _: i64 = redis::cmd("LOCK.RELEASE").arg("w").arg("first").arg(&held).query(&mut con).unwrap();
+    waiter.join().unwrap().expect("the waiter is handed the lock");
 
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let exported: Vec<String> = ALL
-            .iter()
-            .flat_map(|id| c.node(*id).metrics().expect("metrics").into_keys())
-            .collect();
+        let exported: Vec<String> = ALL.iter().flat_map(|id| c.node(*id).metrics().expect("metrics").into_keys()).collect();
         let missing: Vec<&String> = named
             .iter()
             .filter(|n| {
@@ -1701,24 +1189,16 @@ fn the_ops_files_name_only_metrics_a_node_exports() {
                 // adds `_count`, `_sum`, `_bucket` itself).
                 let names = |e: &String| {
                     let name = e.split('{').next().unwrap_or_default().to_string();
-                    let base = ["_bucket", "_sum", "_count"]
-                        .iter()
-                        .find_map(|s| name.strip_suffix(s))
-                        .map(str::to_string);
+                    let base = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).map(str::to_string);
                     [Some(name), base]
                 };
-                !exported
-                    .iter()
-                    .any(|e| names(e).iter().flatten().any(|x| x == *n))
+                !exported.iter().any(|e| names(e).iter().flatten().any(|x| x == *n))
             })
             .collect();
         if missing.is_empty() {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "named in scripts/ops but exported by no node: {missing:?}"
-        );
+        assert!(Instant::now() < deadline, "named in scripts/ops but exported by no node: {missing:?}");
         thread::sleep(Duration::from_millis(200));
     }
 }

@@ -247,23 +247,11 @@ fn auth_is_a_clear_error_and_keeps_connection() {
     let mut c = s.client();
     let id = client_id(&mut c);
     let e = expect_err(q(&mut c, &["AUTH", "secret"]));
-    assert!(
-        e.starts_with("ERR AUTH <password> called without any password configured"),
-        "{e:?}"
-    );
+    assert!(e.starts_with("ERR AUTH <password> called without any password configured"), "{e:?}");
     let e = expect_err(q(&mut c, &["AUTH", "user", "secret"]));
-    assert!(
-        e.starts_with("WRONGPASS invalid username-password pair"),
-        "{e:?}"
-    );
-    assert_eq!(
-        q(&mut c, &["AUTH", "default", "anything"]).unwrap(),
-        Value::Okay
-    );
-    assert!(matches!(
-        q(&mut c, &["HELLO", "2", "AUTH", "default", "x"]).unwrap(),
-        Value::Array(_) | Value::Map(_)
-    ));
+    assert!(e.starts_with("WRONGPASS invalid username-password pair"), "{e:?}");
+    assert_eq!(q(&mut c, &["AUTH", "default", "anything"]).unwrap(), Value::Okay);
+    assert!(matches!(q(&mut c, &["HELLO", "2", "AUTH", "default", "x"]).unwrap(), Value::Array(_) | Value::Map(_)));
     let e = expect_err(q(&mut c, &["HELLO", "2", "AUTH", "bob", "x"]));
     assert!(e.starts_with("WRONGPASS"), "{e:?}");
     assert_eq!(client_id(&mut c), id);
@@ -1222,43 +1210,22 @@ fn scrape(s: &TestServer) -> Scrape {
         .unwrap();
     let mut text = String::new();
     http.read_to_string(&mut text).expect("read metrics");
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP header end:\n{text}"));
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP header end:\n{text}"));
     let status = head.lines().next().unwrap_or("").to_string();
     let mut samples = std::collections::BTreeMap::new();
     let mut types = std::collections::BTreeMap::new();
-    for line in body
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("# TYPE "))
-    {
+    for line in body.lines().map(str::trim).filter(|l| l.starts_with("# TYPE ")) {
         let mut w = line["# TYPE ".len()..].split_whitespace();
         if let (Some(name), Some(kind)) = (w.next(), w.next()) {
             types.insert(name.to_string(), kind.to_string());
         }
     }
-    for line in body
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        let (name, value) = line
-            .rsplit_once(' ')
-            .unwrap_or_else(|| panic!("bad sample line {line:?}"));
-        let value: f64 = value
-            .parse()
-            .unwrap_or_else(|_| panic!("bad sample value in {line:?}"));
-        assert!(
-            samples.insert(name.to_string(), value).is_none(),
-            "sample {name} twice:\n{body}"
-        );
+    for line in body.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad sample line {line:?}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad sample value in {line:?}"));
+        assert!(samples.insert(name.to_string(), value).is_none(), "sample {name} twice:\n{body}");
     }
-    Scrape {
-        status,
-        samples,
-        types,
-    }
+    Scrape { status, samples, types }
 }
 
 /// The lock metrics count exactly the lock events the test causes on a fresh node:
@@ -1293,34 +1260,16 @@ fn metrics_endpoint_serves_prometheus_text() {
         other => panic!("LOCK.ACQUIRE m o replied {other:?}"),
     };
     let ts = tok.to_string();
-    assert_eq!(
-        q(&mut c, &["LOCK.ACQUIRE", "m", "other", "10000"]).unwrap(),
-        Value::Nil
-    );
-    assert_eq!(
-        q(&mut c, &["LOCK.RENEW", "m", "o", &ts, "20000"]).unwrap(),
-        Value::Int(20_000)
-    );
-    assert_eq!(
-        q(&mut c, &["LOCK.FENCE", "db", &ts]).unwrap(),
-        Value::Int(tok)
-    );
+    assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "m", "other", "10000"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["LOCK.RENEW", "m", "o", &ts, "20000"]).unwrap(), Value::Int(20_000));
+    assert_eq!(q(&mut c, &["LOCK.FENCE", "db", &ts]).unwrap(), Value::Int(tok));
     assert_eq!(
         expect_err(q(&mut c, &["LOCK.FENCE", "db", &(tok - 1).to_string()])),
-        format!(
-            "STALE token {} is lower than {tok}, the highest honored for this resource",
-            tok - 1
-        )
+        format!("STALE token {} is lower than {tok}, the highest honored for this resource", tok - 1)
     );
-    assert_eq!(
-        q(&mut c, &["LOCK.RELEASE", "m", "o", &ts]).unwrap(),
-        Value::Int(1)
-    );
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "m", "o", &ts]).unwrap(), Value::Int(1));
     assert!(expect_err(q(&mut c, &["LOCK.RENEW", "m", "o", &ts, "1000"])).starts_with("LOCKLOST"));
-    assert!(matches!(
-        q(&mut c, &["LOCK.ACQUIRE", "e", "o", "200"]).unwrap(),
-        Value::Int(_)
-    ));
+    assert!(matches!(q(&mut c, &["LOCK.ACQUIRE", "e", "o", "200"]).unwrap(), Value::Int(_)));
     poll_until(EVENT_TIMEOUT, "the 200 ms lease on e to expire", || {
         (q(&mut c, &["LOCK.INFO", "e"]).unwrap() == Value::Nil).then_some(())
     });
@@ -1335,57 +1284,25 @@ fn metrics_endpoint_serves_prometheus_text() {
         ("raftlock_fencing_rejections_total", 1.0),
         ("raftlock_lease_requested_ttl_seconds_count", 2.0),
         ("raftlock_lease_requested_ttl_seconds_sum", 10.2),
-        (
-            "raftlock_lease_requested_ttl_seconds_bucket{le=\"0.1\"}",
-            0.0,
-        ),
-        (
-            "raftlock_lease_requested_ttl_seconds_bucket{le=\"0.5\"}",
-            1.0,
-        ),
+        ("raftlock_lease_requested_ttl_seconds_bucket{le=\"0.1\"}", 0.0),
+        ("raftlock_lease_requested_ttl_seconds_bucket{le=\"0.5\"}", 1.0),
         ("raftlock_lease_requested_ttl_seconds_bucket{le=\"5\"}", 1.0),
-        (
-            "raftlock_lease_requested_ttl_seconds_bucket{le=\"10\"}",
-            2.0,
-        ),
+        ("raftlock_lease_requested_ttl_seconds_bucket{le=\"10\"}", 2.0),
         ("raftlock_lock_hold_seconds_count", 2.0),
-        (
-            "raftlock_commands_total{command=\"lock.acquire\",result=\"ok\"}",
-            3.0,
-        ),
-        (
-            "raftlock_commands_total{command=\"lock.renew\",result=\"ok\"}",
-            1.0,
-        ),
-        (
-            "raftlock_commands_total{command=\"lock.renew\",result=\"error\"}",
-            1.0,
-        ),
-        (
-            "raftlock_commands_total{command=\"lock.fence\",result=\"ok\"}",
-            1.0,
-        ),
-        (
-            "raftlock_commands_total{command=\"lock.fence\",result=\"error\"}",
-            1.0,
-        ),
-        (
-            "raftlock_commands_total{command=\"lock.release\",result=\"ok\"}",
-            1.0,
-        ),
+        ("raftlock_commands_total{command=\"lock.acquire\",result=\"ok\"}", 3.0),
+        ("raftlock_commands_total{command=\"lock.renew\",result=\"ok\"}", 1.0),
+        ("raftlock_commands_total{command=\"lock.renew\",result=\"error\"}", 1.0),
+        ("raftlock_commands_total{command=\"lock.fence\",result=\"ok\"}", 1.0),
+        ("raftlock_commands_total{command=\"lock.fence\",result=\"error\"}", 1.0),
+        ("raftlock_commands_total{command=\"lock.release\",result=\"ok\"}", 1.0),
         ("raftlock_raft_is_leader", 1.0),
         ("raftlock_raft_term", 1.0),
     ];
     // Lease events are counted where the node applies them, which can follow the
     // reply: wait (bounded) until the page shows them all, then compare exactly.
-    let mut last = Scrape {
-        status: String::new(),
-        samples: Default::default(),
-        types: Default::default(),
-    };
+    let mut last = Scrape { status: String::new(), samples: Default::default(), types: Default::default() };
     let matches = |m: &std::collections::BTreeMap<String, f64>| {
-        want.iter()
-            .all(|(k, v)| m.get(*k).is_some_and(|got| (got - v).abs() < 1e-9))
+        want.iter().all(|(k, v)| m.get(*k).is_some_and(|got| (got - v).abs() < 1e-9))
     };
     let deadline = std::time::Instant::now() + EVENT_TIMEOUT;
     while std::time::Instant::now() < deadline {
@@ -1398,18 +1315,10 @@ fn metrics_endpoint_serves_prometheus_text() {
     }
     let wrong: Vec<String> = want
         .iter()
-        .filter(|(k, v)| {
-            last.samples
-                .get(*k)
-                .is_none_or(|got| (got - v).abs() >= 1e-9)
-        })
+        .filter(|(k, v)| last.samples.get(*k).is_none_or(|got| (got - v).abs() >= 1e-9))
         .map(|(k, v)| format!("  {k}: expected {v}, page has {:?}", last.samples.get(*k)))
         .collect();
-    assert!(
-        wrong.is_empty(),
-        "metrics after the lock commands:\n{}",
-        wrong.join("\n")
-    );
+    assert!(wrong.is_empty(), "metrics after the lock commands:\n{}", wrong.join("\n"));
     // Prometheus text format: each family is declared with its type.
     for (name, kind) in [
         ("raftlock_lock_grants_total", "counter"),
@@ -1419,11 +1328,7 @@ fn metrics_endpoint_serves_prometheus_text() {
         ("raftlock_lock_hold_seconds", "histogram"),
         ("raftlock_raft_is_leader", "gauge"),
     ] {
-        assert_eq!(
-            last.types.get(name).map(String::as_str),
-            Some(kind),
-            "# TYPE of {name}"
-        );
+        assert_eq!(last.types.get(name).map(String::as_str), Some(kind), "# TYPE of {name}");
     }
 }
 
@@ -1447,10 +1352,7 @@ fn pipelined_writes_share_an_entry_and_keep_their_order() {
     p.cmd("GET").arg("n"); // a read: sees the 100 increments
     for i in 0..50 {
         p.cmd("INCR").arg("n");
-        p.cmd("LOCK.ACQUIRE")
-            .arg(format!("pl:{i}"))
-            .arg("o")
-            .arg(60_000);
+        p.cmd("LOCK.ACQUIRE").arg(format!("pl:{i}")).arg("o").arg(60_000);
     }
     let replies: Vec<Value> = p.ignore_errors().query(&mut c).expect("pipeline");
     assert_eq!(replies.len(), 202);
@@ -1467,17 +1369,11 @@ fn pipelined_writes_share_an_entry_and_keep_their_order() {
     for i in 0..50 {
         assert_eq!(replies[102 + 2 * i], Value::Int(101 + i as i64));
         let token = int(&replies[103 + 2 * i]);
-        assert!(
-            token > last_token,
-            "tokens must increase along the pipeline: {token} after {last_token}"
-        );
+        assert!(token > last_token, "tokens must increase along the pipeline: {token} after {last_token}");
         last_token = token;
     }
     let entries = s.raft_info().num("commit_index") - before;
-    assert!(
-        entries < 20,
-        "202 pipelined commands took {entries} log entries"
-    );
+    assert!(entries < 20, "202 pipelined commands took {entries} log entries");
     assert_eq!(q(&mut c, &["GET", "n"]).unwrap(), bulk("150"));
 }
 
@@ -1494,87 +1390,48 @@ fn headroom_and_the_hot_locks() {
     };
     // Renewed at once: nearly all of it left.
     let t = int(q(&mut c, &["LOCK.ACQUIRE", "h", "o", "10000"]).unwrap()).to_string();
-    assert_eq!(
-        q(&mut c, &["LOCK.RENEW", "h", "o", &t, "10000"]).unwrap(),
-        Value::Int(10_000)
-    );
+    assert_eq!(q(&mut c, &["LOCK.RENEW", "h", "o", &t, "10000"]).unwrap(), Value::Int(10_000));
     // Renewed late: about a quarter left (a stall of up to half a second
     // more still leaves it held).
     let t2 = int(q(&mut c, &["LOCK.ACQUIRE", "late", "o", "2000"]).unwrap()).to_string();
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(
-        q(&mut c, &["LOCK.RENEW", "late", "o", &t2, "2000"]).unwrap(),
-        Value::Int(2000)
-    );
+    assert_eq!(q(&mut c, &["LOCK.RENEW", "late", "o", &t2, "2000"]).unwrap(), Value::Int(2000));
     let m = scrape(&s).samples;
     let sample = |k: &str| *m.get(k).unwrap_or_else(|| panic!("no {k} in /metrics"));
     assert_eq!(sample("raftlock_lease_headroom_ratio_count"), 2.0);
-    assert_eq!(
-        sample("raftlock_lease_headroom_ratio_bucket{le=\"0.3\"}"),
-        1.0,
-        "the late renewal"
-    );
-    assert_eq!(
-        sample("raftlock_lease_headroom_ratio_bucket{le=\"0.9\"}"),
-        1.0,
-        "the early one is above 0.9"
-    );
+    assert_eq!(sample("raftlock_lease_headroom_ratio_bucket{le=\"0.3\"}"), 1.0, "the late renewal");
+    assert_eq!(sample("raftlock_lease_headroom_ratio_bucket{le=\"0.9\"}"), 1.0, "the early one is above 0.9");
     assert_eq!(sample("raftlock_raft_apply_lag_entries"), 0.0);
 
     // "hot" is held; 5 LOCK.ACQUIRE and 3 SET NX are refused, one on "cold".
     let hot = int(q(&mut c, &["LOCK.ACQUIRE", "hot", "holder", "10000"]).unwrap()).to_string();
     for i in 0..5 {
-        assert_eq!(
-            q(&mut c, &["LOCK.ACQUIRE", "hot", &format!("o{i}"), "1000"]).unwrap(),
-            Value::Nil
-        );
+        assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "hot", &format!("o{i}"), "1000"]).unwrap(), Value::Nil);
     }
     for i in 0..3 {
-        assert_eq!(
-            q(
-                &mut c,
-                &["SET", "hot", &format!("s{i}"), "NX", "PX", "1000"]
-            )
-            .unwrap(),
-            Value::Nil
-        );
+        assert_eq!(q(&mut c, &["SET", "hot", &format!("s{i}"), "NX", "PX", "1000"]).unwrap(), Value::Nil);
     }
     assert_eq!(q(&mut c, &["SET", "cold", "x"]).unwrap(), Value::Okay);
     assert_eq!(q(&mut c, &["SET", "cold", "y", "NX"]).unwrap(), Value::Nil);
     // A waiter queues, then gives up: one wait, and one more refusal.
-    assert_eq!(
-        q(&mut c, &["LOCK.ACQUIRE", "hot", "w", "1000", "WAIT", "100"]).unwrap(),
-        Value::Nil
-    );
-    assert_eq!(
-        q(&mut c, &["LOCK.RELEASE", "hot", "holder", &hot]).unwrap(),
-        Value::Int(1)
-    );
-    assert_eq!(
-        q(&mut c, &["LOCK.RELEASE", "h", "o", &t]).unwrap(),
-        Value::Int(1)
-    );
+    assert_eq!(q(&mut c, &["LOCK.ACQUIRE", "hot", "w", "1000", "WAIT", "100"]).unwrap(), Value::Nil);
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "hot", "holder", &hot]).unwrap(), Value::Int(1));
+    assert_eq!(q(&mut c, &["LOCK.RELEASE", "h", "o", &t]).unwrap(), Value::Int(1));
 
     let pairs = |v: &Value| -> Vec<(String, i64)> {
-        let Value::Array(items) = v else {
-            panic!("not an array: {v:?}")
-        };
+        let Value::Array(items) = v else { panic!("not an array: {v:?}") };
         items
             .iter()
             .map(|p| match p {
                 Value::Array(kv) => match (&kv[0], &kv[1]) {
-                    (Value::BulkString(k), Value::Int(n)) => {
-                        (String::from_utf8_lossy(k).into_owned(), *n)
-                    }
+                    (Value::BulkString(k), Value::Int(n)) => (String::from_utf8_lossy(k).into_owned(), *n),
                     other => panic!("not [key, count]: {other:?}"),
                 },
                 other => panic!("not [key, count]: {other:?}"),
             })
             .collect()
     };
-    let Value::Array(top) = q(&mut c, &["LOCK.TOP", "2"]).unwrap() else {
-        panic!("LOCK.TOP is not a flat map in RESP2")
-    };
+    let Value::Array(top) = q(&mut c, &["LOCK.TOP", "2"]).unwrap() else { panic!("LOCK.TOP is not a flat map in RESP2") };
     assert_eq!(top.len(), 6);
     assert_eq!(top[0], Value::BulkString(b"denials".to_vec()));
     assert_eq!(pairs(&top[1]), vec![("hot".into(), 9), ("cold".into(), 1)]);
@@ -1582,40 +1439,15 @@ fn headroom_and_the_hot_locks() {
     assert_eq!(pairs(&top[3]), vec![("hot".into(), 1)]);
     assert_eq!(top[4], Value::BulkString(b"hold-ms".to_vec()));
     let holds = pairs(&top[5]);
-    assert_eq!(
-        holds
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .collect::<BTreeSet<_>>(),
-        BTreeSet::from(["h", "hot"]),
-        "{holds:?}"
-    );
+    assert_eq!(holds.iter().map(|(k, _)| k.as_str()).collect::<BTreeSet<_>>(), BTreeSet::from(["h", "hot"]), "{holds:?}");
     assert!(holds.iter().all(|(_, ms)| *ms >= 100), "{holds:?}");
 
     assert!(expect_err(q(&mut c, &["LOCK.TOP", "0"])).contains("positive"));
     assert!(expect_err(q(&mut c, &["LOCK.TOP", "x"])).contains("not an integer"));
     // Not in @lock: a user held to some keys must not see every key's name.
-    assert_eq!(
-        q(
-            &mut c,
-            &[
-                "ACL",
-                "SETUSER",
-                "locker",
-                "on",
-                ">pw",
-                "+@lock",
-                "~orders:*"
-            ]
-        )
-        .unwrap(),
-        Value::Okay
-    );
+    assert_eq!(q(&mut c, &["ACL", "SETUSER", "locker", "on", ">pw", "+@lock", "~orders:*"]).unwrap(), Value::Okay);
     let mut u = s.client();
     assert_eq!(q(&mut u, &["AUTH", "locker", "pw"]).unwrap(), Value::Okay);
     assert!(expect_err(q(&mut u, &["LOCK.TOP"])).starts_with("NOPERM"));
-    assert!(matches!(
-        q(&mut u, &["LOCK.ACQUIRE", "orders:1", "o", "1000"]).unwrap(),
-        Value::Int(_)
-    ));
+    assert!(matches!(q(&mut u, &["LOCK.ACQUIRE", "orders:1", "o", "1000"]).unwrap(), Value::Int(_)));
 }

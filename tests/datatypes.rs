@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{arr, b, poll_until, st, RawConn, Resp, TestServer, PYTHON_REDIS_LOCK_UNLOCK};
+use common::{arr, b, st, PYTHON_REDIS_LOCK_UNLOCK, poll_until, Resp, RawConn, TestServer};
 
 // ---------------------------------------------------------------------------------
 // helpers
@@ -24,6 +24,7 @@ use common::{arr, b, poll_until, st, RawConn, Resp, TestServer, PYTHON_REDIS_LOC
 fn bulks(items: &[&str]) -> Resp {
     arr(items.iter().map(|s| b(s)).collect())
 }
+
 
 fn e(s: &str) -> Resp {
     Resp::Error(s.to_string())
@@ -34,11 +35,7 @@ const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kin
 /// The texts of an array reply, sorted (hash order is unspecified in Redis).
 #[track_caller]
 fn sorted_texts(r: &Resp) -> Vec<String> {
-    let mut v: Vec<String> = r
-        .items()
-        .iter()
-        .map(|i| i.text().unwrap_or_else(|| panic!("not a string: {i:?}")))
-        .collect();
+    let mut v: Vec<String> = r.items().iter().map(|i| i.text().unwrap_or_else(|| panic!("not a string: {i:?}"))).collect();
     v.sort();
     v
 }
@@ -47,26 +44,17 @@ fn sorted_texts(r: &Resp) -> Vec<String> {
 #[track_caller]
 fn field_map(r: &Resp) -> BTreeMap<String, String> {
     match r {
-        Resp::Map(m) => m
-            .iter()
-            .map(|(k, v)| (k.text().unwrap(), v.text().unwrap()))
-            .collect(),
+        Resp::Map(m) => m.iter().map(|(k, v)| (k.text().unwrap(), v.text().unwrap())).collect(),
         Resp::Array(Some(items)) => {
             assert!(items.len() % 2 == 0, "odd flat array {r:?}");
-            items
-                .chunks(2)
-                .map(|c| (c[0].text().unwrap(), c[1].text().unwrap()))
-                .collect()
+            items.chunks(2).map(|c| (c[0].text().unwrap(), c[1].text().unwrap())).collect()
         }
         other => panic!("expected field/value pairs, got {other:?}"),
     }
 }
 
 fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 #[track_caller]
@@ -81,14 +69,8 @@ fn int(r: Resp) -> i64 {
 fn show(r: &Resp) -> String {
     match r {
         Resp::Array(None) | Resp::Bulk(None) | Resp::Null => "nil".into(),
-        Resp::Array(Some(items)) => format!(
-            "[{}]",
-            items.iter().map(show).collect::<Vec<_>>().join(", ")
-        ),
-        other => other
-            .text()
-            .map(|t| format!("{t:?}"))
-            .unwrap_or_else(|| format!("{other:?}")),
+        Resp::Array(Some(items)) => format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(", ")),
+        other => other.text().map(|t| format!("{t:?}")).unwrap_or_else(|| format!("{other:?}")),
     }
 }
 
@@ -102,38 +84,29 @@ fn clients_in(c: &mut RawConn, cmd: &str) -> Vec<String> {
 }
 
 fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
-    line.split(' ')
-        .find_map(|f| f.strip_prefix(&format!("{name}=")))
+    line.split(' ').find_map(|f| f.strip_prefix(&format!("{name}=")))
 }
 
 /// Wait (bounded) until `n` clients are blocked in BLPOP/BRPOP.
 #[track_caller]
 fn wait_blocked(c: &mut RawConn, cmd: &str, n: usize) -> Vec<String> {
-    poll_until(
-        Duration::from_secs(10),
-        &format!("{n} client(s) in {cmd}"),
-        || {
-            let l = clients_in(c, cmd);
-            (l.len() == n).then_some(l)
-        },
-    )
+    poll_until(Duration::from_secs(10), &format!("{n} client(s) in {cmd}"), || {
+        let l = clients_in(c, cmd);
+        (l.len() == n).then_some(l)
+    })
 }
 
 /// Sends a blocking command on a fresh connection from a thread; the handle yields
 /// the reply and how long it took.
 fn spawn_blocking(s: &TestServer, args: &[&str]) -> thread::JoinHandle<(Resp, Duration)> {
     let mut c = s.raw();
-    c.stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
+    c.stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     thread::spawn(move || {
         let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
         let started = Instant::now();
         c.send(&RawConn::encode(&a));
-        let r = c
-            .read()
-            .unwrap_or_else(|e| panic!("reading reply to {args:?}: {e:?}"));
+        let r = c.read().unwrap_or_else(|e| panic!("reading reply to {args:?}: {e:?}"));
         (r, started.elapsed())
     })
 }
@@ -155,75 +128,32 @@ fn hash_commands() {
     assert_eq!(c.cmd(&["HGET", "h", "f1"]), b("v1b"));
     assert_eq!(c.cmd(&["HGET", "h", "nof"]), Resp::Bulk(None));
     assert_eq!(c.cmd(&["HGET", "noh", "f"]), Resp::Bulk(None));
-    assert_eq!(
-        c.cmd(&["HMGET", "h", "f1", "nof", "a"]),
-        arr(vec![b("v1b"), Resp::Bulk(None), b("1")])
-    );
-    assert_eq!(
-        c.cmd(&["HMGET", "noh", "a", "b"]),
-        arr(vec![Resp::Bulk(None), Resp::Bulk(None)])
-    );
+    assert_eq!(c.cmd(&["HMGET", "h", "f1", "nof", "a"]), arr(vec![b("v1b"), Resp::Bulk(None), b("1")]));
+    assert_eq!(c.cmd(&["HMGET", "noh", "a", "b"]), arr(vec![Resp::Bulk(None), Resp::Bulk(None)]));
     assert_eq!(c.cmd(&["HEXISTS", "h", "f1"]), Resp::Int(1));
     assert_eq!(c.cmd(&["HEXISTS", "h", "zz"]), Resp::Int(0));
     assert_eq!(c.cmd(&["HEXISTS", "noh", "zz"]), Resp::Int(0));
     assert_eq!(c.cmd(&["HINCRBY", "h", "a", "5"]), Resp::Int(6));
     assert_eq!(c.cmd(&["HINCRBY", "h", "new", "-3"]), Resp::Int(-3));
     assert_eq!(c.cmd(&["HINCRBY", "hnew", "x", "7"]), Resp::Int(7));
-    assert_eq!(
-        c.cmd(&["HINCRBY", "h", "f1", "1"]),
-        e("ERR hash value is not an integer")
-    );
-    assert_eq!(
-        c.cmd(&["HINCRBY", "h", "a", "x"]),
-        e("ERR value is not an integer or out of range")
-    );
-    assert_eq!(
-        c.cmd(&["HSET", "h", "big", "9223372036854775807"]),
-        Resp::Int(1)
-    );
-    assert_eq!(
-        c.cmd(&["HINCRBY", "h", "big", "1"]),
-        e("ERR increment or decrement would overflow")
-    );
+    assert_eq!(c.cmd(&["HINCRBY", "h", "f1", "1"]), e("ERR hash value is not an integer"));
+    assert_eq!(c.cmd(&["HINCRBY", "h", "a", "x"]), e("ERR value is not an integer or out of range"));
+    assert_eq!(c.cmd(&["HSET", "h", "big", "9223372036854775807"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["HINCRBY", "h", "big", "1"]), e("ERR increment or decrement would overflow"));
     assert_eq!(c.cmd(&["HGET", "h", "big"]), b("9223372036854775807"));
     assert_eq!(c.cmd(&["HLEN", "h"]), Resp::Int(8));
     assert_eq!(c.cmd(&["HLEN", "noh"]), Resp::Int(0));
-    assert_eq!(
-        sorted_texts(&c.cmd(&["HKEYS", "h"])),
-        ["a", "b", "big", "f1", "f2", "f3", "f9", "new"]
-    );
+    assert_eq!(sorted_texts(&c.cmd(&["HKEYS", "h"])), ["a", "b", "big", "f1", "f2", "f3", "f9", "new"]);
     assert_eq!(
         sorted_texts(&c.cmd(&["HVALS", "h"])),
-        [
-            "-3",
-            "2",
-            "6",
-            "9223372036854775807",
-            "v1b",
-            "v2",
-            "v3",
-            "x"
-        ]
+        ["-3", "2", "6", "9223372036854775807", "v1b", "v2", "v3", "x"]
     );
     assert_eq!(
         field_map(&c.cmd(&["HGETALL", "h"])),
-        map(&[
-            ("a", "6"),
-            ("b", "2"),
-            ("big", "9223372036854775807"),
-            ("f1", "v1b"),
-            ("f2", "v2"),
-            ("f3", "v3"),
-            ("f9", "x"),
-            ("new", "-3")
-        ])
+        map(&[("a", "6"), ("b", "2"), ("big", "9223372036854775807"), ("f1", "v1b"), ("f2", "v2"), ("f3", "v3"), ("f9", "x"), ("new", "-3")])
     );
     // HKEYS / HVALS / HGETALL pair up: the i-th key goes with the i-th value.
-    let (keys, vals, all) = (
-        c.cmd(&["HKEYS", "h"]).items(),
-        c.cmd(&["HVALS", "h"]).items(),
-        c.cmd(&["HGETALL", "h"]).items(),
-    );
+    let (keys, vals, all) = (c.cmd(&["HKEYS", "h"]).items(), c.cmd(&["HVALS", "h"]).items(), c.cmd(&["HGETALL", "h"]).items());
     for (i, k) in keys.iter().enumerate() {
         assert_eq!(&all[2 * i], k);
         assert_eq!(&all[2 * i + 1], &vals[i]);
@@ -236,12 +166,7 @@ fn hash_commands() {
     assert_eq!(c.cmd(&["HDEL", "noh", "f1"]), Resp::Int(0));
     assert_eq!(c.cmd(&["HLEN", "h"]), Resp::Int(6));
     // Binary-safe fields and values.
-    c.send(&RawConn::encode(&[
-        b"HSET",
-        b"bin",
-        b"f\x00\r\n",
-        b"v\x00\xff",
-    ]));
+    c.send(&RawConn::encode(&[b"HSET", b"bin", b"f\x00\r\n", b"v\x00\xff"]));
     assert_eq!(c.read().unwrap(), Resp::Int(1));
     c.send(&RawConn::encode(&[b"HGET", b"bin", b"f\x00\r\n"]));
     assert_eq!(c.read().unwrap(), Resp::Bulk(Some(b"v\x00\xff".to_vec())));
@@ -268,13 +193,7 @@ fn hash_commands() {
         (vec!["HVALS"], "hvals"),
         (vec!["HGETALL"], "hgetall"),
     ] {
-        assert_eq!(
-            c.cmd(&args),
-            e(&format!(
-                "ERR wrong number of arguments for '{name}' command"
-            )),
-            "{args:?}"
-        );
+        assert_eq!(c.cmd(&args), e(&format!("ERR wrong number of arguments for '{name}' command")), "{args:?}");
     }
 }
 
@@ -288,10 +207,7 @@ fn list_commands() {
     let mut c = s.raw();
     assert_eq!(c.cmd(&["LPUSH", "l", "a", "b", "c"]), Resp::Int(3));
     assert_eq!(c.cmd(&["RPUSH", "l", "d", "e"]), Resp::Int(5));
-    assert_eq!(
-        c.cmd(&["LRANGE", "l", "0", "-1"]),
-        bulks(&["c", "b", "a", "d", "e"])
-    );
+    assert_eq!(c.cmd(&["LRANGE", "l", "0", "-1"]), bulks(&["c", "b", "a", "d", "e"]));
     assert_eq!(c.cmd(&["LRANGE", "l", "-2", "-1"]), bulks(&["d", "e"]));
     assert_eq!(c.cmd(&["LRANGE", "l", "1", "2"]), bulks(&["b", "a"]));
     assert_eq!(c.cmd(&["LRANGE", "l", "3", "100"]), bulks(&["d", "e"]));
@@ -299,29 +215,20 @@ fn list_commands() {
     assert_eq!(c.cmd(&["LRANGE", "l", "5", "10"]), arr(vec![]));
     assert_eq!(c.cmd(&["LRANGE", "l", "2", "1"]), arr(vec![]));
     assert_eq!(c.cmd(&["LRANGE", "nol", "0", "-1"]), arr(vec![]));
-    assert_eq!(
-        c.cmd(&["LRANGE", "l", "x", "1"]),
-        e("ERR value is not an integer or out of range")
-    );
+    assert_eq!(c.cmd(&["LRANGE", "l", "x", "1"]), e("ERR value is not an integer or out of range"));
     assert_eq!(c.cmd(&["LINDEX", "l", "0"]), b("c"));
     assert_eq!(c.cmd(&["LINDEX", "l", "-1"]), b("e"));
     assert_eq!(c.cmd(&["LINDEX", "l", "10"]), Resp::Bulk(None));
     assert_eq!(c.cmd(&["LINDEX", "l", "-10"]), Resp::Bulk(None));
     assert_eq!(c.cmd(&["LINDEX", "nol", "0"]), Resp::Bulk(None));
-    assert_eq!(
-        c.cmd(&["LINDEX", "l", "x"]),
-        e("ERR value is not an integer or out of range")
-    );
+    assert_eq!(c.cmd(&["LINDEX", "l", "x"]), e("ERR value is not an integer or out of range"));
     assert_eq!(c.cmd(&["LLEN", "l"]), Resp::Int(5));
     assert_eq!(c.cmd(&["LLEN", "nol"]), Resp::Int(0));
     assert_eq!(c.cmd(&["LPOP", "l"]), b("c"));
     assert_eq!(c.cmd(&["RPOP", "l"]), b("e"));
     assert_eq!(c.cmd(&["LPOP", "l", "2"]), bulks(&["b", "a"]));
     assert_eq!(c.cmd(&["LPOP", "l", "0"]), arr(vec![]));
-    assert_eq!(
-        c.cmd(&["LPOP", "l", "-1"]),
-        e("ERR value is out of range, must be positive")
-    );
+    assert_eq!(c.cmd(&["LPOP", "l", "-1"]), e("ERR value is out of range, must be positive"));
     assert_eq!(c.cmd(&["RPUSH", "l", "x", "y", "z"]), Resp::Int(4));
     assert_eq!(c.cmd(&["RPOP", "l", "2"]), bulks(&["z", "y"]));
     assert_eq!(c.cmd(&["LPOP", "l", "10"]), bulks(&["d", "x"]));
@@ -332,16 +239,10 @@ fn list_commands() {
     assert_eq!(c.cmd(&["RPOP", "nol", "2"]), Resp::Array(None));
     assert_eq!(c.cmd(&["LPOP", "nol", "0"]), Resp::Array(None));
     // LREM from the head, from the tail, all
-    assert_eq!(
-        c.cmd(&["RPUSH", "m", "x", "y", "x", "z", "x"]),
-        Resp::Int(5)
-    );
+    assert_eq!(c.cmd(&["RPUSH", "m", "x", "y", "x", "z", "x"]), Resp::Int(5));
     assert_eq!(c.cmd(&["LREM", "m", "2", "x"]), Resp::Int(2));
     assert_eq!(c.cmd(&["LRANGE", "m", "0", "-1"]), bulks(&["y", "z", "x"]));
-    assert_eq!(
-        c.cmd(&["RPUSH", "m2", "x", "y", "x", "z", "x"]),
-        Resp::Int(5)
-    );
+    assert_eq!(c.cmd(&["RPUSH", "m2", "x", "y", "x", "z", "x"]), Resp::Int(5));
     assert_eq!(c.cmd(&["LREM", "m2", "-2", "x"]), Resp::Int(2));
     assert_eq!(c.cmd(&["LRANGE", "m2", "0", "-1"]), bulks(&["x", "y", "z"]));
     assert_eq!(c.cmd(&["RPUSH", "m2", "x", "x"]), Resp::Int(5));
@@ -349,10 +250,7 @@ fn list_commands() {
     assert_eq!(c.cmd(&["LRANGE", "m2", "0", "-1"]), bulks(&["y", "z"]));
     assert_eq!(c.cmd(&["LREM", "m2", "0", "nothere"]), Resp::Int(0));
     assert_eq!(c.cmd(&["LREM", "nol", "0", "x"]), Resp::Int(0));
-    assert_eq!(
-        c.cmd(&["LREM", "m2", "zz", "x"]),
-        e("ERR value is not an integer or out of range")
-    );
+    assert_eq!(c.cmd(&["LREM", "m2", "zz", "x"]), e("ERR value is not an integer or out of range"));
     // Duplicates and order of a multi-element LPUSH.
     assert_eq!(c.cmd(&["LPUSH", "d", "1", "1", "2"]), Resp::Int(3));
     assert_eq!(c.cmd(&["LRANGE", "d", "0", "-1"]), bulks(&["2", "1", "1"]));
@@ -369,13 +267,7 @@ fn list_commands() {
         (vec!["BLPOP", "l"], "blpop"),
         (vec!["BRPOP", "l"], "brpop"),
     ] {
-        assert_eq!(
-            c.cmd(&args),
-            e(&format!(
-                "ERR wrong number of arguments for '{name}' command"
-            )),
-            "{args:?}"
-        );
+        assert_eq!(c.cmd(&args), e(&format!("ERR wrong number of arguments for '{name}' command")), "{args:?}");
     }
 }
 
@@ -387,10 +279,7 @@ fn list_commands() {
 fn zset_commands() {
     let s = TestServer::start();
     let mut c = s.raw();
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]),
-        Resp::Int(3)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]), Resp::Int(3));
     assert_eq!(c.cmd(&["ZADD", "z", "1.5", "a"]), Resp::Int(0));
     assert_eq!(c.cmd(&["ZSCORE", "z", "a"]), b("1.5"));
     assert_eq!(c.cmd(&["ZSCORE", "z", "b"]), b("2"));
@@ -402,46 +291,22 @@ fn zset_commands() {
     assert_eq!(c.cmd(&["ZINCRBY", "z", "-0.5", "b"]), b("1.5"));
     assert_eq!(c.cmd(&["ZINCRBY", "z", "1", "newm"]), b("1"));
     assert_eq!(c.cmd(&["ZINCRBY", "noz2", "3", "m"]), b("3"));
-    assert_eq!(
-        c.cmd(&["ZINCRBY", "z", "x", "a"]),
-        e("ERR value is not a valid float")
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
-        bulks(&["newm", "1", "b", "1.5", "c", "3", "a", "4"])
-    );
+    assert_eq!(c.cmd(&["ZINCRBY", "z", "x", "a"]), e("ERR value is not a valid float"));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]), bulks(&["newm", "1", "b", "1.5", "c", "3", "a", "4"]));
     assert_eq!(c.cmd(&["ZREM", "z", "a", "newm", "nosuch"]), Resp::Int(2));
     assert_eq!(c.cmd(&["ZREM", "noz", "a"]), Resp::Int(0));
     assert_eq!(c.cmd(&["ZCARD", "z"]), Resp::Int(2));
     // infinities and negative scores
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "inf", "top", "-inf", "bottom", "-1", "neg"]),
-        Resp::Int(3)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "inf", "top", "-inf", "bottom", "-1", "neg"]), Resp::Int(3));
     assert_eq!(c.cmd(&["ZSCORE", "z", "top"]), b("inf"));
     assert_eq!(c.cmd(&["ZSCORE", "z", "bottom"]), b("-inf"));
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "0", "-1"]),
-        bulks(&["bottom", "neg", "b", "c", "top"])
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "0", "-1"]), bulks(&["bottom", "neg", "b", "c", "top"]));
     // Equal scores order by member.
-    assert_eq!(
-        c.cmd(&["ZADD", "eq", "2", "x", "2", "ab", "2", "aa", "1", "z"]),
-        Resp::Int(4)
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "eq", "0", "-1"]),
-        bulks(&["z", "aa", "ab", "x"])
-    );
+    assert_eq!(c.cmd(&["ZADD", "eq", "2", "x", "2", "ab", "2", "aa", "1", "z"]), Resp::Int(4));
+    assert_eq!(c.cmd(&["ZRANGE", "eq", "0", "-1"]), bulks(&["z", "aa", "ab", "x"]));
     // Errors.
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "x", "a"]),
-        e("ERR value is not a valid float")
-    );
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "nan", "a"]),
-        e("ERR value is not a valid float")
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "x", "a"]), e("ERR value is not a valid float"));
+    assert_eq!(c.cmd(&["ZADD", "z", "nan", "a"]), e("ERR value is not a valid float"));
     assert_eq!(c.cmd(&["ZADD", "z", "1", "a", "2"]), e("ERR syntax error"));
     assert_eq!(c.cmd(&["ZADD", "z", "XX", "1"]), e("ERR syntax error"));
     for (args, name) in [
@@ -453,25 +318,11 @@ fn zset_commands() {
         (vec!["ZCARD"], "zcard"),
         (vec!["ZRANGE", "z", "0"], "zrange"),
     ] {
-        assert_eq!(
-            c.cmd(&args),
-            e(&format!(
-                "ERR wrong number of arguments for '{name}' command"
-            )),
-            "{args:?}"
-        );
+        assert_eq!(c.cmd(&args), e(&format!("ERR wrong number of arguments for '{name}' command")), "{args:?}");
     }
     // Scores keep their value (the text may be 7.0's %.17g or 7.2's shortest form).
-    assert_eq!(
-        c.cmd(&["ZADD", "zf", "1.1", "a", "0.3", "b", "1e3", "c"]),
-        Resp::Int(3)
-    );
-    let score: f64 = c
-        .cmd(&["ZSCORE", "zf", "a"])
-        .text()
-        .unwrap()
-        .parse()
-        .unwrap();
+    assert_eq!(c.cmd(&["ZADD", "zf", "1.1", "a", "0.3", "b", "1e3", "c"]), Resp::Int(3));
+    let score: f64 = c.cmd(&["ZSCORE", "zf", "a"]).text().unwrap().parse().unwrap();
     assert_eq!(score, 1.1);
     assert_eq!(c.cmd(&["ZSCORE", "zf", "c"]), b("1000"));
 }
@@ -480,102 +331,48 @@ fn zset_commands() {
 fn zadd_options() {
     let s = TestServer::start();
     let mut c = s.raw();
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]),
-        Resp::Int(3)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]), Resp::Int(3));
     // CH counts changed + added.
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "CH", "1.5", "a", "5", "d", "2", "b"]),
-        Resp::Int(2)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "CH", "1.5", "a", "5", "d", "2", "b"]), Resp::Int(2));
     assert_eq!(c.cmd(&["ZADD", "z", "1.5", "a", "6", "e"]), Resp::Int(1));
     // NX: only add new members.
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "NX", "100", "a", "7", "f"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "NX", "100", "a", "7", "f"]), Resp::Int(1));
     assert_eq!(c.cmd(&["ZSCORE", "z", "a"]), b("1.5"));
     assert_eq!(c.cmd(&["ZSCORE", "z", "f"]), b("7"));
     // XX: only update existing members.
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "XX", "100", "a", "8", "g"]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "XX", "100", "a", "8", "g"]), Resp::Int(0));
     assert_eq!(c.cmd(&["ZSCORE", "z", "a"]), b("100"));
     assert_eq!(c.cmd(&["ZSCORE", "z", "g"]), Resp::Bulk(None));
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "XX", "CH", "101", "a", "8", "g"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "XX", "CH", "101", "a", "8", "g"]), Resp::Int(1));
     // GT / LT: only move up / down; new members are still added.
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "GT", "CH", "50", "a", "200", "b"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "GT", "CH", "50", "a", "200", "b"]), Resp::Int(1));
     assert_eq!(c.cmd(&["ZSCORE", "z", "a"]), b("101"));
     assert_eq!(c.cmd(&["ZSCORE", "z", "b"]), b("200"));
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "LT", "CH", "60", "a", "300", "b"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "LT", "CH", "60", "a", "300", "b"]), Resp::Int(1));
     assert_eq!(c.cmd(&["ZSCORE", "z", "a"]), b("60"));
     assert_eq!(c.cmd(&["ZSCORE", "z", "b"]), b("200"));
     assert_eq!(c.cmd(&["ZADD", "z", "GT", "10", "newgt"]), Resp::Int(1));
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "LT", "CH", "11", "newlt"]),
-        Resp::Int(1)
-    );
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "XX", "GT", "61", "a", "1", "nothere"]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "LT", "CH", "11", "newlt"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["ZADD", "z", "XX", "GT", "61", "a", "1", "nothere"]), Resp::Int(0));
     assert_eq!(c.cmd(&["ZSCORE", "z", "a"]), b("61"));
     assert_eq!(c.cmd(&["ZSCORE", "z", "nothere"]), Resp::Bulk(None));
     // INCR: a bulk score, or nil when NX/XX/GT/LT prevent the operation.
     assert_eq!(c.cmd(&["ZADD", "z", "INCR", "5", "a"]), b("66"));
     assert_eq!(c.cmd(&["ZADD", "z", "CH", "INCR", "1", "a"]), b("67"));
     assert_eq!(c.cmd(&["ZADD", "z", "INCR", "3", "brandnew"]), b("3"));
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "NX", "INCR", "1", "a"]),
-        Resp::Bulk(None)
-    );
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "XX", "INCR", "1", "nosuch"]),
-        Resp::Bulk(None)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "NX", "INCR", "1", "a"]), Resp::Bulk(None));
+    assert_eq!(c.cmd(&["ZADD", "z", "XX", "INCR", "1", "nosuch"]), Resp::Bulk(None));
     assert_eq!(c.cmd(&["ZSCORE", "z", "nosuch"]), Resp::Bulk(None));
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "GT", "INCR", "-5", "a"]),
-        Resp::Bulk(None)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "GT", "INCR", "-5", "a"]), Resp::Bulk(None));
     assert_eq!(c.cmd(&["ZADD", "z", "LT", "INCR", "-5", "a"]), b("62"));
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "INCR", "1", "a", "2", "b"]),
-        e("ERR INCR option supports a single increment-element pair")
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "INCR", "1", "a", "2", "b"]), e("ERR INCR option supports a single increment-element pair"));
     // Incompatible options.
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "NX", "XX", "1", "a"]),
-        e("ERR XX and NX options at the same time are not compatible")
-    );
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "GT", "LT", "1", "a"]),
-        e("ERR GT, LT, and/or NX options at the same time are not compatible")
-    );
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "NX", "GT", "1", "a"]),
-        e("ERR GT, LT, and/or NX options at the same time are not compatible")
-    );
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "NX", "LT", "1", "a"]),
-        e("ERR GT, LT, and/or NX options at the same time are not compatible")
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "NX", "XX", "1", "a"]), e("ERR XX and NX options at the same time are not compatible"));
+    assert_eq!(c.cmd(&["ZADD", "z", "GT", "LT", "1", "a"]), e("ERR GT, LT, and/or NX options at the same time are not compatible"));
+    assert_eq!(c.cmd(&["ZADD", "z", "NX", "GT", "1", "a"]), e("ERR GT, LT, and/or NX options at the same time are not compatible"));
+    assert_eq!(c.cmd(&["ZADD", "z", "NX", "LT", "1", "a"]), e("ERR GT, LT, and/or NX options at the same time are not compatible"));
     // Lower-case options.
-    assert_eq!(
-        c.cmd(&["zadd", "z", "nx", "ch", "1", "lower"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["zadd", "z", "nx", "ch", "1", "lower"]), Resp::Int(1));
     assert_eq!(c.cmd(&["ZSCORE", "z", "a"]), b("62"));
 }
 
@@ -583,126 +380,45 @@ fn zadd_options() {
 fn zrange_options() {
     let s = TestServer::start();
     let mut c = s.raw();
-    assert_eq!(
-        c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"]),
-        Resp::Int(5)
-    );
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"]), Resp::Int(5));
     // by index
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "0", "-1"]),
-        bulks(&["a", "b", "c", "d", "e"])
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "-2", "-1", "WITHSCORES"]),
-        bulks(&["d", "4", "e", "5"])
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "0", "100"]),
-        bulks(&["a", "b", "c", "d", "e"])
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "0", "-1"]), bulks(&["a", "b", "c", "d", "e"]));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "-2", "-1", "WITHSCORES"]), bulks(&["d", "4", "e", "5"]));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "0", "100"]), bulks(&["a", "b", "c", "d", "e"]));
     assert_eq!(c.cmd(&["ZRANGE", "z", "-100", "1"]), bulks(&["a", "b"]));
     assert_eq!(c.cmd(&["ZRANGE", "z", "3", "1"]), arr(vec![]));
     assert_eq!(c.cmd(&["ZRANGE", "noz", "0", "-1"]), arr(vec![]));
     assert_eq!(c.cmd(&["ZRANGE", "z", "0", "1", "REV"]), bulks(&["e", "d"]));
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "1", "3", "WITHSCORES", "REV"]),
-        bulks(&["d", "4", "c", "3", "b", "2"])
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "1", "3", "WITHSCORES", "REV"]), bulks(&["d", "4", "c", "3", "b", "2"]));
     // BYSCORE with exclusive bounds and infinities
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "2", "4", "BYSCORE"]),
-        bulks(&["b", "c", "d"])
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "(2", "4", "BYSCORE"]),
-        bulks(&["c", "d"])
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "(2", "(4", "BYSCORE", "WITHSCORES"]),
-        bulks(&["c", "3"])
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "2", "4", "BYSCORE"]), bulks(&["b", "c", "d"]));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "(2", "4", "BYSCORE"]), bulks(&["c", "d"]));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "(2", "(4", "BYSCORE", "WITHSCORES"]), bulks(&["c", "3"]));
     assert_eq!(c.cmd(&["ZRANGE", "z", "2", "2", "BYSCORE"]), bulks(&["b"]));
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE"]),
-        bulks(&["a", "b", "c", "d", "e"])
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE"]), bulks(&["a", "b", "c", "d", "e"]));
     assert_eq!(c.cmd(&["ZRANGE", "z", "4", "2", "BYSCORE"]), arr(vec![]));
     // BYSCORE REV: start is the max
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "4", "(1", "BYSCORE", "REV"]),
-        bulks(&["d", "c", "b"])
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "1", "5", "BYSCORE", "REV"]),
-        arr(vec![])
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "4", "(1", "BYSCORE", "REV"]), bulks(&["d", "c", "b"]));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "1", "5", "BYSCORE", "REV"]), arr(vec![]));
     // LIMIT offset count (negative count: all the rest)
+    assert_eq!(c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "2"]), bulks(&["b", "c"]));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "-1"]), bulks(&["b", "c", "d", "e"]));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "0"]), arr(vec![]));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "-1", "2"]), arr(vec![]));
     assert_eq!(
-        c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "2"]),
-        bulks(&["b", "c"])
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "-1"]),
-        bulks(&["b", "c", "d", "e"])
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "0"]),
-        arr(vec![])
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "-1", "2"]),
-        arr(vec![])
-    );
-    assert_eq!(
-        c.cmd(&[
-            "ZRANGE",
-            "z",
-            "+inf",
-            "-inf",
-            "BYSCORE",
-            "REV",
-            "LIMIT",
-            "1",
-            "2",
-            "WITHSCORES"
-        ]),
+        c.cmd(&["ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "1", "2", "WITHSCORES"]),
         bulks(&["d", "4", "c", "3"])
     );
-    assert_eq!(
-        c.cmd(&[
-            "zrange",
-            "z",
-            "(1",
-            "5",
-            "byscore",
-            "limit",
-            "0",
-            "1",
-            "withscores"
-        ]),
-        bulks(&["b", "2"])
-    );
+    assert_eq!(c.cmd(&["zrange", "z", "(1", "5", "byscore", "limit", "0", "1", "withscores"]), bulks(&["b", "2"]));
     // Errors
     assert_eq!(
         c.cmd(&["ZRANGE", "z", "0", "-1", "LIMIT", "0", "1"]),
         e("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
     );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "a", "b", "BYSCORE"]),
-        e("ERR min or max is not a float")
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "0"]),
-        e("ERR syntax error")
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "0", "-1", "FOO"]),
-        e("ERR syntax error")
-    );
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "1", "a"]),
-        e("ERR value is not an integer or out of range")
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "a", "b", "BYSCORE"]), e("ERR min or max is not a float"));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "0"]), e("ERR syntax error"));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "0", "-1", "FOO"]), e("ERR syntax error"));
+    assert_eq!(c.cmd(&["ZRANGE", "z", "1", "a"]), e("ERR value is not an integer or out of range"));
 }
 
 /// Redis 7 replies scores as RESP3 doubles once the client said `HELLO 3`, and
@@ -718,31 +434,19 @@ fn zset_scores_are_doubles_in_resp3() {
         (vec!["ZSCORE", "z", "a"], Resp::Double("1.5".into())),
         (
             vec!["ZRANGE", "z", "0", "-1", "WITHSCORES"],
-            arr(vec![
-                arr(vec![b("a"), Resp::Double("1.5".into())]),
-                arr(vec![b("b"), Resp::Double("2".into())]),
-            ]),
+            arr(vec![arr(vec![b("a"), Resp::Double("1.5".into())]), arr(vec![b("b"), Resp::Double("2".into())])]),
         ),
         (vec!["ZINCRBY", "z", "1", "a"], Resp::Double("2.5".into())),
-        (
-            vec!["ZADD", "z", "INCR", "1", "a"],
-            Resp::Double("3.5".into()),
-        ),
+        (vec!["ZADD", "z", "INCR", "1", "a"], Resp::Double("3.5".into())),
         (vec!["ZSCORE", "z", "nosuch"], Resp::Null),
     ];
     for (args, expected) in cases {
         let got = c.cmd(&args);
         if got != expected {
-            mismatches.push(format!(
-                "  {args:?}\n     redis 7: {expected:?}\n    raftlock: {got:?}"
-            ));
+            mismatches.push(format!("  {args:?}\n     redis 7: {expected:?}\n    raftlock: {got:?}"));
         }
     }
-    assert!(
-        mismatches.is_empty(),
-        "RESP3 replies differ from Redis 7.0:\n{}",
-        mismatches.join("\n")
-    );
+    assert!(mismatches.is_empty(), "RESP3 replies differ from Redis 7.0:\n{}", mismatches.join("\n"));
 }
 
 /// Error texts Redis 7.0 gives that the per-type tests do not already cover
@@ -753,52 +457,23 @@ fn datatype_error_texts_match_redis_7() {
     let mut c = s.raw();
     assert_eq!(c.cmd(&["RPUSH", "l", "a"]), Resp::Int(1));
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (
-            vec!["LPOP", "l", "1", "2"],
-            "ERR wrong number of arguments for 'lpop' command",
-        ),
-        (
-            vec!["RPOP", "l", "1", "2"],
-            "ERR wrong number of arguments for 'rpop' command",
-        ),
-        (
-            vec!["RPOP", "l", "a"],
-            "ERR value is out of range, must be positive",
-        ),
-        (
-            vec!["LPOP", "l", "a"],
-            "ERR value is out of range, must be positive",
-        ),
-        (
-            vec!["HINCRBY", "h", "f", "1.5"],
-            "ERR value is not an integer or out of range",
-        ),
-        (
-            vec!["ZINCRBY", "z", "nan", "a"],
-            "ERR value is not a valid float",
-        ),
+        (vec!["LPOP", "l", "1", "2"], "ERR wrong number of arguments for 'lpop' command"),
+        (vec!["RPOP", "l", "1", "2"], "ERR wrong number of arguments for 'rpop' command"),
+        (vec!["RPOP", "l", "a"], "ERR value is out of range, must be positive"),
+        (vec!["LPOP", "l", "a"], "ERR value is out of range, must be positive"),
+        (vec!["HINCRBY", "h", "f", "1.5"], "ERR value is not an integer or out of range"),
+        (vec!["ZINCRBY", "z", "nan", "a"], "ERR value is not a valid float"),
         (vec!["BLPOP", "l2", "-1"], "ERR timeout is negative"),
-        (
-            vec!["BLPOP", "l2", "abc"],
-            "ERR timeout is not a float or out of range",
-        ),
+        (vec!["BLPOP", "l2", "abc"], "ERR timeout is not a float or out of range"),
     ];
     let mut mismatches = Vec::new();
     for (args, expected) in &cases {
         match c.cmd(args) {
             Resp::Error(got) if got == *expected => {}
-            other => mismatches.push(format!(
-                "  {args:?}\n     redis 7: -{expected}\n    raftlock: {other:?}"
-            )),
+            other => mismatches.push(format!("  {args:?}\n     redis 7: -{expected}\n    raftlock: {other:?}")),
         }
     }
-    assert!(
-        mismatches.is_empty(),
-        "{} of {} error replies differ from Redis 7.0:\n{}",
-        mismatches.len(),
-        cases.len(),
-        mismatches.join("\n")
-    );
+    assert!(mismatches.is_empty(), "{} of {} error replies differ from Redis 7.0:\n{}", mismatches.len(), cases.len(), mismatches.join("\n"));
 }
 
 // ---------------------------------------------------------------------------------
@@ -814,69 +489,30 @@ fn wrongtype_in_every_direction() {
     assert_eq!(c.cmd(&["RPUSH", "l", "x"]), Resp::Int(1));
     assert_eq!(c.cmd(&["ZADD", "z", "1", "m"]), Resp::Int(1));
     // One command of each family that must refuse every other type.
-    let string_cmds: Vec<Vec<&str>> = vec![
-        vec!["GET", "K"],
-        vec!["INCR", "K"],
-        vec!["INCRBY", "K", "2"],
-        vec!["DECR", "K"],
-        vec!["GETDEL", "K"],
-    ];
+    let string_cmds: Vec<Vec<&str>> = vec![vec!["GET", "K"], vec!["INCR", "K"], vec!["INCRBY", "K", "2"], vec!["DECR", "K"], vec!["GETDEL", "K"]];
     let hash_cmds: Vec<Vec<&str>> = vec![
-        vec!["HSET", "K", "a", "1"],
-        vec!["HSETNX", "K", "a", "1"],
-        vec!["HMSET", "K", "a", "1"],
-        vec!["HGET", "K", "a"],
-        vec!["HMGET", "K", "a"],
-        vec!["HEXISTS", "K", "a"],
-        vec!["HINCRBY", "K", "a", "1"],
-        vec!["HDEL", "K", "a"],
-        vec!["HLEN", "K"],
-        vec!["HKEYS", "K"],
-        vec!["HVALS", "K"],
-        vec!["HGETALL", "K"],
+        vec!["HSET", "K", "a", "1"], vec!["HSETNX", "K", "a", "1"], vec!["HMSET", "K", "a", "1"], vec!["HGET", "K", "a"],
+        vec!["HMGET", "K", "a"], vec!["HEXISTS", "K", "a"], vec!["HINCRBY", "K", "a", "1"], vec!["HDEL", "K", "a"],
+        vec!["HLEN", "K"], vec!["HKEYS", "K"], vec!["HVALS", "K"], vec!["HGETALL", "K"],
     ];
     let list_cmds: Vec<Vec<&str>> = vec![
-        vec!["LPUSH", "K", "a"],
-        vec!["RPUSH", "K", "a"],
-        vec!["LPOP", "K"],
-        vec!["RPOP", "K"],
-        vec!["LPOP", "K", "2"],
-        vec!["LINDEX", "K", "0"],
-        vec!["LRANGE", "K", "0", "-1"],
-        vec!["LREM", "K", "0", "a"],
-        vec!["LLEN", "K"],
-        vec!["BLPOP", "K", "1"],
-        vec!["BRPOP", "K", "1"],
+        vec!["LPUSH", "K", "a"], vec!["RPUSH", "K", "a"], vec!["LPOP", "K"], vec!["RPOP", "K"], vec!["LPOP", "K", "2"],
+        vec!["LINDEX", "K", "0"], vec!["LRANGE", "K", "0", "-1"], vec!["LREM", "K", "0", "a"], vec!["LLEN", "K"],
+        vec!["BLPOP", "K", "1"], vec!["BRPOP", "K", "1"],
     ];
     let zset_cmds: Vec<Vec<&str>> = vec![
-        vec!["ZADD", "K", "1", "a"],
-        vec!["ZSCORE", "K", "a"],
-        vec!["ZREM", "K", "a"],
-        vec!["ZRANGE", "K", "0", "-1"],
-        vec!["ZINCRBY", "K", "1", "a"],
-        vec!["ZCARD", "K"],
+        vec!["ZADD", "K", "1", "a"], vec!["ZSCORE", "K", "a"], vec!["ZREM", "K", "a"], vec!["ZRANGE", "K", "0", "-1"],
+        vec!["ZINCRBY", "K", "1", "a"], vec!["ZCARD", "K"],
     ];
-    let families: [(&str, &Vec<Vec<&str>>); 4] = [
-        ("s", &string_cmds),
-        ("h", &hash_cmds),
-        ("l", &list_cmds),
-        ("z", &zset_cmds),
-    ];
+    let families: [(&str, &Vec<Vec<&str>>); 4] = [("s", &string_cmds), ("h", &hash_cmds), ("l", &list_cmds), ("z", &zset_cmds)];
     for (own_key, cmds) in families {
         for key in ["s", "h", "l", "z"] {
             if key == own_key {
                 continue;
             }
             for cmd in cmds.iter() {
-                let args: Vec<&str> = cmd
-                    .iter()
-                    .map(|a| if *a == "K" { key } else { *a })
-                    .collect();
-                assert_eq!(
-                    c.cmd(&args),
-                    e(WRONGTYPE),
-                    "{args:?} against the {key:?} key"
-                );
+                let args: Vec<&str> = cmd.iter().map(|a| if *a == "K" { key } else { *a }).collect();
+                assert_eq!(c.cmd(&args), e(WRONGTYPE), "{args:?} against the {key:?} key");
             }
         }
     }
@@ -884,10 +520,7 @@ fn wrongtype_in_every_direction() {
     assert_eq!(c.cmd(&["GET", "s"]), b("v"));
     assert_eq!(c.cmd(&["HGETALL", "h"]), bulks(&["f", "v"]));
     assert_eq!(c.cmd(&["LRANGE", "l", "0", "-1"]), bulks(&["x"]));
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
-        bulks(&["m", "1"])
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]), bulks(&["m", "1"]));
     // WRONGTYPE inside a script and a transaction too.
     let r = c.cmd(&["EVAL", "return redis.pcall('hget', KEYS[1], 'a')", "1", "s"]);
     assert_eq!(r, e(WRONGTYPE));
@@ -965,10 +598,7 @@ fn emptied_containers_are_deleted() {
 
     // Through a script and a transaction as well.
     assert_eq!(c.cmd(&["HSET", "hs", "a", "1"]), Resp::Int(1));
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('hdel', KEYS[1], 'a')", "1", "hs"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('hdel', KEYS[1], 'a')", "1", "hs"]), Resp::Int(1));
     gone(&mut c, "hs", "HDEL in a script");
     assert_eq!(c.cmd(&["RPUSH", "lt", "a"]), Resp::Int(1));
     assert_eq!(c.cmd(&["MULTI"]), st("OK"));
@@ -1030,11 +660,7 @@ fn expiry_of_containers() {
     poll_until(Duration::from_secs(10), "eh, el, ez expire", || {
         (c.cmd(&["EXISTS", "eh", "el", "ez"]) == Resp::Int(0)).then_some(())
     });
-    assert!(
-        started.elapsed() >= Duration::from_millis(295),
-        "expired too early: {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() >= Duration::from_millis(295), "expired too early: {:?}", started.elapsed());
     assert_eq!(c.cmd(&["HGET", "eh", "a"]), Resp::Bulk(None));
     assert_eq!(c.cmd(&["HLEN", "eh"]), Resp::Int(0));
     assert_eq!(c.cmd(&["LRANGE", "el", "0", "-1"]), arr(vec![]));
@@ -1058,15 +684,9 @@ fn fill_containers(c: &mut RawConn) {
 
 #[track_caller]
 fn check_containers(c: &mut RawConn) {
-    assert_eq!(
-        field_map(&c.cmd(&["HGETALL", "h"])),
-        map(&[("f1", "v1"), ("f2", "v2")])
-    );
+    assert_eq!(field_map(&c.cmd(&["HGETALL", "h"])), map(&[("f1", "v1"), ("f2", "v2")]));
     assert_eq!(c.cmd(&["LRANGE", "l", "0", "-1"]), bulks(&["a", "b", "c"]));
-    assert_eq!(
-        c.cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
-        bulks(&["a", "1", "b", "2.5"])
-    );
+    assert_eq!(c.cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]), bulks(&["a", "1", "b", "2.5"]));
     assert_eq!(c.cmd(&["TYPE", "h"]), st("hash"));
     assert_eq!(c.cmd(&["TYPE", "l"]), st("list"));
     assert_eq!(c.cmd(&["TYPE", "z"]), st("zset"));
@@ -1121,18 +741,9 @@ fn blpop_brpop_pop_immediately() {
     // Several keys: the first non-empty one, in the order given.
     assert_eq!(c.cmd(&["RPUSH", "k2", "b1", "b2"]), Resp::Int(2));
     assert_eq!(c.cmd(&["RPUSH", "k3", "c1"]), Resp::Int(1));
-    assert_eq!(
-        c.cmd(&["BLPOP", "k1", "k2", "k3", "1"]),
-        bulks(&["k2", "b1"])
-    );
-    assert_eq!(
-        c.cmd(&["BRPOP", "k1", "k3", "k2", "1"]),
-        bulks(&["k3", "c1"])
-    );
-    assert_eq!(
-        c.cmd(&["BRPOP", "k1", "k3", "k2", "1"]),
-        bulks(&["k2", "b2"])
-    );
+    assert_eq!(c.cmd(&["BLPOP", "k1", "k2", "k3", "1"]), bulks(&["k2", "b1"]));
+    assert_eq!(c.cmd(&["BRPOP", "k1", "k3", "k2", "1"]), bulks(&["k3", "c1"]));
+    assert_eq!(c.cmd(&["BRPOP", "k1", "k3", "k2", "1"]), bulks(&["k2", "b2"]));
     // Fractional timeout, lower case.
     assert_eq!(c.cmd(&["RPUSH", "f", "x"]), Resp::Int(1));
     assert_eq!(c.cmd(&["blpop", "f", "0.5"]), bulks(&["f", "x"]));
@@ -1148,19 +759,12 @@ fn blpop_times_out_with_nil() {
     let mut c = s.raw();
     for (cmd, secs) in [("BLPOP", "0.5"), ("BRPOP", "1")] {
         let started = Instant::now();
-        assert_eq!(
-            c.cmd(&[cmd, "nol", "nol2", secs]),
-            Resp::Array(None),
-            "{cmd}"
-        );
+        assert_eq!(c.cmd(&[cmd, "nol", "nol2", secs]), Resp::Array(None), "{cmd}");
         let took = started.elapsed();
         let want: f64 = secs.parse().unwrap();
         // Not before its timeout; that it comes at all is bounded by the client's
         // 10 s read timeout (how soon after the timeout is for the benchmarks).
-        assert!(
-            took.as_secs_f64() >= want * 0.9,
-            "{cmd} {secs} returned after {took:?}"
-        );
+        assert!(took.as_secs_f64() >= want * 0.9, "{cmd} {secs} returned after {took:?}");
     }
     // RESP3: a null.
     let mut c3 = s.raw();
@@ -1175,22 +779,10 @@ fn blpop_timeout_errors() {
     let s = TestServer::start();
     let mut c = s.raw();
     assert_eq!(c.cmd(&["BLPOP", "nol", "-1"]), e("ERR timeout is negative"));
-    assert_eq!(
-        c.cmd(&["BRPOP", "nol", "-0.5"]),
-        e("ERR timeout is negative")
-    );
-    assert_eq!(
-        c.cmd(&["BLPOP", "nol", "abc"]),
-        e("ERR timeout is not a float or out of range")
-    );
-    assert_eq!(
-        c.cmd(&["BRPOP", "nol", ""]),
-        e("ERR timeout is not a float or out of range")
-    );
-    assert_eq!(
-        c.cmd(&["BLPOP", "nol", "nan"]),
-        e("ERR timeout is not a float or out of range")
-    );
+    assert_eq!(c.cmd(&["BRPOP", "nol", "-0.5"]), e("ERR timeout is negative"));
+    assert_eq!(c.cmd(&["BLPOP", "nol", "abc"]), e("ERR timeout is not a float or out of range"));
+    assert_eq!(c.cmd(&["BRPOP", "nol", ""]), e("ERR timeout is not a float or out of range"));
+    assert_eq!(c.cmd(&["BLPOP", "nol", "nan"]), e("ERR timeout is not a float or out of range"));
     // An invalid timeout is refused even when a list has elements (nothing popped).
     assert_eq!(c.cmd(&["RPUSH", "l", "a"]), Resp::Int(1));
     assert_eq!(c.cmd(&["BLPOP", "l", "-1"]), e("ERR timeout is negative"));
@@ -1223,39 +815,17 @@ fn blpop_woken_by_a_script_and_by_a_transaction() {
     // python-redis-lock's release: DEL signal, LPUSH signal, PEXPIRE signal, DEL lock.
     let s = TestServer::start();
     let mut c = s.raw();
-    assert_eq!(
-        c.cmd(&["SET", "lock:n", "id-1", "NX", "EX", "30"]),
-        st("OK")
-    );
+    assert_eq!(c.cmd(&["SET", "lock:n", "id-1", "NX", "EX", "30"]), st("OK"));
     let h = spawn_blocking(&s, &["BLPOP", "lock-signal:n", "15"]);
     wait_blocked(&mut c, "blpop", 1);
-    assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            PYTHON_REDIS_LOCK_UNLOCK,
-            "2",
-            "lock:n",
-            "lock-signal:n",
-            "id-1",
-            "1000"
-        ]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["EVAL", PYTHON_REDIS_LOCK_UNLOCK, "2", "lock:n", "lock-signal:n", "id-1", "1000"]), Resp::Int(0));
     let (r, _) = h.join().unwrap();
     assert_eq!(r, bulks(&["lock-signal:n", "1"]));
     assert_eq!(c.cmd(&["EXISTS", "lock:n", "lock-signal:n"]), Resp::Int(0));
     // A plain EVAL lpush.
     let h = spawn_blocking(&s, &["BRPOP", "e", "15"]);
     wait_blocked(&mut c, "brpop", 1);
-    assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "return redis.call('lpush', KEYS[1], 'from-lua')",
-            "1",
-            "e"
-        ]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('lpush', KEYS[1], 'from-lua')", "1", "e"]), Resp::Int(1));
     assert_eq!(h.join().unwrap().0, bulks(&["e", "from-lua"]));
     // RPUSH inside MULTI/EXEC.
     let h = spawn_blocking(&s, &["BLPOP", "t", "15"]);
@@ -1296,11 +866,7 @@ fn blpop_served_by_the_first_key_pushed_in_a_transaction() {
     assert_eq!(c.cmd(&["EXEC"]), arr(vec![Resp::Int(1), Resp::Int(1)]));
     // Redis 7.0.15: the blocked client gets ["k2", "x"]; k1 keeps "y".
     let got = h.join().unwrap().0;
-    assert_eq!(
-        got,
-        bulks(&["k2", "x"]),
-        "BLPOP k1 k2 after MULTI RPUSH k2 x, RPUSH k1 y EXEC"
-    );
+    assert_eq!(got, bulks(&["k2", "x"]), "BLPOP k1 k2 after MULTI RPUSH k2 x, RPUSH k1 y EXEC");
     assert_eq!(c.cmd(&["LRANGE", "k1", "0", "-1"]), bulks(&["y"]));
 }
 
@@ -1328,11 +894,7 @@ fn blocked_clients_are_served_in_order() {
         if got_first == bulks(&[&key, "one"]) {
             // The second is still blocked and gets the next element.
             assert_eq!(c.cmd(&["RPUSH", &key, "two"]), Resp::Int(1));
-            assert_eq!(
-                second.join().unwrap().0,
-                bulks(&[&key, "two"]),
-                "round {round}"
-            );
+            assert_eq!(second.join().unwrap().0, bulks(&[&key, "two"]), "round {round}");
         } else {
             let got_second = second.join().unwrap().0;
             mismatches.push(format!(
@@ -1361,14 +923,10 @@ fn blocked_client_that_disconnects_leaves() {
     let lines = wait_blocked(&mut c, "blpop", 1);
     let id = field(&lines[0], "id").expect("id field").to_string();
     drop(blocked);
-    poll_until(
-        Duration::from_secs(10),
-        "the disconnected client leaves CLIENT LIST",
-        || {
-            let list = c.cmd(&["CLIENT", "LIST"]).text().unwrap();
-            (!list.lines().any(|l| field(l, "id") == Some(id.as_str()))).then_some(())
-        },
-    );
+    poll_until(Duration::from_secs(10), "the disconnected client leaves CLIENT LIST", || {
+        let list = c.cmd(&["CLIENT", "LIST"]).text().unwrap();
+        (!list.lines().any(|l| field(l, "id") == Some(id.as_str()))).then_some(())
+    });
     assert!(clients_in(&mut c, "blpop").is_empty());
     // A push afterwards is not taken by the departed client.
     assert_eq!(c.cmd(&["RPUSH", "gone", "v"]), Resp::Int(1));
@@ -1379,9 +937,7 @@ fn blocked_client_that_disconnects_leaves() {
     blocked.send(&RawConn::encode(&[b"BRPOP", b"gone2", b"30"]));
     wait_blocked(&mut c, "brpop", 1);
     drop(blocked);
-    poll_until(Duration::from_secs(10), "no client left in BRPOP", || {
-        clients_in(&mut c, "brpop").is_empty().then_some(())
-    });
+    poll_until(Duration::from_secs(10), "no client left in BRPOP", || clients_in(&mut c, "brpop").is_empty().then_some(()));
     assert_eq!(c.cmd(&["RPUSH", "gone2", "v"]), Resp::Int(1));
     thread::sleep(Duration::from_millis(300));
     assert_eq!(c.cmd(&["LLEN", "gone2"]), Resp::Int(1));
@@ -1402,9 +958,7 @@ fn blocked_client_that_pipelined_and_disconnects_leaves() {
     blocked.send(&pipelined);
     wait_blocked(&mut c, "blpop", 1);
     drop(blocked);
-    poll_until(Duration::from_secs(10), "no client left in BLPOP", || {
-        clients_in(&mut c, "blpop").is_empty().then_some(())
-    });
+    poll_until(Duration::from_secs(10), "no client left in BLPOP", || clients_in(&mut c, "blpop").is_empty().then_some(()));
     assert_eq!(c.cmd(&["RPUSH", "q", "v"]), Resp::Int(1));
     thread::sleep(Duration::from_millis(300));
     assert_eq!(c.cmd(&["LRANGE", "q", "0", "-1"]), bulks(&["v"]));
@@ -1432,12 +986,7 @@ fn blocked_client_is_reported_as_blocked() {
     let lines = wait_blocked(&mut c, "blpop", 1);
     let info = c.cmd(&["INFO", "clients"]).text().unwrap();
     let flags = field(&lines[0], "flags").unwrap_or("").to_string();
-    let blocked_clients = info
-        .lines()
-        .find(|l| l.starts_with("blocked_clients:"))
-        .unwrap_or("")
-        .trim()
-        .to_string();
+    let blocked_clients = info.lines().find(|l| l.starts_with("blocked_clients:")).unwrap_or("").trim().to_string();
     assert_eq!(c.cmd(&["RPUSH", "q", "x"]), Resp::Int(1));
     assert_eq!(blocked.read().unwrap(), bulks(&["q", "x"]));
     // Redis 7.0.15: flags=b and blocked_clients:1 while blocked.
@@ -1458,9 +1007,7 @@ fn blpop_on_a_follower_is_woken_by_a_push_on_another_node() {
     let addr = cl.node(f1).addr();
     let blocked = thread::spawn(move || {
         let mut b = RawConn::connect(&addr);
-        b.stream
-            .set_read_timeout(Some(Duration::from_secs(25)))
-            .unwrap();
+        b.stream.set_read_timeout(Some(Duration::from_secs(25))).unwrap();
         // A 300 s timeout against a 25 s read timeout: only the push can answer it.
         b.cmd(&["BLPOP", "sig", "300"])
     });
@@ -1469,15 +1016,7 @@ fn blpop_on_a_follower_is_woken_by_a_push_on_another_node() {
     wait_blocked(&mut fc, "blpop", 1);
     // Push from the other follower, through a script (as python-redis-lock does).
     let mut other = RawConn::connect(&cl.node(f2).addr());
-    assert_eq!(
-        other.cmd(&[
-            "EVAL",
-            "return redis.call('lpush', KEYS[1], 'wake')",
-            "1",
-            "sig"
-        ]),
-        Resp::Int(1)
-    );
+    assert_eq!(other.cmd(&["EVAL", "return redis.call('lpush', KEYS[1], 'wake')", "1", "sig"]), Resp::Int(1));
     assert_eq!(blocked.join().unwrap(), bulks(&["sig", "wake"]));
     let mut lc = RawConn::connect(&cl.node(leader).addr());
     assert_eq!(lc.cmd(&["EXISTS", "sig"]), Resp::Int(0));
@@ -1485,9 +1024,7 @@ fn blpop_on_a_follower_is_woken_by_a_push_on_another_node() {
     let addr = cl.node(f2).addr();
     let blocked = thread::spawn(move || {
         let mut b = RawConn::connect(&addr);
-        b.stream
-            .set_read_timeout(Some(Duration::from_secs(25)))
-            .unwrap();
+        b.stream.set_read_timeout(Some(Duration::from_secs(25))).unwrap();
         b.cmd(&["BRPOP", "sig2", "300"])
     });
     let mut f2c = RawConn::connect(&cl.node(f2).addr());

@@ -26,8 +26,7 @@ enum Expect {
 }
 use Expect::{Error, Reply};
 
-const NESTED_100K: &str =
-    "local t = {} local c = t for i=1,100000 do c[1] = {} c = c[1] end return t";
+const NESTED_100K: &str = "local t = {} local c = t for i=1,100000 do c[1] = {} c = c[1] end return t";
 
 /// (arguments, expectation). Scripts are run with EVAL, so they are in the log.
 fn cases() -> Vec<(Vec<String>, Expect)> {
@@ -131,11 +130,7 @@ fn cases() -> Vec<(Vec<String>, Expect)> {
     let mut mset = vec!["MSET".to_string()];
     mset.extend((0..10_000).flat_map(|i| [format!("m{i}"), "v".to_string()]));
     cases.push((mset, Reply));
-    let mut keys = vec![
-        "EVAL".to_string(),
-        "return #KEYS + #ARGV".to_string(),
-        "30000".to_string(),
-    ];
+    let mut keys = vec!["EVAL".to_string(), "return #KEYS + #ARGV".to_string(), "30000".to_string()];
     keys.extend((0..60_000).map(|i| format!("a{i}")));
     cases.push((keys, Reply));
     cases
@@ -146,16 +141,12 @@ fn run_case(con: &mut redis::Connection, args: &[String], expect: Expect) -> Res
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let shown = shorten(&argv.join(" "));
     let no_reply = |e: &redis::RedisError| {
-        e.kind() == redis::ErrorKind::Io
-            || e.is_connection_dropped()
-            || e.kind() == redis::ErrorKind::Parse
+        e.kind() == redis::ErrorKind::Io || e.is_connection_dropped() || e.kind() == redis::ErrorKind::Parse
     };
     // Errors that no hostile input may cause: a command that panicked while
     // applied (contained, but a bug), or a cluster that stopped serving.
     let broken = |text: &str| {
-        ["internal error while applying", "TRYAGAIN", "CLUSTERDOWN"]
-            .iter()
-            .any(|bad| text.contains(bad))
+        ["internal error while applying", "TRYAGAIN", "CLUSTERDOWN"].iter().any(|bad| text.contains(bad))
     };
     match (q(con, &argv), expect) {
         (Err(e), _) if no_reply(&e) => Err(format!("{shown}: no reply: {}", common::err_text(&e))),
@@ -170,10 +161,9 @@ fn run_case(con: &mut redis::Connection, args: &[String], expect: Expect) -> Res
                 Err(format!("{shown}: error {text:?} should contain {needle:?}"))
             }
         }
-        (Ok(v), Error(needle)) => Err(format!(
-            "{shown}: expected an error containing {needle:?}, got {}",
-            shorten(&format!("{v:?}"))
-        )),
+        (Ok(v), Error(needle)) => {
+            Err(format!("{shown}: expected an error containing {needle:?}, got {}", shorten(&format!("{v:?}"))))
+        }
         (_, Reply) => Ok(()),
     }
 }
@@ -186,45 +176,22 @@ fn run_all(con: &mut redis::Connection, bystander: &mut redis::Connection) {
             wrong.push(e);
         }
         let pong = q(bystander, &["PING"]);
-        assert_eq!(
-            pong.ok(),
-            Some(Value::SimpleString("PONG".into())),
-            "the node stopped serving after {}",
-            shorten(&args.join(" "))
-        );
+        assert_eq!(pong.ok(), Some(Value::SimpleString("PONG".into())), "the node stopped serving after {}", shorten(&args.join(" ")));
     }
-    assert!(
-        wrong.is_empty(),
-        "{} cases went wrong:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
+    assert!(wrong.is_empty(), "{} cases went wrong:\n{}", wrong.len(), wrong.join("\n"));
 }
 
 fn shorten(s: &str) -> String {
-    if s.len() > 160 {
-        format!(
-            "{}...",
-            &s[..s
-                .char_indices()
-                .take_while(|(i, _)| *i < 160)
-                .last()
-                .map_or(0, |(i, _)| i)]
-        )
-    } else {
-        s.to_string()
-    }
+    if s.len() > 160 { format!("{}...", &s[..s.char_indices().take_while(|(i, _)| *i < 160).last().map_or(0, |(i, _)| i)]) } else { s.to_string() }
 }
 
 /// A node's RAFT.DIGEST: (last applied index, keyspace digest).
 fn digest(con: &mut redis::Connection) -> (u64, String) {
     match q(con, &["RAFT.DIGEST"]) {
-        Ok(Value::Array(items)) if items.len() == 2 => {
-            match (&items[0], common::as_text(&items[1])) {
-                (Value::Int(index), Some(sha)) => (*index as u64, sha),
-                other => panic!("RAFT.DIGEST: {other:?}"),
-            }
-        }
+        Ok(Value::Array(items)) if items.len() == 2 => match (&items[0], common::as_text(&items[1])) {
+            (Value::Int(index), Some(sha)) => (*index as u64, sha),
+            other => panic!("RAFT.DIGEST: {other:?}"),
+        },
         other => panic!("RAFT.DIGEST: {other:?}"),
     }
 }
@@ -233,11 +200,8 @@ fn digest(con: &mut redis::Connection) -> (u64, String) {
 /// (every node of a cluster on this 2-core machine runs each one).
 fn patient_client(addr: &str) -> redis::Connection {
     let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
-    let con = client
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .expect("connect");
-    con.set_read_timeout(Some(Duration::from_secs(120)))
-        .unwrap();
+    let con = client.get_connection_with_timeout(Duration::from_secs(5)).expect("connect");
+    con.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     con
 }
 
@@ -245,18 +209,12 @@ fn patient_client(addr: &str) -> redis::Connection {
 /// replayed up to `index`, and returns its digest then. Nothing is written
 /// meanwhile, so the digest must equal the one taken before the restart.
 fn replayed_digest(addr: &str, index: u64) -> String {
-    common::poll_until(
-        Duration::from_secs(60),
-        "the restarted node has replayed its log",
-        || {
-            let client = redis::Client::open(format!("redis://{addr}/")).ok()?;
-            let mut con = client
-                .get_connection_with_timeout(Duration::from_secs(2))
-                .ok()?;
-            let (applied, sha) = digest(&mut con);
-            (applied >= index).then_some(sha)
-        },
-    )
+    common::poll_until(Duration::from_secs(60), "the restarted node has replayed its log", || {
+        let client = redis::Client::open(format!("redis://{addr}/")).ok()?;
+        let mut con = client.get_connection_with_timeout(Duration::from_secs(2)).ok()?;
+        let (applied, sha) = digest(&mut con);
+        (applied >= index).then_some(sha)
+    })
 }
 
 #[test]
@@ -273,16 +231,9 @@ fn hostile_inputs_get_replies_and_a_restart_replays_them() {
     // kill -9 and start again on the same data directory: every entry above
     // is replayed (none was behind a snapshot).
     server.restart_quietly();
-    assert_eq!(
-        replayed_digest(&server.addr(), index),
-        before,
-        "the replayed keyspace differs"
-    );
+    assert_eq!(replayed_digest(&server.addr(), index), before, "the replayed keyspace differs");
     let mut con = server.client();
-    assert_eq!(
-        q(&mut con, &["GET", "before"]).ok(),
-        Some(Value::BulkString(b"1".to_vec()))
-    );
+    assert_eq!(q(&mut con, &["GET", "before"]).ok(), Some(Value::BulkString(b"1".to_vec())));
     // And it still takes writes.
     q(&mut con, &["SET", "after", "1"]).unwrap();
 }
@@ -290,10 +241,7 @@ fn hostile_inputs_get_replies_and_a_restart_replays_them() {
 #[test]
 fn hostile_inputs_through_a_follower_leave_every_replica_equal() {
     let _serial = cluster_support::serial();
-    let opts = cluster_support::Opts {
-        request_timeout_ms: Some(120_000),
-        ..Default::default()
-    };
+    let opts = cluster_support::Opts { request_timeout_ms: Some(120_000), ..Default::default() };
     let mut cluster = cluster_support::Cluster::start(3, opts);
     let leader = cluster.wait_leader(&[1, 2, 3], Duration::from_secs(20));
     let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
@@ -304,19 +252,9 @@ fn hostile_inputs_through_a_follower_leave_every_replica_equal() {
     // Every replica applies the same entries and reaches the same keyspace.
     // The index to compare at is the highest any node has applied: the first
     // leader may have lost its place meanwhile and be behind.
-    let index = [1, 2, 3]
-        .iter()
-        .map(|id| digest(&mut cluster.node(*id).client()).0)
-        .max()
-        .unwrap();
-    let before: Vec<String> = [1, 2, 3]
-        .iter()
-        .map(|id| replayed_digest(&cluster.node(*id).addr(), index))
-        .collect();
-    assert!(
-        before.windows(2).all(|w| w[0] == w[1]),
-        "the replicas differ: {before:?}"
-    );
+    let index = [1, 2, 3].iter().map(|id| digest(&mut cluster.node(*id).client()).0).max().unwrap();
+    let before: Vec<String> = [1, 2, 3].iter().map(|id| replayed_digest(&cluster.node(*id).addr(), index)).collect();
+    assert!(before.windows(2).all(|w| w[0] == w[1]), "the replicas differ: {before:?}");
     for id in [1, 2, 3] {
         assert!(cluster.node_mut(id).is_running(), "node {id} stopped");
     }
@@ -329,11 +267,7 @@ fn hostile_inputs_through_a_follower_leave_every_replica_equal() {
         cluster.restart(id);
     }
     for id in [1, 2, 3] {
-        assert_eq!(
-            replayed_digest(&cluster.node(id).addr(), index),
-            before[0],
-            "node {id} replayed to another keyspace"
-        );
+        assert_eq!(replayed_digest(&cluster.node(id).addr(), index), before[0], "node {id} replayed to another keyspace");
     }
     cluster.wait_ready(&[1, 2, 3], Duration::from_secs(30));
 }
@@ -353,26 +287,10 @@ fn skip_entry_turns_an_entry_into_an_error_on_replay() {
     server.set_env("RAFTLOCK_SKIP_ENTRIES", &index.to_string());
     server.restart();
     let mut con = server.client();
-    assert_eq!(
-        q(&mut con, &["GET", "kept"]).ok(),
-        Some(Value::BulkString(b"1".to_vec()))
-    );
-    assert_eq!(
-        q(&mut con, &["GET", "skipped"]).ok(),
-        Some(Value::Nil),
-        "entry {index} was applied"
-    );
-    assert_eq!(
-        q(&mut con, &["GET", "after"]).ok(),
-        Some(Value::BulkString(b"1".to_vec()))
-    );
-    assert!(
-        server
-            .logs()
-            .contains(&format!("skipping log entry {index}")),
-        "{}",
-        server.logs()
-    );
+    assert_eq!(q(&mut con, &["GET", "kept"]).ok(), Some(Value::BulkString(b"1".to_vec())));
+    assert_eq!(q(&mut con, &["GET", "skipped"]).ok(), Some(Value::Nil), "entry {index} was applied");
+    assert_eq!(q(&mut con, &["GET", "after"]).ok(), Some(Value::BulkString(b"1".to_vec())));
+    assert!(server.logs().contains(&format!("skipping log entry {index}")), "{}", server.logs());
 }
 
 /// EXEC is one log entry, and an entry over the peer transport's frame limit
@@ -386,11 +304,7 @@ fn a_transaction_larger_than_a_request_is_refused() {
     let mut refused = 0;
     for i in 0..6 {
         if let Err(e) = q(&mut con, &["SET", &format!("big{i}"), &big]) {
-            assert!(
-                common::err_text(&e).contains("larger than the largest request"),
-                "{}",
-                common::err_text(&e)
-            );
+            assert!(common::err_text(&e).contains("larger than the largest request"), "{}", common::err_text(&e));
             refused += 1;
         }
     }

@@ -880,11 +880,7 @@ fn restart_recovers_from_snapshots_and_log_suffix() {
                 "round {round}: released {k} came back"
             );
         }
-        assert_eq!(
-            q(&mut c, &["EXISTS", "filler"]).unwrap(),
-            Value::Int(0),
-            "round {round}: the DEL in the suffix"
-        );
+        assert_eq!(q(&mut c, &["EXISTS", "filler"]).unwrap(), Value::Int(0), "round {round}: the DEL in the suffix");
         let n = int(&q(&mut c, &["DBSIZE"]).unwrap()) as usize;
         assert_eq!(n, expect.len() + round, "round {round}: DBSIZE");
         let t = acquire(&mut c, &format!("new{round}"), "x", 600_000);
@@ -943,15 +939,9 @@ fn renewals_keep_flowing_while_a_big_keyspace_is_snapshotted() {
     let mut last_snapshot = s.raft_info().num("snapshot_index");
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while snapshots_seen < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no two snapshots after the fill within 120 s ({renewals} renewals)"
-        );
+        assert!(std::time::Instant::now() < deadline, "no two snapshots after the fill within 120 s ({renewals} renewals)");
         let started = std::time::Instant::now();
-        assert_eq!(
-            q(&mut c, &["LOCK.RENEW", "renewed", "r", &token, "60000"]).unwrap(),
-            Value::Int(60_000)
-        );
+        assert_eq!(q(&mut c, &["LOCK.RENEW", "renewed", "r", &token, "60000"]).unwrap(), Value::Int(60_000));
         slowest.push(started.elapsed());
         renewals += 1;
         if renewals % 50 == 0 {

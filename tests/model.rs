@@ -237,11 +237,7 @@ impl Keyspace {
                     Outcome::Refreshed(h.token)
                 }
                 None => {
-                    self.lock = Some(Held {
-                        owner,
-                        token: index,
-                        expires_at: now + ttl,
-                    });
+                    self.lock = Some(Held { owner, token: index, expires_at: now + ttl });
                     Outcome::Granted(index)
                 }
             },
@@ -272,11 +268,7 @@ impl Keyspace {
 }
 
 /// Applies `entries` (a log prefix) in order; `each` sees every step.
-fn replay(
-    entries: &[Entry],
-    ttl: Time,
-    mut each: impl FnMut(Index, &Entry, &Keyspace, Outcome),
-) -> Keyspace {
+fn replay(entries: &[Entry], ttl: Time, mut each: impl FnMut(Index, &Entry, &Keyspace, Outcome)) -> Keyspace {
     let mut ks = Keyspace::default();
     for (i, entry) in entries.iter().enumerate() {
         let index = i as Index + 1;
@@ -324,11 +316,7 @@ enum Action {
     Expire(Id),
     /// A client's write reaches `node`, which believes it leads, and is
     /// stamped and appended there (forwarding from a follower takes no time).
-    Send {
-        client: Id,
-        node: Id,
-        request: Request,
-    },
+    Send { client: Id, node: Id, request: Request },
     /// A read served by `node` finds the lock free although its applied state
     /// holds it (recorded for the read check; only with `reads_at_leader_clock`).
     Read(Id),
@@ -342,10 +330,7 @@ enum Action {
 
 impl LockModel {
     fn majority(&self) -> usize {
-        assert!(
-            self.max_term < 4,
-            "ReadFree::frontier has room for terms 1-3"
-        );
+        assert!(self.max_term < 4, "ReadFree::frontier has room for terms 1-3");
         self.nodes / 2 + 1
     }
 
@@ -417,10 +402,7 @@ impl LockModel {
             .rev()
             .find(|&i| {
                 l.log[i - 1].term == l.term
-                    && s.nodes
-                        .iter()
-                        .filter(|m| m.log.len() >= i && m.log[..i] == l.log[..i])
-                        .count()
+                    && s.nodes.iter().filter(|m| m.log.len() >= i && m.log[..i] == l.log[..i]).count()
                         >= self.majority()
             })
             .map(|i| i as Index)
@@ -430,24 +412,17 @@ impl LockModel {
     /// at its current log time, and no `Expire` is in flight yet.
     fn expiry_due(&self, s: &State, id: usize) -> bool {
         let n = &s.nodes[id];
-        let Some(now) = Self::leader_time(s, n) else {
-            return false;
-        };
+        let Some(now) = Self::leader_time(s, n) else { return false };
         n.log.len() < self.max_log
-            && applied_state(n, self.ttl)
-                .lock
-                .is_some_and(|h| now > h.expires_at)
+            && applied_state(n, self.ttl).lock.is_some_and(|h| now > h.expires_at)
             && !n.log[applied(n).len()..].iter().any(|e| e.op == Op::Expire)
     }
 
     /// The node where a request's entry has committed, if any.
     fn committed_on(s: &State, p: &Pending) -> Option<usize> {
-        s.nodes.iter().position(|n| {
-            n.commit >= p.index
-                && n.log
-                    .get(p.index as usize - 1)
-                    .is_some_and(|e| e.term == p.term)
-        })
+        s.nodes
+            .iter()
+            .position(|n| n.commit >= p.index && n.log.get(p.index as usize - 1).is_some_and(|e| e.term == p.term))
     }
 
     /// Replies reach their clients as soon as their entries commit. (A later
@@ -455,29 +430,19 @@ impl LockModel {
     /// its send time, not from the reply.)
     fn deliver_replies(&self, s: &mut State) {
         for c in 0..s.clients.len() {
-            let Some(p) = s.clients[c].pending else {
-                continue;
-            };
-            let Some(on) = Self::committed_on(s, &p) else {
-                continue;
-            };
+            let Some(p) = s.clients[c].pending else { continue };
+            let Some(on) = Self::committed_on(s, &p) else { continue };
             let mut outcome = Outcome::Nothing;
-            replay(
-                &s.nodes[on].log[..p.index as usize],
-                self.ttl,
-                |i, _, _, o| {
-                    if i == p.index {
-                        outcome = o;
-                    }
-                },
-            );
+            replay(&s.nodes[on].log[..p.index as usize], self.ttl, |i, _, _, o| {
+                if i == p.index {
+                    outcome = o;
+                }
+            });
             let until = p.sent + self.ttl;
             let client = &mut s.clients[c];
             client.pending = None;
             match outcome {
-                Outcome::Granted(token) | Outcome::Refreshed(token) => {
-                    client.lease = Some(Lease { token, until })
-                }
+                Outcome::Granted(token) | Outcome::Refreshed(token) => client.lease = Some(Lease { token, until }),
                 Outcome::Renewed => {
                     if let Some(l) = &mut client.lease {
                         l.until = until;
@@ -514,10 +479,7 @@ impl LockModel {
             let (index, term) = (e.0 as Index + 1, e.1.term as usize);
             frontier[term] = frontier[term].max(index);
         }
-        Some(ReadFree {
-            token: held.token,
-            frontier,
-        })
+        Some(ReadFree { token: held.token, frontier })
     }
 
     /// Whether node `id` may serve a read now: it leads, has committed an
@@ -543,28 +505,13 @@ impl Model for LockModel {
             .map(|i| Node {
                 term: 1,
                 leader: (i == 0).then_some(0),
-                log: vec![Entry {
-                    term: 1,
-                    log_time: None,
-                    op: Op::Blank,
-                }],
+                log: vec![Entry { term: 1, log_time: None, op: Op::Blank }],
                 commit: 1,
                 seen_ever: 0,
             })
             .collect();
-        let clients = (0..self.clients)
-            .map(|_| Client {
-                pending: None,
-                lease: None,
-            })
-            .collect();
-        vec![State {
-            now: 0,
-            writes_left: self.writes,
-            read_free: None,
-            nodes,
-            clients,
-        }]
+        let clients = (0..self.clients).map(|_| Client { pending: None, lease: None }).collect();
+        vec![State { now: 0, writes_left: self.writes, read_free: None, nodes, clients }]
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
@@ -575,20 +522,14 @@ impl Model for LockModel {
             let n = &s.nodes[i];
             for voters in 1..(1u8 << self.nodes) {
                 if self.can_elect(s, i, voters) {
-                    actions.push(Action::Elect {
-                        node: i as Id,
-                        voters,
-                    });
+                    actions.push(Action::Elect { node: i as Id, voters });
                 }
             }
             if n.leader.is_none() {
                 continue;
             }
             for j in (0..self.nodes).filter(|&j| j != i) {
-                let action = Action::Replicate {
-                    leader: i as Id,
-                    follower: j as Id,
-                };
+                let action = Action::Replicate { leader: i as Id, follower: j as Id };
                 // Only deliveries that change something.
                 if self.step(s, action).is_some_and(|t| t != *s) {
                     actions.push(action);
@@ -603,11 +544,7 @@ impl Model for LockModel {
         }
         for (c, client) in s.clients.iter().enumerate() {
             if let Some(p) = client.pending {
-                let gone = !s.nodes.iter().any(|n| {
-                    n.log
-                        .get(p.index as usize - 1)
-                        .is_some_and(|e| e.term == p.term)
-                });
+                let gone = !s.nodes.iter().any(|n| n.log.get(p.index as usize - 1).is_some_and(|e| e.term == p.term));
                 if gone {
                     actions.push(Action::GiveUp(c as Id));
                 }
@@ -618,23 +555,14 @@ impl Model for LockModel {
             }
             let requests: &[Request] = if client.lease.is_some() {
                 // Re-acquiring a lock one holds is the idempotent retry.
-                &[
-                    Request::Acquire,
-                    Request::Renew,
-                    Request::Release,
-                    Request::Fence,
-                ]
+                &[Request::Acquire, Request::Renew, Request::Release, Request::Fence]
             } else {
                 &[Request::Acquire]
             };
             for (i, n) in s.nodes.iter().enumerate() {
                 if n.leader.is_some() && n.log.len() < self.max_log {
                     for &request in requests {
-                        actions.push(Action::Send {
-                            client: c as Id,
-                            node: i as Id,
-                            request,
-                        });
+                        actions.push(Action::Send { client: c as Id, node: i as Id, request });
                     }
                 }
             }
@@ -653,16 +581,12 @@ impl Model for LockModel {
             Property::always(NO_EARLY_EXPIRY, |_, s| no_lease_ends_early_in_real_time(s)),
             Property::always(READS, |m, s| m.reads_linearizable(s)),
             // Sanity: the bounded space reaches the situations that matter.
-            Property::sometimes(SANITY[0], |_, s: &State| {
-                s.clients.iter().any(|c| c.lease.is_some())
-            }),
+            Property::sometimes(SANITY[0], |_, s: &State| s.clients.iter().any(|c| c.lease.is_some())),
             Property::sometimes(SANITY[1], |m, s| m.renewed(s)),
             Property::sometimes(SANITY[2], |m, s| m.lock_changed_hands(s)),
             Property::sometimes(SANITY[3], |m, s| m.read_sees_expired(s)),
             Property::sometimes(SANITY[4], |_, s: &State| deposed_leader_ahead(s)),
-            Property::sometimes(SANITY[5], |_, s: &State| {
-                s.nodes.iter().any(|n| n.leader.is_some() && n.term == 3)
-            }),
+            Property::sometimes(SANITY[5], |_, s: &State| s.nodes.iter().any(|n| n.leader.is_some() && n.term == 3)),
         ]
     }
 
@@ -684,20 +608,9 @@ impl LockModel {
                 }
                 let base = self.anchor(&s.nodes[node as usize]);
                 let n = &mut s.nodes[node as usize];
-                n.leader = Some(
-                    s.now
-                        .checked_sub(base)
-                        .expect("log time never runs ahead of real time"),
-                );
+                n.leader = Some(s.now.checked_sub(base).expect("log time never runs ahead of real time"));
                 if n.log.len() < self.max_log {
-                    self.append(
-                        n,
-                        Entry {
-                            term,
-                            log_time: None,
-                            op: Op::Blank,
-                        },
-                    );
+                    self.append(n, Entry { term, log_time: None, op: Op::Blank });
                 }
             }
             Action::Replicate { leader, follower } => {
@@ -715,9 +628,7 @@ impl LockModel {
                 // AppendEntries: keep matching entries, truncate at the first
                 // conflict (same index, other term), append the rest. Entries
                 // past the leader's log are kept unless they conflict.
-                if let Some(i) = (0..llog.len())
-                    .find(|&i| fnode.log.get(i).is_none_or(|e| e.term != llog[i].term))
-                {
+                if let Some(i) = (0..llog.len()).find(|&i| fnode.log.get(i).is_none_or(|e| e.term != llog[i].term)) {
                     fnode.log.truncate(i);
                     for e in &llog[i..] {
                         self.append(fnode, e.clone());
@@ -732,20 +643,9 @@ impl LockModel {
                 let t = Self::leader_time(&s, &s.nodes[id as usize])?;
                 let n = &mut s.nodes[id as usize];
                 let term = n.term;
-                self.append(
-                    n,
-                    Entry {
-                        term,
-                        log_time: Some(t),
-                        op: Op::Expire,
-                    },
-                );
+                self.append(n, Entry { term, log_time: Some(t), op: Op::Expire });
             }
-            Action::Send {
-                client,
-                node,
-                request,
-            } => {
+            Action::Send { client, node, request } => {
                 let t = Self::leader_time(&s, &s.nodes[node as usize])?;
                 let now = s.now;
                 s.writes_left -= 1;
@@ -753,14 +653,8 @@ impl LockModel {
                 let token = cl.lease.map(|l| l.token);
                 let op = match request {
                     Request::Acquire => Op::Acquire { owner: client },
-                    Request::Renew => Op::Renew {
-                        owner: client,
-                        token: token?,
-                    },
-                    Request::Release => Op::Release {
-                        owner: client,
-                        token: token?,
-                    },
+                    Request::Renew => Op::Renew { owner: client, token: token? },
+                    Request::Release => Op::Release { owner: client, token: token? },
                     Request::Fence => Op::Fence { token: token? },
                 };
                 if request == Request::Release {
@@ -769,20 +663,9 @@ impl LockModel {
                 }
                 let n = &mut s.nodes[node as usize];
                 let term = n.term;
-                self.append(
-                    n,
-                    Entry {
-                        term,
-                        log_time: Some(t),
-                        op,
-                    },
-                );
+                self.append(n, Entry { term, log_time: Some(t), op });
                 let index = n.log.len() as Index;
-                s.clients[client as usize].pending = Some(Pending {
-                    index,
-                    term,
-                    sent: now,
-                });
+                s.clients[client as usize].pending = Some(Pending { index, term, sent: now });
             }
             Action::Read(id) => s.read_free = self.read_ahead(&s, id as usize),
             Action::GiveUp(client) => s.clients[client as usize].pending = None,
@@ -822,9 +705,7 @@ fn canonical(s: State) -> State {
         for n in &mut t.nodes {
             for e in &mut n.log {
                 match &mut e.op {
-                    Op::Acquire { owner } | Op::Renew { owner, .. } | Op::Release { owner, .. } => {
-                        rename(owner)
-                    }
+                    Op::Acquire { owner } | Op::Renew { owner, .. } | Op::Release { owner, .. } => rename(owner),
                     Op::Blank | Op::Expire | Op::Fence { .. } => {}
                 }
             }
@@ -856,10 +737,7 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 /// that nodes and clients keep their names from step to step: each step is
 /// the action whose result is a renaming of the next state on the path.
 fn concrete_path(m: &LockModel, path: &Path<State, Action>) -> Vec<(State, Option<Action>)> {
-    let plain = LockModel {
-        symmetry: false,
-        ..m.clone()
-    };
+    let plain = LockModel { symmetry: false, ..m.clone() };
     let abstract_states = path.clone().into_states();
     let mut state = plain.init_states().remove(0);
     let mut out = Vec::new();
@@ -868,12 +746,7 @@ fn concrete_path(m: &LockModel, path: &Path<State, Action>) -> Vec<(State, Optio
         plain.actions(&state, &mut actions);
         let (action, after) = actions
             .into_iter()
-            .find_map(|a| {
-                plain
-                    .step(&state, a)
-                    .filter(|t| canonical(t.clone()) == *next)
-                    .map(|t| (a, t))
-            })
+            .find_map(|a| plain.step(&state, a).filter(|t| canonical(t.clone()) == *next).map(|t| (a, t)))
             .expect("every step has a concrete counterpart");
         out.push((state, Some(action)));
         state = after;
@@ -907,17 +780,11 @@ impl LockModel {
             replay(applied(n), self.ttl, |_, _, ks, outcome| match outcome {
                 Outcome::Granted(_) => {
                     if let Some((end, released)) = lease {
-                        ok &= if released {
-                            ks.log_time >= end
-                        } else {
-                            ks.log_time > end
-                        };
+                        ok &= if released { ks.log_time >= end } else { ks.log_time > end };
                     }
                     lease = Some((ks.log_time + self.ttl, false));
                 }
-                Outcome::Refreshed(_) | Outcome::Renewed => {
-                    lease = Some((ks.log_time + self.ttl, false))
-                }
+                Outcome::Refreshed(_) | Outcome::Renewed => lease = Some((ks.log_time + self.ttl, false)),
                 Outcome::Released(true) => lease = Some((ks.log_time, true)),
                 _ => {}
             });
@@ -944,22 +811,14 @@ impl LockModel {
                 return false;
             }
         }
-        let tokens: Vec<Index> = s
-            .clients
-            .iter()
-            .filter_map(|c| c.lease.map(|l| l.token))
-            .collect();
+        let tokens: Vec<Index> = s.clients.iter().filter_map(|c| c.lease.map(|l| l.token)).collect();
         if tokens.iter().collect::<BTreeSet<_>>().len() != tokens.len() {
             return false;
         }
         s.clients.iter().enumerate().all(|(c, client)| {
-            let Some(lease) = client.lease else {
-                return true;
-            };
+            let Some(lease) = client.lease else { return true };
             s.nodes.iter().any(|n| {
-                applied(n)
-                    .get(lease.token as usize - 1)
-                    .is_some_and(|e| e.op == Op::Acquire { owner: c as Id })
+                applied(n).get(lease.token as usize - 1).is_some_and(|e| e.op == Op::Acquire { owner: c as Id })
             })
         })
     }
@@ -981,27 +840,20 @@ impl LockModel {
             ks.log_time = self.read_time(s, n);
             let holder = ks.holder();
             applied(n).len() >= max_commit
-                && s.clients
-                    .iter()
-                    .enumerate()
-                    .all(|(c, client)| match client.lease {
-                        Some(l) if (l.token as usize) <= applied(n).len() && s.now <= l.until => {
-                            holder.is_some_and(|h| h.owner == c as Id && h.token == l.token)
-                        }
-                        _ => true,
-                    })
+                && s.clients.iter().enumerate().all(|(c, client)| match client.lease {
+                    Some(l) if (l.token as usize) <= applied(n).len() && s.now <= l.until => {
+                        holder.is_some_and(|h| h.owner == c as Id && h.token == l.token)
+                    }
+                    _ => true,
+                })
         });
         let history = s.read_free.is_none_or(|read| {
             s.nodes.iter().all(|n| {
                 let mut ok = true;
                 replay(applied(n), self.ttl, |index, entry, ks, outcome| {
                     let after_read = index > read.frontier[entry.term as usize];
-                    let saw_live = matches!(
-                        outcome,
-                        Outcome::Renewed | Outcome::Refreshed(_) | Outcome::Nil
-                    );
-                    ok &=
-                        !(after_read && saw_live && ks.lock.is_some_and(|h| h.token == read.token));
+                    let saw_live = matches!(outcome, Outcome::Renewed | Outcome::Refreshed(_) | Outcome::Nil);
+                    ok &= !(after_read && saw_live && ks.lock.is_some_and(|h| h.token == read.token));
                 });
                 ok
             })
@@ -1012,9 +864,7 @@ impl LockModel {
     fn renewed(&self, s: &State) -> bool {
         s.nodes.iter().any(|n| {
             let mut renewed = false;
-            replay(applied(n), self.ttl, |_, _, _, o| {
-                renewed |= o == Outcome::Renewed
-            });
+            replay(applied(n), self.ttl, |_, _, _, o| renewed |= o == Outcome::Renewed);
             renewed
         })
     }
@@ -1050,11 +900,7 @@ impl LockModel {
 /// they were told they hold: the one told last was granted the key (no
 /// earlier than it was told) before the other's send time + ttl.
 fn no_lease_ends_early_in_real_time(s: &State) -> bool {
-    s.clients
-        .iter()
-        .filter(|c| c.lease.is_some_and(|l| s.now <= l.until))
-        .count()
-        <= 1
+    s.clients.iter().filter(|c| c.lease.is_some_and(|l| s.now <= l.until)).count() <= 1
 }
 
 /// Two logs disagree at an index, and the older term's entry there carries a
@@ -1063,10 +909,10 @@ fn no_lease_ends_early_in_real_time(s: &State) -> bool {
 fn deposed_leader_ahead(s: &State) -> bool {
     s.nodes.iter().any(|a| {
         s.nodes.iter().any(|b| {
-            a.log.iter().zip(&b.log).any(|(x, y)| {
-                x.term < y.term
-                    && matches!((x.log_time, y.log_time), (Some(tx), Some(ty)) if tx > ty)
-            })
+            a.log
+                .iter()
+                .zip(&b.log)
+                .any(|(x, y)| x.term < y.term && matches!((x.log_time, y.log_time), (Some(tx), Some(ty)) if tx > ty))
         })
     })
 }
@@ -1078,22 +924,12 @@ fn describe_action(action: &Action) -> String {
     match *action {
         Action::Tick => "a tick of real time".into(),
         Action::Elect { node, voters } => {
-            let voters: Vec<String> = (0..8)
-                .filter(|v| voters & (1 << v) != 0)
-                .map(|v| format!("n{v}"))
-                .collect();
-            format!(
-                "n{node} is elected for the next term by {}",
-                voters.join(", ")
-            )
+            let voters: Vec<String> = (0..8).filter(|v| voters & (1 << v) != 0).map(|v| format!("n{v}")).collect();
+            format!("n{node} is elected for the next term by {}", voters.join(", "))
         }
         Action::Replicate { leader, follower } => format!("n{leader} replicates to n{follower}"),
         Action::Expire(n) => format!("n{n} proposes an expiry"),
-        Action::Send {
-            client,
-            node,
-            request,
-        } => format!("c{client} sends {request:?} to n{node}"),
+        Action::Send { client, node, request } => format!("c{client} sends {request:?} to n{node}"),
         Action::Read(n) => format!("a read on n{n} finds the lock free"),
         Action::GiveUp(c) => format!("c{c} gives up on its lost request"),
     }
@@ -1121,13 +957,7 @@ fn describe_state(m: &LockModel, s: &State) -> String {
         for (j, e) in n.log.iter().enumerate() {
             let t = e.log_time.map_or("-".to_string(), |t| t.to_string());
             let commit = if j + 1 == n.commit as usize { " |" } else { "" };
-            let _ = write!(
-                out,
-                " [{} t{} @{t} {}]{commit}",
-                j + 1,
-                e.term,
-                describe_op(&e.op)
-            );
+            let _ = write!(out, " [{} t{} @{t} {}]{commit}", j + 1, e.term, describe_op(&e.op));
         }
         if m.old_anchoring {
             let _ = write!(out, "  seen_ever {}", n.seen_ever);
@@ -1143,11 +973,7 @@ fn describe_state(m: &LockModel, s: &State) -> String {
             None => out.push_str(" holds nothing"),
         }
         if let Some(p) = c.pending {
-            let _ = write!(
-                out,
-                ", waits for entry {} (term {}) sent at {}",
-                p.index, p.term, p.sent
-            );
+            let _ = write!(out, ", waits for entry {} (term {}) sent at {}", p.index, p.term, p.sent);
         }
         out.push('\n');
     }
@@ -1195,9 +1021,7 @@ fn model() -> LockModel {
 /// any counterexample; fails on one. (Each test prints its report at once, as
 /// tests run in parallel.)
 fn check_exhaustively(m: &LockModel) -> impl Checker<LockModel> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(2);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(2);
     let started = Instant::now();
     let checker = m.clone().checker().threads(threads).spawn_bfs().join();
     let mut report = format!(
@@ -1211,11 +1035,7 @@ fn check_exhaustively(m: &LockModel) -> impl Checker<LockModel> {
     let discoveries = checker.discoveries();
     for name in SANITY {
         let _ = match discoveries.get(name) {
-            Some(path) => writeln!(
-                report,
-                "  reached \"{name}\" ({} steps)",
-                path.clone().into_actions().len()
-            ),
+            Some(path) => writeln!(report, "  reached \"{name}\" ({} steps)", path.clone().into_actions().len()),
             None => writeln!(report, "  never reached \"{name}\""),
         };
     }
@@ -1226,10 +1046,7 @@ fn check_exhaustively(m: &LockModel) -> impl Checker<LockModel> {
     }
     println!("{report}");
     for name in SAFETY {
-        assert!(
-            !discoveries.contains_key(name),
-            "counterexample to \"{name}\""
-        );
+        assert!(!discoveries.contains_key(name), "counterexample to \"{name}\"");
     }
     checker
 }
@@ -1246,15 +1063,8 @@ fn log_end_anchoring_is_safe() {
 /// never stamps ahead; the old anchoring is safe here too. Quick.
 #[test]
 fn two_nodes_are_safe() {
-    check_exhaustively(&LockModel {
-        nodes: 2,
-        ..model()
-    });
-    check_exhaustively(&LockModel {
-        nodes: 2,
-        old_anchoring: true,
-        ..model()
-    });
+    check_exhaustively(&LockModel { nodes: 2, ..model() });
+    check_exhaustively(&LockModel { nodes: 2, old_anchoring: true, ..model() });
 }
 
 /// Checks `m` breadth-first on one thread (so that the path found is a
@@ -1275,17 +1085,11 @@ fn find_counterexample(m: LockModel, property: &'static str) {
         checker.max_depth(),
         started.elapsed()
     );
-    let path = checker
-        .discovery(property)
-        .unwrap_or_else(|| panic!("no counterexample to \"{property}\""));
+    let path = checker.discovery(property).unwrap_or_else(|| panic!("no counterexample to \"{property}\""));
     report.push_str(&describe_path(&m, property, &path));
     for (name, other) in checker.discoveries() {
         if name != property && SAFETY.contains(&name) {
-            let _ = writeln!(
-                report,
-                "(also violated: \"{name}\", in {} steps)",
-                other.into_actions().len()
-            );
+            let _ = writeln!(report, "(also violated: \"{name}\", in {} steps)", other.into_actions().len());
         }
     }
     println!("{report}");
@@ -1294,24 +1098,12 @@ fn find_counterexample(m: LockModel, property: &'static str) {
 /// Issue 10 §1: with the old anchoring rule a failover shortens a lease.
 #[test]
 fn old_anchoring_shortens_a_lease() {
-    find_counterexample(
-        LockModel {
-            old_anchoring: true,
-            ..model()
-        },
-        NO_EARLY_EXPIRY,
-    );
+    find_counterexample(LockModel { old_anchoring: true, ..model() }, NO_EARLY_EXPIRY);
 }
 
 /// Issue 10 §2: a read judged at the leader's live clock sees an expiry that
 /// the log later undoes.
 #[test]
 fn reads_at_the_leader_clock_are_not_linearizable() {
-    find_counterexample(
-        LockModel {
-            reads_at_leader_clock: true,
-            ..model()
-        },
-        READS,
-    );
+    find_counterexample(LockModel { reads_at_leader_clock: true, ..model() }, READS);
 }

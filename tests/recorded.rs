@@ -43,15 +43,7 @@ use common::{parse, RawConn, Resp, TestServer};
 
 /// The families, one `#[test]` each (kept in step with the data directory by
 /// `every_recorded_family_has_a_test`).
-const FAMILIES: &[&str] = &[
-    "config",
-    "hashes2",
-    "lists2",
-    "sets",
-    "sets_resp3",
-    "strings2",
-    "zsets2",
-];
+const FAMILIES: &[&str] = &["config", "hashes2", "lists2", "sets", "sets_resp3", "strings2", "zsets2"];
 
 #[test]
 fn sets() {
@@ -95,11 +87,7 @@ fn every_recorded_family_has_a_test() {
     let dir = data_dir();
     let mut cmds = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
-        let name = entry
-            .expect("dir entry")
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
+        let name = entry.expect("dir entry").file_name().to_string_lossy().into_owned();
         if let Some(family) = name.strip_suffix(".cmds") {
             cmds.push(family.to_string());
         }
@@ -107,20 +95,11 @@ fn every_recorded_family_has_a_test() {
     cmds.sort();
     let mut known: Vec<String> = FAMILIES.iter().map(|s| s.to_string()).collect();
     known.sort();
-    assert_eq!(
-        cmds,
-        known,
-        "the .cmds files in {} and FAMILIES in tests/recorded.rs differ",
-        dir.display()
-    );
+    assert_eq!(cmds, known, "the .cmds files in {} and FAMILIES in tests/recorded.rs differ", dir.display());
     for family in FAMILIES {
         let path = dir.join(format!("{family}.expected"));
         let (version, cases) = load(&path);
-        assert!(
-            version.starts_with("7."),
-            "{}: recorded against Redis {version:?}",
-            path.display()
-        );
+        assert!(version.starts_with("7."), "{}: recorded against Redis {version:?}", path.display());
         assert!(!cases.is_empty(), "{}: no commands", path.display());
         for case in &cases {
             recorded_reply(&path, case);
@@ -133,10 +112,7 @@ fn every_recorded_family_has_a_test() {
 // ---------------------------------------------------------------------------------
 
 fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("data")
-        .join("redis7")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("data").join("redis7")
 }
 
 /// One recorded command.
@@ -159,16 +135,10 @@ fn replay(family: &str) {
 
     let differences = load_differences(&data_dir().join(format!("{family}.differences")));
     for (line, (reply, _)) in &differences {
-        let case = cases
-            .iter()
-            .find(|c| c.cmds_line == *line)
-            .unwrap_or_else(|| {
-                panic!("{family}.differences: line {line} of {family}.cmds has no recorded command")
-            });
-        assert!(
-            *reply != recorded_reply(&path, case),
-            "{family}.differences: line {line} is what Redis sends: no difference"
-        );
+        let case = cases.iter().find(|c| c.cmds_line == *line).unwrap_or_else(|| {
+            panic!("{family}.differences: line {line} of {family}.cmds has no recorded command")
+        });
+        assert!(*reply != recorded_reply(&path, case), "{family}.differences: line {line} is what Redis sends: no difference");
     }
 
     let s = TestServer::start();
@@ -183,10 +153,7 @@ fn replay(family: &str) {
             Some((reply, _)) => reply.clone(),
             None => recorded_reply(&path, case),
         };
-        let place = format!(
-            "{shown}:{} ({family}.cmds:{})",
-            case.expected_line, case.cmds_line
-        );
+        let place = format!("{shown}:{} ({family}.cmds:{})", case.expected_line, case.cmds_line);
         let cmd_text = show_cmd(&case.cmd);
         let args: Vec<&[u8]> = case.cmd.iter().map(|a| a.as_slice()).collect();
         c.send(&RawConn::encode(&args));
@@ -261,16 +228,11 @@ fn is_error(r: &Resp) -> bool {
 /// every map's entries by key, recursively.
 fn normalize(r: Resp) -> Resp {
     match r {
-        Resp::Array(Some(items)) => Resp::Array(Some(sort_scalars(
-            items.into_iter().map(normalize).collect(),
-        ))),
+        Resp::Array(Some(items)) => Resp::Array(Some(sort_scalars(items.into_iter().map(normalize).collect()))),
         Resp::Set(items) => Resp::Set(sort_scalars(items.into_iter().map(normalize).collect())),
         Resp::Push(items) => Resp::Push(items.into_iter().map(normalize).collect()),
         Resp::Map(pairs) => {
-            let mut pairs: Vec<(Resp, Resp)> = pairs
-                .into_iter()
-                .map(|(k, v)| (normalize(k), normalize(v)))
-                .collect();
+            let mut pairs: Vec<(Resp, Resp)> = pairs.into_iter().map(|(k, v)| (normalize(k), normalize(v))).collect();
             pairs.sort_by_key(|(k, _)| format!("{k:?}"));
             Resp::Map(pairs)
         }
@@ -279,10 +241,7 @@ fn normalize(r: Resp) -> Resp {
 }
 
 fn is_aggregate(r: &Resp) -> bool {
-    matches!(
-        r,
-        Resp::Array(Some(_)) | Resp::Set(_) | Resp::Map(_) | Resp::Push(_)
-    )
+    matches!(r, Resp::Array(Some(_)) | Resp::Set(_) | Resp::Map(_) | Resp::Push(_))
 }
 
 fn sort_scalars(mut items: Vec<Resp>) -> Vec<Resp> {
@@ -310,11 +269,7 @@ fn show(r: &Resp) -> String {
         Resp::Verbatim(f, t) => format!("={f}:{t:?}"),
         Resp::Map(pairs) => format!(
             "%{{{}}}",
-            pairs
-                .iter()
-                .map(|(k, v)| format!("{}: {}", show(k), show(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
+            pairs.iter().map(|(k, v)| format!("{}: {}", show(k), show(v))).collect::<Vec<_>>().join(", ")
         ),
         Resp::Set(items) => format!("~{{{}}}", show_list(items)),
         Resp::Push(items) => format!(">[{}]", show_list(items)),
@@ -348,23 +303,15 @@ fn show_cmd(cmd: &[Vec<u8>]) -> String {
 /// (raftlock's reply, why). None if the file does not exist.
 fn load_differences(path: &Path) -> std::collections::BTreeMap<usize, (Resp, String)> {
     let mut out = std::collections::BTreeMap::new();
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return out;
-    };
+    let Ok(text) = std::fs::read_to_string(path) else { return out };
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let at = format!("{}:{}", path.display(), n + 1);
-        let Ok(Json::Obj(obj)) = Json::parse(line) else {
-            panic!("{at}: not a JSON object")
-        };
-        let Some(Json::Num(cmds_line)) = field(&obj, "line") else {
-            panic!("{at}: no \"line\"")
-        };
-        let Some(Json::Str(reply)) = field(&obj, "reply") else {
-            panic!("{at}: no \"reply\"")
-        };
+        let Ok(Json::Obj(obj)) = Json::parse(line) else { panic!("{at}: not a JSON object") };
+        let Some(Json::Num(cmds_line)) = field(&obj, "line") else { panic!("{at}: no \"line\"") };
+        let Some(Json::Str(reply)) = field(&obj, "reply") else { panic!("{at}: no \"reply\"") };
         let why = match field(&obj, "why") {
             Some(Json::Str(w)) if !w.trim().is_empty() => w.clone(),
             _ => panic!("{at}: a difference needs its reason (\"why\")"),
@@ -374,22 +321,15 @@ fn load_differences(path: &Path) -> std::collections::BTreeMap<usize, (Resp, Str
             Ok(Some((v, used))) if used == raw.len() => v,
             other => panic!("{at}: the reply is not one RESP value: {other:?}"),
         };
-        assert!(
-            out.insert(*cmds_line as usize, (reply, why)).is_none(),
-            "{at}: line {cmds_line} listed twice"
-        );
+        assert!(out.insert(*cmds_line as usize, (reply, why)).is_none(), "{at}: line {cmds_line} listed twice");
     }
     out
 }
 
 /// The Redis version and the commands of one .expected file.
 fn load(path: &Path) -> (String, Vec<Case>) {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!(
-            "read {}: {e} (regenerate with python3 tests/data/redis7/record.py)",
-            path.display()
-        )
-    });
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read {}: {e} (regenerate with python3 tests/data/redis7/record.py)", path.display()));
     let mut version = String::new();
     let mut cases = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -435,11 +375,7 @@ fn load(path: &Path) -> (String, Vec<Case>) {
             skip_compare: flag("skip_compare"),
         });
     }
-    assert!(
-        !version.is_empty(),
-        "{}: no {{\"redis_version\": ...}} line",
-        path.display()
-    );
+    assert!(!version.is_empty(), "{}: no {{\"redis_version\": ...}} line", path.display());
     (version, cases)
 }
 
@@ -471,10 +407,7 @@ struct JsonReader {
 
 impl Json {
     fn parse(text: &str) -> Result<Json, String> {
-        let mut r = JsonReader {
-            c: text.chars().collect(),
-            i: 0,
-        };
+        let mut r = JsonReader { c: text.chars().collect(), i: 0 };
         let v = r.value()?;
         r.ws();
         if r.i != r.c.len() {
@@ -573,9 +506,7 @@ impl JsonReader {
                     }
                 }
                 let s: String = self.c[start..self.i].iter().collect();
-                s.parse::<f64>()
-                    .map(Json::Num)
-                    .map_err(|_| format!("bad number {s:?} at {start}"))
+                s.parse::<f64>().map(Json::Num).map_err(|_| format!("bad number {s:?} at {start}"))
             }
         }
     }
@@ -613,11 +544,9 @@ impl JsonReader {
                             }
                             let hex: String = self.c[self.i..self.i + 4].iter().collect();
                             self.i += 4;
-                            let code = u32::from_str_radix(&hex, 16)
-                                .map_err(|_| format!("bad \\u escape {hex:?}"))?;
+                            let code = u32::from_str_radix(&hex, 16).map_err(|_| format!("bad \\u escape {hex:?}"))?;
                             // record.py writes bytes as U+0000..U+00FF, never surrogates.
-                            let c = char::from_u32(code)
-                                .ok_or_else(|| format!("\\u{hex} is not a character"))?;
+                            let c = char::from_u32(code).ok_or_else(|| format!("\\u{hex} is not a character"))?;
                             out.push(c);
                         }
                         other => return Err(format!("bad escape \\{other}")),

@@ -14,12 +14,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{arr, b, expect_err, q, st, RawConn, Resp, TestServer, PYTHON_REDIS_LOCK_UNLOCK};
+use common::{arr, b, st, PYTHON_REDIS_LOCK_UNLOCK, expect_err, q, Resp, RawConn, TestServer};
 use redis::Value;
 
 // ---------------------------------------------------------------------------------
 // helpers
 // ---------------------------------------------------------------------------------
+
 
 /// The text of an error reply; panics (with the command) on anything else.
 #[track_caller]
@@ -39,19 +40,10 @@ fn pong(c: &mut RawConn) {
 #[track_caller]
 fn load(c: &mut RawConn, body: &str) -> String {
     let r = c.cmd(&["SCRIPT", "LOAD", body]);
-    let sha = r
-        .text()
-        .unwrap_or_else(|| panic!("SCRIPT LOAD replied {r:?}"));
-    assert!(
-        matches!(r, Resp::Bulk(Some(_))),
-        "SCRIPT LOAD must reply a bulk string, got {r:?}"
-    );
+    let sha = r.text().unwrap_or_else(|| panic!("SCRIPT LOAD replied {r:?}"));
+    assert!(matches!(r, Resp::Bulk(Some(_))), "SCRIPT LOAD must reply a bulk string, got {r:?}");
     assert_eq!(sha.len(), 40, "sha {sha:?}");
-    assert!(
-        sha.chars()
-            .all(|ch| ch.is_ascii_hexdigit() && !ch.is_ascii_uppercase()),
-        "sha {sha:?}"
-    );
+    assert!(sha.chars().all(|ch| ch.is_ascii_hexdigit() && !ch.is_ascii_uppercase()), "sha {sha:?}");
     sha
 }
 
@@ -122,10 +114,7 @@ fn lua_to_resp_conversions() {
     assert_eq!(c.cmd(&["EVAL", "return 3.99", "0"]), Resp::Int(3));
     assert_eq!(c.cmd(&["EVAL", "return -3.99", "0"]), Resp::Int(-3));
     assert_eq!(c.cmd(&["EVAL", "return 0.5", "0"]), Resp::Int(0));
-    assert_eq!(
-        c.cmd(&["EVAL", "return 1e15", "0"]),
-        Resp::Int(1_000_000_000_000_000)
-    );
+    assert_eq!(c.cmd(&["EVAL", "return 1e15", "0"]), Resp::Int(1_000_000_000_000_000));
     // Strings are bulk strings, also ones that look like numbers.
     assert_eq!(c.cmd(&["EVAL", "return '3.99'", "0"]), b("3.99"));
     assert_eq!(c.cmd(&["EVAL", "return ''", "0"]), b(""));
@@ -156,72 +145,28 @@ fn lua_to_resp_conversions() {
     assert_eq!(c.cmd(&["EVAL", "return {}", "0"]), arr(vec![]));
     assert_eq!(c.cmd(&["EVAL", "return {nil, 1}", "0"]), arr(vec![]));
     // Non-array keys of a table are ignored.
-    assert_eq!(
-        c.cmd(&["EVAL", "return {1, foo='bar'}", "0"]),
-        arr(vec![Resp::Int(1)])
-    );
+    assert_eq!(c.cmd(&["EVAL", "return {1, foo='bar'}", "0"]), arr(vec![Resp::Int(1)]));
     // Status and error tables, at top level and nested.
     assert_eq!(c.cmd(&["EVAL", "return {ok='fine'}", "0"]), st("fine"));
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.status_reply('PONG2')", "0"]),
-        st("PONG2")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return {err='My Error'}", "0"]),
-        Resp::Error("My Error".into())
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return {err='ERR custom thing'}", "0"]),
-        Resp::Error("ERR custom thing".into())
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.error_reply('FOO bar')", "0"]),
-        Resp::Error("FOO bar".into())
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.status_reply('PONG2')", "0"]), st("PONG2"));
+    assert_eq!(c.cmd(&["EVAL", "return {err='My Error'}", "0"]), Resp::Error("My Error".into()));
+    assert_eq!(c.cmd(&["EVAL", "return {err='ERR custom thing'}", "0"]), Resp::Error("ERR custom thing".into()));
+    assert_eq!(c.cmd(&["EVAL", "return redis.error_reply('FOO bar')", "0"]), Resp::Error("FOO bar".into()));
     assert_eq!(
         c.cmd(&["EVAL", "return {1, {ok='x'}, {err='E y'}, 'z'}", "0"]),
-        arr(vec![
-            Resp::Int(1),
-            st("x"),
-            Resp::Error("E y".into()),
-            b("z")
-        ])
+        arr(vec![Resp::Int(1), st("x"), Resp::Error("E y".into()), b("z")])
     );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.sha1hex('')", "0"]),
-        b("da39a3ee5e6b4b0d3255bfef95601890afd80709")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.sha1hex('abc')", "0"]),
-        b("a9993e364706816aba3e25717850c26c9cd0d89d")
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.sha1hex('')", "0"]), b("da39a3ee5e6b4b0d3255bfef95601890afd80709"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.sha1hex('abc')", "0"]), b("a9993e364706816aba3e25717850c26c9cd0d89d"));
     // The standard libraries Redis exposes.
-    assert_eq!(
-        c.cmd(&["EVAL", "return table.concat({'a','b'}, ',')", "0"]),
-        b("a,b")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return string.format('%d-%s', 5, 'x')", "0"]),
-        b("5-x")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return math.floor(3.7)", "0"]),
-        Resp::Int(3)
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return tonumber('12') + 1", "0"]),
-        Resp::Int(13)
-    );
+    assert_eq!(c.cmd(&["EVAL", "return table.concat({'a','b'}, ',')", "0"]), b("a,b"));
+    assert_eq!(c.cmd(&["EVAL", "return string.format('%d-%s', 5, 'x')", "0"]), b("5-x"));
+    assert_eq!(c.cmd(&["EVAL", "return math.floor(3.7)", "0"]), Resp::Int(3));
+    assert_eq!(c.cmd(&["EVAL", "return tonumber('12') + 1", "0"]), Resp::Int(13));
     assert_eq!(c.cmd(&["EVAL", "return '5' + 1", "0"]), Resp::Int(6));
     assert_eq!(c.cmd(&["EVAL", "return 'x' .. 1", "0"]), b("x1"));
-    assert_eq!(
-        c.cmd(&["EVAL", "return select('#', 1, 2, 3)", "0"]),
-        Resp::Int(3)
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return loadstring('return 7')()", "0"]),
-        Resp::Int(7)
-    );
+    assert_eq!(c.cmd(&["EVAL", "return select('#', 1, 2, 3)", "0"]), Resp::Int(3));
+    assert_eq!(c.cmd(&["EVAL", "return loadstring('return 7')()", "0"]), Resp::Int(7));
 }
 
 #[test]
@@ -230,80 +175,31 @@ fn resp_to_lua_conversions() {
     let mut c = s.raw();
     assert_eq!(c.cmd(&["SET", "sk", "v"]), st("OK"));
     // nil from GET is `false` in Lua (not nil).
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('get', 'nokey') == false", "0"]),
-        Resp::Int(1)
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return type(redis.call('get', 'nokey'))", "0"]),
-        b("boolean")
-    );
-    assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "return type(redis.call('hget', 'nohash', 'f'))",
-            "0"
-        ]),
-        b("boolean")
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('get', 'nokey') == false", "0"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call('get', 'nokey'))", "0"]), b("boolean"));
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call('hget', 'nohash', 'f'))", "0"]), b("boolean"));
     // Integer replies are Lua numbers.
-    assert_eq!(
-        c.cmd(&["EVAL", "return type(redis.call('exists', 'sk'))", "0"]),
-        b("number")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('exists', 'sk') == 1", "0"]),
-        Resp::Int(1)
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('incr', 'ctr') + 0.9", "0"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call('exists', 'sk'))", "0"]), b("number"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('exists', 'sk') == 1", "0"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('incr', 'ctr') + 0.9", "0"]), Resp::Int(1));
     // Bulk replies are strings.
-    assert_eq!(
-        c.cmd(&["EVAL", "return type(redis.call('get', 'sk'))", "0"]),
-        b("string")
-    );
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call('get', 'sk'))", "0"]), b("string"));
     // Status replies are {ok=...} tables, which convert back to status replies.
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('set', 'x', '1')['ok']", "0"]),
-        b("OK")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('set', 'x', '1')", "0"]),
-        st("OK")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('type', 'sk').ok", "0"]),
-        b("string")
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('set', 'x', '1')['ok']", "0"]), b("OK"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('set', 'x', '1')", "0"]), st("OK"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('type', 'sk').ok", "0"]), b("string"));
     // Arrays are tables (flat pairs for HGETALL, empty table for a missing list).
     assert_eq!(c.cmd(&["HSET", "h", "f", "v"]), Resp::Int(1));
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('hgetall', 'h')", "0"]),
-        arr(vec![b("f"), b("v")])
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return #redis.call('lrange', 'nolist', 0, -1)", "0"]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('hgetall', 'h')", "0"]), arr(vec![b("f"), b("v")]));
+    assert_eq!(c.cmd(&["EVAL", "return #redis.call('lrange', 'nolist', 0, -1)", "0"]), Resp::Int(0));
     // Command arguments: numbers are formatted as Redis formats them.
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('set', 'n', 10)", "0"]),
-        st("OK")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('incrby', 'n', 2.0)", "0"]),
-        Resp::Int(12)
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('set', 'n', 10)", "0"]), st("OK"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('incrby', 'n', 2.0)", "0"]), Resp::Int(12));
     assert_eq!(c.cmd(&["GET", "n"]), b("12"));
     // The same script replies the same on a RESP3 connection (RESP2 conversion rules).
     let mut c3 = s.raw();
     assert!(matches!(c3.cmd(&["HELLO", "3"]), Resp::Map(_)));
-    assert_eq!(
-        c3.cmd(&["EVAL", "return redis.call('hgetall', 'h')", "0"]),
-        arr(vec![b("f"), b("v")])
-    );
+    assert_eq!(c3.cmd(&["EVAL", "return redis.call('hgetall', 'h')", "0"]), arr(vec![b("f"), b("v")]));
     assert_eq!(c3.cmd(&["EVAL", "return 3.7", "0"]), Resp::Int(3));
 }
 
@@ -312,80 +208,27 @@ fn keys_and_argv() {
     let s = TestServer::start();
     let mut c = s.raw();
     assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2], #KEYS, #ARGV}",
-            "2",
-            "k1",
-            "k2",
-            "a1",
-            "a2"
-        ]),
-        arr(vec![
-            b("k1"),
-            b("k2"),
-            b("a1"),
-            b("a2"),
-            Resp::Int(2),
-            Resp::Int(2)
-        ])
+        c.cmd(&["EVAL", "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2], #KEYS, #ARGV}", "2", "k1", "k2", "a1", "a2"]),
+        arr(vec![b("k1"), b("k2"), b("a1"), b("a2"), Resp::Int(2), Resp::Int(2)])
     );
-    assert_eq!(
-        c.cmd(&["EVAL", "return {#KEYS, #ARGV}", "0"]),
-        arr(vec![Resp::Int(0), Resp::Int(0)])
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return {#KEYS, ARGV[1]}", "0", "only-arg"]),
-        arr(vec![Resp::Int(0), b("only-arg")])
-    );
-    assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "return redis.call('set', KEYS[1], ARGV[1])",
-            "1",
-            "sk",
-            "val"
-        ]),
-        st("OK")
-    );
+    assert_eq!(c.cmd(&["EVAL", "return {#KEYS, #ARGV}", "0"]), arr(vec![Resp::Int(0), Resp::Int(0)]));
+    assert_eq!(c.cmd(&["EVAL", "return {#KEYS, ARGV[1]}", "0", "only-arg"]), arr(vec![Resp::Int(0), b("only-arg")]));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('set', KEYS[1], ARGV[1])", "1", "sk", "val"]), st("OK"));
     assert_eq!(c.cmd(&["GET", "sk"]), b("val"));
     // numkeys errors, as Redis.
-    assert_eq!(
-        err(c.cmd(&["EVAL", "return 1", "-1"]), "negative numkeys"),
-        "ERR Number of keys can't be negative"
-    );
+    assert_eq!(err(c.cmd(&["EVAL", "return 1", "-1"]), "negative numkeys"), "ERR Number of keys can't be negative");
     assert_eq!(
         err(c.cmd(&["EVAL", "return 1", "2", "a"]), "numkeys > args"),
         "ERR Number of keys can't be greater than number of args"
     );
-    assert_eq!(
-        err(c.cmd(&["EVAL", "return 1", "x"]), "numkeys x"),
-        "ERR value is not an integer or out of range"
-    );
-    assert_eq!(
-        err(c.cmd(&["EVAL"]), "EVAL"),
-        "ERR wrong number of arguments for 'eval' command"
-    );
-    assert_eq!(
-        err(c.cmd(&["EVAL", "return 1"]), "EVAL body"),
-        "ERR wrong number of arguments for 'eval' command"
-    );
-    assert_eq!(
-        err(c.cmd(&["EVALSHA"]), "EVALSHA"),
-        "ERR wrong number of arguments for 'evalsha' command"
-    );
+    assert_eq!(err(c.cmd(&["EVAL", "return 1", "x"]), "numkeys x"), "ERR value is not an integer or out of range");
+    assert_eq!(err(c.cmd(&["EVAL"]), "EVAL"), "ERR wrong number of arguments for 'eval' command");
+    assert_eq!(err(c.cmd(&["EVAL", "return 1"]), "EVAL body"), "ERR wrong number of arguments for 'eval' command");
+    assert_eq!(err(c.cmd(&["EVALSHA"]), "EVALSHA"), "ERR wrong number of arguments for 'evalsha' command");
     // Binary-safe arguments.
     let mut raw = s.raw();
-    raw.send(&RawConn::encode(&[
-        b"EVAL",
-        b"return ARGV[1]",
-        b"0",
-        b"a\x00b\r\nc",
-    ]));
-    assert_eq!(
-        raw.read().unwrap(),
-        Resp::Bulk(Some(b"a\x00b\r\nc".to_vec()))
-    );
+    raw.send(&RawConn::encode(&[b"EVAL", b"return ARGV[1]", b"0", b"a\x00b\r\nc"]));
+    assert_eq!(raw.read().unwrap(), Resp::Bulk(Some(b"a\x00b\r\nc".to_vec())));
 }
 
 /// As Redis 7.0.15 answers: the blocking pops are refused in scripts, except
@@ -395,16 +238,9 @@ fn blocking_pops_in_scripts() {
     let s = TestServer::start();
     let mut c = s.raw();
     let blmpop = "return redis.call('blmpop', 0, 1, KEYS[1], 'LEFT', 'COUNT', 5)";
-    assert_eq!(
-        c.cmd(&["EVAL", blmpop, "1", "l"]),
-        Resp::Bulk(None),
-        "empty: nil, at once"
-    );
+    assert_eq!(c.cmd(&["EVAL", blmpop, "1", "l"]), Resp::Bulk(None), "empty: nil, at once");
     assert_eq!(c.cmd(&["RPUSH", "l", "a", "b"]), Resp::Int(2));
-    assert_eq!(
-        c.cmd(&["EVAL", blmpop, "1", "l"]),
-        arr(vec![b("l"), arr(vec![b("a"), b("b")])])
-    );
+    assert_eq!(c.cmd(&["EVAL", blmpop, "1", "l"]), arr(vec![b("l"), arr(vec![b("a"), b("b")])]));
     for call in [
         "redis.call('blpop', KEYS[1], 0)",
         "redis.call('brpop', KEYS[1], 0)",
@@ -414,10 +250,7 @@ fn blocking_pops_in_scripts() {
         "redis.call('bzpopmax', KEYS[1], 0)",
     ] {
         let e = err(c.cmd(&["EVAL", &format!("return {call}"), "1", "l"]), call);
-        assert!(
-            e.starts_with("ERR This Redis command is not allowed from script script: "),
-            "{call}: {e}"
-        );
+        assert!(e.starts_with("ERR This Redis command is not allowed from script script: "), "{call}: {e}");
     }
     pong(&mut c);
 }
@@ -434,35 +267,12 @@ fn call_raises_and_pcall_returns_the_error() {
     // redis.call: the error aborts the script and becomes the script's error reply
     // (Redis appends " script: <sha>, on @user_script:<line>."; checked exactly in
     // `error_texts_match_redis_7`).
-    let e = err(
-        c.cmd(&[
-            "EVAL",
-            "redis.call('incr', 'sk'); return 'not reached'",
-            "0",
-        ]),
-        "call error",
-    );
-    assert!(
-        e.starts_with("ERR value is not an integer or out of range"),
-        "{e}"
-    );
-    let e = err(
-        c.cmd(&["EVAL", "redis.call('hset', 'sk', 'a', 'b'); return 1", "0"]),
-        "call wrongtype",
-    );
-    assert!(
-        e.starts_with("WRONGTYPE Operation against a key holding the wrong kind of value"),
-        "{e}"
-    );
+    let e = err(c.cmd(&["EVAL", "redis.call('incr', 'sk'); return 'not reached'", "0"]), "call error");
+    assert!(e.starts_with("ERR value is not an integer or out of range"), "{e}");
+    let e = err(c.cmd(&["EVAL", "redis.call('hset', 'sk', 'a', 'b'); return 1", "0"]), "call wrongtype");
+    assert!(e.starts_with("WRONGTYPE Operation against a key holding the wrong kind of value"), "{e}");
     // Nothing after the failing call ran.
-    let e = err(
-        c.cmd(&[
-            "EVAL",
-            "redis.call('incr', 'sk'); redis.call('set', 'after', '1')",
-            "0",
-        ]),
-        "call error",
-    );
+    let e = err(c.cmd(&["EVAL", "redis.call('incr', 'sk'); redis.call('set', 'after', '1')", "0"]), "call error");
     assert!(e.starts_with("ERR value is not an integer"), "{e}");
     assert_eq!(c.cmd(&["EXISTS", "after"]), Resp::Int(0));
     // redis.pcall: the error is a value ({err=...}); the script continues.
@@ -471,19 +281,11 @@ fn call_raises_and_pcall_returns_the_error() {
         Resp::Error("ERR value is not an integer or out of range".into())
     );
     assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "local r = redis.pcall('incr', 'sk'); return type(r) .. ':' .. r.err",
-            "0"
-        ]),
+        c.cmd(&["EVAL", "local r = redis.pcall('incr', 'sk'); return type(r) .. ':' .. r.err", "0"]),
         b("table:ERR value is not an integer or out of range")
     );
     assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "redis.pcall('incr', 'sk'); redis.call('set', 'after', '2'); return 'went on'",
-            "0"
-        ]),
+        c.cmd(&["EVAL", "redis.pcall('incr', 'sk'); redis.call('set', 'after', '2'); return 'went on'", "0"]),
         b("went on")
     );
     assert_eq!(c.cmd(&["GET", "after"]), b("2"));
@@ -492,25 +294,16 @@ fn call_raises_and_pcall_returns_the_error() {
         Resp::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
     );
     // A successful pcall is just the reply.
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.pcall('get', 'sk')", "0"]),
-        b("v")
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.pcall('get', 'sk')", "0"]), b("v"));
     // Argument errors of the redis lib.
     let e = err(c.cmd(&["EVAL", "return redis.call()", "0"]), "no args");
-    assert!(
-        e.starts_with("ERR Please specify at least one argument for this redis lib call"),
-        "{e}"
-    );
+    assert!(e.starts_with("ERR Please specify at least one argument for this redis lib call"), "{e}");
     assert_eq!(
         c.cmd(&["EVAL", "return redis.pcall()", "0"]),
         Resp::Error("ERR Please specify at least one argument for this redis lib call".into())
     );
     let e = err(c.cmd(&["EVAL", "return redis.call({})", "0"]), "table arg");
-    assert!(
-        e.starts_with("ERR Lua redis lib command arguments must be strings or integers"),
-        "{e}"
-    );
+    assert!(e.starts_with("ERR Lua redis lib command arguments must be strings or integers"), "{e}");
     pong(&mut c);
 }
 
@@ -528,10 +321,7 @@ fn lua_pcall_around_redis_call_sees_the_redis_error() {
     // Redis 7.0.15: ["false", "ERR value is not an integer or out of range"]
     assert_eq!(
         c.cmd(&["EVAL", script, "0"]),
-        arr(vec![
-            b("false"),
-            b("ERR value is not an integer or out of range")
-        ])
+        arr(vec![b("false"), b("ERR value is not an integer or out of range")])
     );
 }
 
@@ -541,14 +331,8 @@ fn ping_and_echo_from_scripts() {
     let s = TestServer::start();
     let mut c = s.raw();
     // Redis 7.0.15: +PONG and $1 x
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('ping')", "0"]),
-        st("PONG")
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('echo', 'x')", "0"]),
-        b("x")
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('ping')", "0"]), st("PONG"));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('echo', 'x')", "0"]), b("x"));
 }
 
 #[test]
@@ -564,10 +348,7 @@ fn commands_refused_inside_scripts() {
     ] {
         let e = err(c.cmd(&["EVAL", script, "0"]), script);
         // Redis 7.0.15: "ERR This Redis command is not allowed from script script: <sha>, on @user_script:1."
-        assert!(
-            e.starts_with("ERR This Redis command is not allowed from script"),
-            "{script}: {e}"
-        );
+        assert!(e.starts_with("ERR This Redis command is not allowed from script"), "{script}: {e}");
     }
     pong(&mut c);
 }
@@ -577,10 +358,7 @@ fn commands_refused_inside_scripts() {
 fn blocking_pops_are_refused_inside_scripts() {
     let s = TestServer::start();
     let mut c = s.raw();
-    for script in [
-        "return redis.call('blpop', 'l', '0')",
-        "return redis.call('brpop', 'l', '1')",
-    ] {
+    for script in ["return redis.call('blpop', 'l', '0')", "return redis.call('brpop', 'l', '1')"] {
         // Redis 7.0.15: -ERR This Redis command is not allowed from script script: <sha>, on @user_script:1.
         match c.cmd(&["EVAL", script, "0"]) {
             Resp::Error(e) => assert!(e.starts_with("ERR This Redis command is not allowed from script"), "{script}: {e}"),
@@ -647,19 +425,11 @@ fn error_texts_match_redis_7() {
         };
         match c.cmd(args) {
             Resp::Error(e) if e == expected => {}
-            other => mismatches.push(format!(
-                "  {args:?}\n     redis 7: -{expected}\n    raftlock: {other:?}"
-            )),
+            other => mismatches.push(format!("  {args:?}\n     redis 7: -{expected}\n    raftlock: {other:?}")),
         }
     }
     pong(&mut c);
-    assert!(
-        mismatches.is_empty(),
-        "{} of {} error replies differ from Redis 7.0:\n{}",
-        mismatches.len(),
-        cases.len(),
-        mismatches.join("\n")
-    );
+    assert!(mismatches.is_empty(), "{} of {} error replies differ from Redis 7.0:\n{}", mismatches.len(), cases.len(), mismatches.join("\n"));
 }
 
 // ---------------------------------------------------------------------------------
@@ -687,23 +457,11 @@ fn script_load_evalsha_exists_flush() {
     assert_eq!(load(&mut c, "return 'hi'"), sha);
     // KEYS/ARGV through EVALSHA.
     let sha2 = load(&mut c, "return {KEYS[1], ARGV[1]}");
-    assert_eq!(
-        c.cmd(&["EVALSHA", &sha2, "1", "k", "a"]),
-        arr(vec![b("k"), b("a")])
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &sha2, "1", "k", "a"]), arr(vec![b("k"), b("a")]));
     // A missing sha: exactly Redis's NOSCRIPT text, in every form.
-    assert_eq!(
-        c.cmd(&["EVALSHA", missing, "0"]),
-        Resp::Error(NOSCRIPT.into())
-    );
-    assert_eq!(
-        c.cmd(&["EVALSHA", "abc", "0"]),
-        Resp::Error(NOSCRIPT.into())
-    );
-    assert_eq!(
-        c.cmd(&["EVALSHA_RO", missing, "0"]),
-        Resp::Error(NOSCRIPT.into())
-    );
+    assert_eq!(c.cmd(&["EVALSHA", missing, "0"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(c.cmd(&["EVALSHA", "abc", "0"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(c.cmd(&["EVALSHA_RO", missing, "0"]), Resp::Error(NOSCRIPT.into()));
     // And on the wire, byte for byte.
     c.send(&RawConn::encode(&[b"EVALSHA", missing.as_bytes(), b"0"]));
     assert_eq!(c.read_line().unwrap(), format!("-{NOSCRIPT}"));
@@ -713,10 +471,7 @@ fn script_load_evalsha_exists_flush() {
     assert_eq!(e, NOSCRIPT);
     // FLUSH empties the cache.
     assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), st("OK"));
-    assert_eq!(
-        c.cmd(&["SCRIPT", "EXISTS", &sha, &sha2]),
-        arr(vec![Resp::Int(0), Resp::Int(0)])
-    );
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha, &sha2]), arr(vec![Resp::Int(0), Resp::Int(0)]));
     assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), Resp::Error(NOSCRIPT.into()));
     assert_eq!(load(&mut c, "return 'hi'"), sha);
     assert_eq!(c.cmd(&["SCRIPT", "FLUSH", "ASYNC"]), st("OK"));
@@ -725,14 +480,8 @@ fn script_load_evalsha_exists_flush() {
     assert_eq!(c.cmd(&["SCRIPT", "FLUSH", "SYNC"]), st("OK"));
     assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), arr(vec![Resp::Int(0)]));
     // Wrong arity of the subcommands.
-    assert_eq!(
-        err(c.cmd(&["SCRIPT", "LOAD", "a", "b"]), "LOAD 2 args"),
-        "ERR wrong number of arguments for 'script|load' command"
-    );
-    assert_eq!(
-        c.cmd(&["SCRIPT", "KILL"]),
-        Resp::Error("NOTBUSY No scripts in execution right now.".into())
-    );
+    assert_eq!(err(c.cmd(&["SCRIPT", "LOAD", "a", "b"]), "LOAD 2 args"), "ERR wrong number of arguments for 'script|load' command");
+    assert_eq!(c.cmd(&["SCRIPT", "KILL"]), Resp::Error("NOTBUSY No scripts in execution right now.".into()));
 }
 
 #[test]
@@ -742,15 +491,9 @@ fn eval_caches_the_script() {
     let body = "return 'cached:' .. ARGV[1]";
     // sha known from Redis: SCRIPT LOAD of the same body on a fresh connection would
     // add it; instead compute it with redis.sha1hex, which must agree.
-    let sha = c
-        .cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", body])
-        .text()
-        .unwrap();
+    let sha = c.cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", body]).text().unwrap();
     assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), arr(vec![Resp::Int(0)]));
-    assert_eq!(
-        c.cmd(&["EVALSHA", &sha, "0", "x"]),
-        Resp::Error(NOSCRIPT.into())
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "0", "x"]), Resp::Error(NOSCRIPT.into()));
     assert_eq!(c.cmd(&["EVAL", body, "0", "1"]), b("cached:1"));
     assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), arr(vec![Resp::Int(1)]));
     assert_eq!(c.cmd(&["EVALSHA", &sha, "0", "2"]), b("cached:2"));
@@ -759,15 +502,9 @@ fn eval_caches_the_script() {
     assert_eq!(c2.cmd(&["EVALSHA", &sha, "0", "3"]), b("cached:3"));
     // A script that fails at run time is still cached (Redis caches on compile).
     let failing = "return redis.call('incr', KEYS[1])";
-    let fsha = c
-        .cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", failing])
-        .text()
-        .unwrap();
+    let fsha = c.cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", failing]).text().unwrap();
     assert_eq!(c.cmd(&["SET", "s", "str"]), st("OK"));
-    assert!(matches!(
-        c.cmd(&["EVAL", failing, "1", "s"]),
-        Resp::Error(_)
-    ));
+    assert!(matches!(c.cmd(&["EVAL", failing, "1", "s"]), Resp::Error(_)));
     assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &fsha]), arr(vec![Resp::Int(1)]));
     assert_eq!(c.cmd(&["EVALSHA", &fsha, "1", "n"]), Resp::Int(1));
 }
@@ -778,10 +515,7 @@ fn eval_ro_refuses_writes() {
     let mut c = s.raw();
     assert_eq!(c.cmd(&["SET", "sk", "v"]), st("OK"));
     // Reads work.
-    assert_eq!(
-        c.cmd(&["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "sk"]),
-        b("v")
-    );
+    assert_eq!(c.cmd(&["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "sk"]), b("v"));
     assert_eq!(c.cmd(&["EVAL_RO", "return 1", "0"]), Resp::Int(1));
     // Writes are refused with Redis's text, and nothing is written.
     for script in [
@@ -793,18 +527,10 @@ fn eval_ro_refuses_writes() {
         "return redis.call('expire', KEYS[1], 100)",
     ] {
         let e = err(c.cmd(&["EVAL_RO", script, "1", "sk"]), script);
-        assert!(
-            e.starts_with("ERR Write commands are not allowed from read-only scripts."),
-            "{script}: {e}"
-        );
+        assert!(e.starts_with("ERR Write commands are not allowed from read-only scripts."), "{script}: {e}");
     }
     assert_eq!(
-        c.cmd(&[
-            "EVAL_RO",
-            "return redis.pcall('set', KEYS[1], 'x')",
-            "1",
-            "sk"
-        ]),
+        c.cmd(&["EVAL_RO", "return redis.pcall('set', KEYS[1], 'x')", "1", "sk"]),
         Resp::Error("ERR Write commands are not allowed from read-only scripts.".into())
     );
     assert_eq!(c.cmd(&["GET", "sk"]), b("v"));
@@ -815,10 +541,7 @@ fn eval_ro_refuses_writes() {
     let wr = load(&mut c, "return redis.call('set', KEYS[1], 'changed')");
     assert_eq!(c.cmd(&["EVALSHA_RO", &rd, "1", "sk"]), b("v"));
     let e = err(c.cmd(&["EVALSHA_RO", &wr, "1", "sk"]), "EVALSHA_RO write");
-    assert!(
-        e.starts_with("ERR Write commands are not allowed from read-only scripts."),
-        "{e}"
-    );
+    assert!(e.starts_with("ERR Write commands are not allowed from read-only scripts."), "{e}");
     assert_eq!(c.cmd(&["GET", "sk"]), b("v"));
     // The same cached script runs writable through EVALSHA.
     assert_eq!(c.cmd(&["EVALSHA", &wr, "1", "sk"]), st("OK"));
@@ -838,111 +561,57 @@ fn redis_py_lock_scripts() {
     let reacquire = load(&mut c, PY_REACQUIRE);
 
     // acquire as redis-py does
-    assert_eq!(
-        c.cmd(&["SET", "lock:a", "tok-1", "NX", "PX", "10000"]),
-        st("OK")
-    );
-    assert_eq!(
-        c.cmd(&["SET", "lock:a", "tok-2", "NX", "PX", "10000"]),
-        Resp::Bulk(None)
-    );
+    assert_eq!(c.cmd(&["SET", "lock:a", "tok-1", "NX", "PX", "10000"]), st("OK"));
+    assert_eq!(c.cmd(&["SET", "lock:a", "tok-2", "NX", "PX", "10000"]), Resp::Bulk(None));
     let token = token_of(&mut c, "lock:a");
 
     // extend, additive (ARGV[3] == "0"): ttl goes from ~10 s to ~30 s
-    assert_eq!(
-        c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "20000", "0"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "20000", "0"]), Resp::Int(1));
     let pttl = match c.cmd(&["PTTL", "lock:a"]) {
         Resp::Int(n) => n,
         other => panic!("PTTL {other:?}"),
     };
-    assert!(
-        (25_000..=30_000).contains(&pttl),
-        "additive extend: pttl {pttl}"
-    );
+    assert!((25_000..=30_000).contains(&pttl), "additive extend: pttl {pttl}");
     // extend, replacing (ARGV[3] == "1")
-    assert_eq!(
-        c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "5000", "1"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "5000", "1"]), Resp::Int(1));
     let pttl = match c.cmd(&["PTTL", "lock:a"]) {
         Resp::Int(n) => n,
         other => panic!("PTTL {other:?}"),
     };
-    assert!(
-        (3_000..=5_000).contains(&pttl),
-        "replacing extend: pttl {pttl}"
-    );
+    assert!((3_000..=5_000).contains(&pttl), "replacing extend: pttl {pttl}");
     // wrong token: refused
-    assert_eq!(
-        c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-x", "5000", "1"]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-x", "5000", "1"]), Resp::Int(0));
     // reacquire
-    assert_eq!(
-        c.cmd(&["EVALSHA", &reacquire, "1", "lock:a", "tok-1", "60000"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &reacquire, "1", "lock:a", "tok-1", "60000"]), Resp::Int(1));
     let pttl = match c.cmd(&["PTTL", "lock:a"]) {
         Resp::Int(n) => n,
         other => panic!("PTTL {other:?}"),
     };
     assert!((55_000..=60_000).contains(&pttl), "reacquire: pttl {pttl}");
-    assert_eq!(
-        c.cmd(&["EVALSHA", &reacquire, "1", "lock:a", "tok-x", "60000"]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &reacquire, "1", "lock:a", "tok-x", "60000"]), Resp::Int(0));
     // The lock still is the same grant: same fencing token.
     assert_eq!(token_of(&mut c, "lock:a"), token);
     // release with the wrong token: kept
-    assert_eq!(
-        c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-x"]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-x"]), Resp::Int(0));
     assert_eq!(c.cmd(&["GET", "lock:a"]), b("tok-1"));
     // release with the right token: gone
-    assert_eq!(
-        c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-1"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-1"]), Resp::Int(1));
     assert_eq!(c.cmd(&["EXISTS", "lock:a"]), Resp::Int(0));
     // release / extend of a missing lock
-    assert_eq!(
-        c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-1"]),
-        Resp::Int(0)
-    );
-    assert_eq!(
-        c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "5000", "0"]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-1"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:a", "tok-1", "5000", "0"]), Resp::Int(0));
     // extend of a lock without a TTL: 0 (pttl < 0)
     assert_eq!(c.cmd(&["SET", "lock:b", "tok-1"]), st("OK"));
-    assert_eq!(
-        c.cmd(&["EVALSHA", &extend, "1", "lock:b", "tok-1", "5000", "0"]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &extend, "1", "lock:b", "tok-1", "5000", "0"]), Resp::Int(0));
     // A new holder gets a higher token.
-    assert_eq!(
-        c.cmd(&["SET", "lock:a", "tok-2", "NX", "PX", "10000"]),
-        st("OK")
-    );
+    assert_eq!(c.cmd(&["SET", "lock:a", "tok-2", "NX", "PX", "10000"]), st("OK"));
     assert!(token_of(&mut c, "lock:a") > token);
     // The libraries' fallback: EVALSHA -> NOSCRIPT -> EVAL.
     assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), st("OK"));
-    assert_eq!(
-        c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-2"]),
-        Resp::Error(NOSCRIPT.into())
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", PY_RELEASE, "1", "lock:a", "tok-2"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &release, "1", "lock:a", "tok-2"]), Resp::Error(NOSCRIPT.into()));
+    assert_eq!(c.cmd(&["EVAL", PY_RELEASE, "1", "lock:a", "tok-2"]), Resp::Int(1));
     assert_eq!(c.cmd(&["EXISTS", "lock:a"]), Resp::Int(0));
-    assert_eq!(
-        c.cmd(&["SCRIPT", "EXISTS", &release]),
-        arr(vec![Resp::Int(1)])
-    );
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &release]), arr(vec![Resp::Int(1)]));
 }
 
 /// The python-redis-lock release script (DEL + LPUSH signal + PEXPIRE), which
@@ -951,41 +620,13 @@ fn redis_py_lock_scripts() {
 fn python_redis_lock_unlock_script() {
     let s = TestServer::start();
     let mut c = s.raw();
-    assert_eq!(
-        c.cmd(&["SET", "lock:n", "id-1", "NX", "EX", "30"]),
-        st("OK")
-    );
+    assert_eq!(c.cmd(&["SET", "lock:n", "id-1", "NX", "EX", "30"]), st("OK"));
     let sha = load(&mut c, PYTHON_REDIS_LOCK_UNLOCK);
-    assert_eq!(
-        c.cmd(&[
-            "EVALSHA",
-            &sha,
-            "2",
-            "lock:n",
-            "lock-signal:n",
-            "id-2",
-            "1000"
-        ]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "2", "lock:n", "lock-signal:n", "id-2", "1000"]), Resp::Int(1));
     assert_eq!(c.cmd(&["EXISTS", "lock-signal:n"]), Resp::Int(0));
-    assert_eq!(
-        c.cmd(&[
-            "EVALSHA",
-            &sha,
-            "2",
-            "lock:n",
-            "lock-signal:n",
-            "id-1",
-            "1000"
-        ]),
-        Resp::Int(0)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "2", "lock:n", "lock-signal:n", "id-1", "1000"]), Resp::Int(0));
     assert_eq!(c.cmd(&["EXISTS", "lock:n"]), Resp::Int(0));
-    assert_eq!(
-        c.cmd(&["LRANGE", "lock-signal:n", "0", "-1"]),
-        arr(vec![b("1")])
-    );
+    assert_eq!(c.cmd(&["LRANGE", "lock-signal:n", "0", "-1"]), arr(vec![b("1")]));
     let pttl = match c.cmd(&["PTTL", "lock-signal:n"]) {
         Resp::Int(n) => n,
         other => panic!("PTTL {other:?}"),
@@ -997,28 +638,15 @@ fn python_redis_lock_unlock_script() {
 fn script_writes_get_distinct_increasing_tokens() {
     let s = TestServer::start();
     let mut c = s.raw();
-    assert_eq!(
-        c.cmd(&["SET", "before", "o", "NX", "PX", "30000"]),
-        st("OK")
-    );
+    assert_eq!(c.cmd(&["SET", "before", "o", "NX", "PX", "30000"]), st("OK"));
     let t0 = token_of(&mut c, "before");
     let script = "redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 30000)
                   redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', 30000)
                   redis.call('set', KEYS[3], ARGV[1], 'NX', 'PX', 30000)
                   return 1";
-    assert_eq!(
-        c.cmd(&["EVAL", script, "3", "k1", "k2", "k3", "me"]),
-        Resp::Int(1)
-    );
-    let (t1, t2, t3) = (
-        token_of(&mut c, "k1"),
-        token_of(&mut c, "k2"),
-        token_of(&mut c, "k3"),
-    );
-    assert!(
-        t0 < t1 && t1 < t2 && t2 < t3,
-        "tokens must strictly increase: before={t0} k1={t1} k2={t2} k3={t3}"
-    );
+    assert_eq!(c.cmd(&["EVAL", script, "3", "k1", "k2", "k3", "me"]), Resp::Int(1));
+    let (t1, t2, t3) = (token_of(&mut c, "k1"), token_of(&mut c, "k2"), token_of(&mut c, "k3"));
+    assert!(t0 < t1 && t1 < t2 && t2 < t3, "tokens must strictly increase: before={t0} k1={t1} k2={t2} k3={t3}");
     // A later grant is higher than all of them.
     assert_eq!(c.cmd(&["SET", "after", "o", "NX", "PX", "30000"]), st("OK"));
     let t4 = token_of(&mut c, "after");
@@ -1042,23 +670,10 @@ fn stale_fence_inside_a_script_raises() {
     let s = TestServer::start();
     let mut c = s.raw();
     assert_eq!(c.cmd(&["LOCK.FENCE", "res", "10"]), Resp::Int(10));
-    let e = err(
-        c.cmd(&[
-            "EVAL",
-            "redis.call('lock.fence', KEYS[1], 5); return 'not reached'",
-            "1",
-            "res",
-        ]),
-        "stale fence",
-    );
+    let e = err(c.cmd(&["EVAL", "redis.call('lock.fence', KEYS[1], 5); return 'not reached'", "1", "res"]), "stale fence");
     assert!(e.starts_with("STALE"), "{e}");
     assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "return redis.call('lock.fence', KEYS[1], 12)",
-            "1",
-            "res"
-        ]),
+        c.cmd(&["EVAL", "return redis.call('lock.fence', KEYS[1], 12)", "1", "res"]),
         Resp::Int(12)
     );
     assert_eq!(c.cmd(&["GET", "res"]), b("12"));
@@ -1105,33 +720,16 @@ fn sandbox_escapes_fail_and_the_server_keeps_serving() {
     }
     // loadstring of bytecode returns nil and a message, as Redis does.
     assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "local f, e = loadstring(string.char(27) .. 'LuaQ'); return {type(f), type(e)}",
-            "0"
-        ]),
+        c.cmd(&["EVAL", "local f, e = loadstring(string.char(27) .. 'LuaQ'); return {type(f), type(e)}", "0"]),
         arr(vec![b("nil"), b("string")])
     );
     // Nothing leaked into the next script's globals.
     let e = err(c.cmd(&["EVAL", "return x", "0"]), "x");
-    assert!(
-        e.contains("Script attempted to access nonexistent global variable 'x'"),
-        "{e}"
-    );
-    assert_eq!(
-        c.cmd(&["EVAL", "return type(redis.call)", "0"]),
-        b("function")
-    );
+    assert!(e.contains("Script attempted to access nonexistent global variable 'x'"), "{e}");
+    assert_eq!(c.cmd(&["EVAL", "return type(redis.call)", "0"]), b("function"));
     assert_eq!(c.cmd(&["EVAL", "return #KEYS", "1", "k"]), Resp::Int(1));
     // Local variables and functions are fine.
-    assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "local function f(a) return a * 2 end local y = f(21) return y",
-            "0"
-        ]),
-        Resp::Int(42)
-    );
+    assert_eq!(c.cmd(&["EVAL", "local function f(a) return a * 2 end local y = f(21) return y", "0"]), Resp::Int(42));
     // The server is fine: new connections, writes.
     let mut c2 = s.raw();
     pong(&mut c2);
@@ -1155,8 +753,7 @@ fn sandbox_rawset_on_globals_is_refused() {
 }
 
 /// The budget error (Redis has a time limit instead, and no such text).
-const BUDGET_ERROR: &str =
-    "ERR Script exceeded the budget of 50000000 Lua instructions and was stopped \
+const BUDGET_ERROR: &str = "ERR Script exceeded the budget of 50000000 Lua instructions and was stopped \
      (at the same point on every node); nothing after that point was applied";
 
 #[test]
@@ -1166,9 +763,7 @@ fn script_over_budget_fails_and_the_server_keeps_serving() {
     // The budget counts Lua instructions, so how long a script runs before it is
     // stopped depends on the machine; the reply must come, bounded by this timeout
     // (how fast belongs in the benchmarks).
-    c.stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
+    c.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     for script in [
         "while true do end",
         "local i = 0; while true do i = i + 1 end",
@@ -1186,11 +781,7 @@ fn script_over_budget_fails_and_the_server_keeps_serving() {
     assert_eq!(e1, e2);
     // A heavy but bounded script still completes.
     assert_eq!(
-        c.cmd(&[
-            "EVAL",
-            "local s = 0 for i = 1, 1000000 do s = s + i end return s",
-            "0"
-        ]),
+        c.cmd(&["EVAL", "local s = 0 for i = 1, 1000000 do s = s + i end return s", "0"]),
         Resp::Int(500000500000)
     );
     let mut c2 = s.raw();
@@ -1208,25 +799,17 @@ fn script_over_budget_fails_and_the_server_keeps_serving() {
 fn other_clients_are_answered_while_a_script_runs_to_its_budget() {
     let s = TestServer::start_with_env(&[("RAFTLOCK_WORKER_THREADS", "1")]);
     let mut busy = s.raw();
-    busy.stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
+    busy.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     // Slow per instruction (a new string each time round), so that a run
     // lasts long enough to be sure of the order. How long it lasts here:
     const SLOW: &str = "while true do local s = string.rep('x', 64) end";
     let started = std::time::Instant::now();
-    assert_eq!(
-        err(busy.cmd(&["EVAL", SLOW, "0"]), "first run"),
-        BUDGET_ERROR
-    );
+    assert_eq!(err(busy.cmd(&["EVAL", SLOW, "0"]), "first run"), BUDGET_ERROR);
     let run = started.elapsed();
     let mut other = s.raw();
     pong(&mut other);
     let mut reader = s.raw();
-    reader
-        .stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
+    reader.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     for round in 0..3 {
         busy.send(&RawConn::encode(&[b"EVAL", SLOW.as_bytes(), b"0"]));
         std::thread::sleep(run / 4);
@@ -1260,14 +843,8 @@ fn script_cache_and_effects_survive_kill9() {
         let mut c = s.raw();
         let sha = load(&mut c, "return redis.call('incr', KEYS[1])");
         let evaled = "redis.call('hset', KEYS[1], 'f', ARGV[1]) redis.call('rpush', KEYS[2], ARGV[1]) redis.call('set', KEYS[3], ARGV[1], 'NX', 'PX', 600000) return 1";
-        assert_eq!(
-            c.cmd(&["EVAL", evaled, "3", "h", "l", "lk", "v1"]),
-            Resp::Int(1)
-        );
-        let sha_evaled = c
-            .cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", evaled])
-            .text()
-            .unwrap();
+        assert_eq!(c.cmd(&["EVAL", evaled, "3", "h", "l", "lk", "v1"]), Resp::Int(1));
+        let sha_evaled = c.cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", evaled]).text().unwrap();
         assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "ctr"]), Resp::Int(1));
         assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "ctr"]), Resp::Int(2));
         let token = token_of(&mut c, "lk");
@@ -1276,10 +853,7 @@ fn script_cache_and_effects_survive_kill9() {
     s.kill9();
     s.restart();
     let mut c = s.raw();
-    assert_eq!(
-        c.cmd(&["SCRIPT", "EXISTS", &sha, &sha_evaled]),
-        arr(vec![Resp::Int(1), Resp::Int(1)])
-    );
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha, &sha_evaled]), arr(vec![Resp::Int(1), Resp::Int(1)]));
     assert_eq!(c.cmd(&["GET", "ctr"]), b("2"));
     assert_eq!(c.cmd(&["HGET", "h", "f"]), b("v1"));
     assert_eq!(c.cmd(&["LRANGE", "l", "0", "-1"]), arr(vec![b("v1")]));
@@ -1287,10 +861,7 @@ fn script_cache_and_effects_survive_kill9() {
     assert_eq!(token_of(&mut c, "lk"), token);
     // The cached scripts run without being sent again.
     assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "ctr"]), Resp::Int(3));
-    assert_eq!(
-        c.cmd(&["EVALSHA", &sha_evaled, "3", "h", "l", "lk2", "v2"]),
-        Resp::Int(1)
-    );
+    assert_eq!(c.cmd(&["EVALSHA", &sha_evaled, "3", "h", "l", "lk2", "v2"]), Resp::Int(1));
     assert!(token_of(&mut c, "lk2") > token);
     // A SCRIPT FLUSH is durable as well.
     assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), st("OK"));
@@ -1298,14 +869,8 @@ fn script_cache_and_effects_survive_kill9() {
     s.kill9();
     s.restart();
     let mut c = s.raw();
-    assert_eq!(
-        c.cmd(&["SCRIPT", "EXISTS", &sha, &sha_evaled]),
-        arr(vec![Resp::Int(0), Resp::Int(0)])
-    );
-    assert_eq!(
-        c.cmd(&["EVALSHA", &sha, "1", "ctr"]),
-        Resp::Error(NOSCRIPT.into())
-    );
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha, &sha_evaled]), arr(vec![Resp::Int(0), Resp::Int(0)]));
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "ctr"]), Resp::Error(NOSCRIPT.into()));
     assert_eq!(c.cmd(&["GET", "ctr"]), b("3"));
 }
 
@@ -1342,8 +907,7 @@ fn script_load_on_one_node_serves_evalsha_on_every_node() {
     let c = Cluster::start(3, Opts::default());
     let leader = c.wait_leader(&[1, 2, 3], Duration::from_secs(20));
     let follower = [1u64, 2, 3].into_iter().find(|i| *i != leader).unwrap();
-    let body =
-        "redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 60000) return redis.call('get', KEYS[1])";
+    let body = "redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 60000) return redis.call('get', KEYS[1])";
     // SCRIPT LOAD on a follower.
     let mut con = c.node(follower).client();
     let sha = as_text(&cq(&mut con, &["SCRIPT", "LOAD", body]).unwrap()).unwrap();
@@ -1351,35 +915,17 @@ fn script_load_on_one_node_serves_evalsha_on_every_node() {
     // Every node knows it and runs it.
     for id in [1u64, 2, 3] {
         let mut con = c.node(id).client();
-        let exists = cq(&mut con, &["SCRIPT", "EXISTS", &sha])
-            .unwrap_or_else(|e| panic!("node {id}: {}", err_text(&e)));
-        assert_eq!(
-            exists,
-            Value::Array(vec![Value::Int(1)]),
-            "SCRIPT EXISTS on node {id}"
-        );
+        let exists = cq(&mut con, &["SCRIPT", "EXISTS", &sha]).unwrap_or_else(|e| panic!("node {id}: {}", err_text(&e)));
+        assert_eq!(exists, Value::Array(vec![Value::Int(1)]), "SCRIPT EXISTS on node {id}");
         let key = format!("k{id}");
-        let r = cq(
-            &mut con,
-            &["EVALSHA", &sha, "1", &key, &format!("owner-{id}")],
-        )
-        .unwrap_or_else(|e| panic!("EVALSHA on node {id}: {}", err_text(&e)));
-        assert_eq!(
-            as_text(&r).as_deref(),
-            Some(format!("owner-{id}").as_str()),
-            "EVALSHA on node {id}"
-        );
+        let r = cq(&mut con, &["EVALSHA", &sha, "1", &key, &format!("owner-{id}")])
+            .unwrap_or_else(|e| panic!("EVALSHA on node {id}: {}", err_text(&e)));
+        assert_eq!(as_text(&r).as_deref(), Some(format!("owner-{id}").as_str()), "EVALSHA on node {id}");
         // Read-only variant too.
-        let r = cq(
-            &mut con,
-            &["EVALSHA_RO", &sha.to_ascii_uppercase(), "1", &key, "x"],
-        );
+        let r = cq(&mut con, &["EVALSHA_RO", &sha.to_ascii_uppercase(), "1", &key, "x"]);
         // The body writes (SET NX), so EVALSHA_RO must refuse it on every node.
         let e = err_text(&r.expect_err("EVALSHA_RO of a writing script"));
-        assert!(
-            e.starts_with("ERR Write commands are not allowed from read-only scripts."),
-            "node {id}: {e}"
-        );
+        assert!(e.starts_with("ERR Write commands are not allowed from read-only scripts."), "node {id}: {e}");
     }
     // The effects (with their tokens) are the same on every node.
     let mut tokens = Vec::new();
@@ -1389,11 +935,7 @@ fn script_load_on_one_node_serves_evalsha_on_every_node() {
             let mut con = c.node(id).client();
             seen.push(lock_info(&mut con, key).unwrap().expect("key present"));
         }
-        assert!(
-            seen.windows(2)
-                .all(|w| w[0].owner == w[1].owner && w[0].token == w[1].token),
-            "{key}: {seen:?}"
-        );
+        assert!(seen.windows(2).all(|w| w[0].owner == w[1].owner && w[0].token == w[1].token), "{key}: {seen:?}");
         tokens.push(seen[0].token);
     }
     assert!(tokens[0] < tokens[1] && tokens[1] < tokens[2], "{tokens:?}");

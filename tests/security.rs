@@ -27,25 +27,15 @@ fn err(r: Resp) -> String {
 
 /// A connection to `addr` from the local address `from` (e.g. 127.0.0.2).
 fn connect_from(from: &str, addr: &str) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let stream = rt.block_on(async {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket
-            .bind(format!("{from}:0").parse().unwrap())
-            .expect("bind the client to a second loopback address");
-        socket
-            .connect(addr.parse().unwrap())
-            .await
-            .expect("connect")
+        socket.bind(format!("{from}:0").parse().unwrap()).expect("bind the client to a second loopback address");
+        socket.connect(addr.parse().unwrap()).await.expect("connect")
     });
     let stream = stream.into_std().unwrap();
     stream.set_nonblocking(false).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     stream
 }
 
@@ -54,9 +44,7 @@ fn connect_from(from: &str, addr: &str) -> TcpStream {
 fn ping_and_read(mut stream: TcpStream) -> (String, bool) {
     use std::io::Write;
     stream.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_millis(1500)))
-        .unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(1500))).unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let closed = loop {
@@ -75,16 +63,7 @@ fn without_the_password_a_client_can_only_authenticate() {
     let s = TestServer::start_with_env(&[("RAFTLOCK_REQUIREPASS", PASS)]);
     let mut raw = RawConn::connect(&s.addr());
     let noauth = "NOAUTH Authentication required.";
-    for cmd in [
-        &["PING"][..],
-        &["GET", "k"],
-        &["SET", "k", "v"],
-        &["LOCK.ACQUIRE", "k", "o", "1000"],
-        &["MULTI"],
-        &["EVAL", "return 1", "0"],
-        &["SUBSCRIBE", "c"],
-        &["CLIENT", "ID"],
-    ] {
+    for cmd in [&["PING"][..], &["GET", "k"], &["SET", "k", "v"], &["LOCK.ACQUIRE", "k", "o", "1000"], &["MULTI"], &["EVAL", "return 1", "0"], &["SUBSCRIBE", "c"], &["CLIENT", "ID"]] {
         assert_eq!(err(raw.cmd(cmd)), noauth, "{cmd:?}");
     }
     // Pipelined writes go to the leader together: each is refused too.
@@ -103,19 +82,12 @@ fn without_the_password_a_client_can_only_authenticate() {
     let wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
     assert_eq!(err(raw.cmd(&["AUTH", "guess"])), wrongpass);
     assert_eq!(err(raw.cmd(&["AUTH", "alice", PASS])), wrongpass);
-    assert_eq!(
-        err(raw.cmd(&["HELLO", "3", "AUTH", "default", "guess"])),
-        wrongpass
-    );
+    assert_eq!(err(raw.cmd(&["HELLO", "3", "AUTH", "default", "guess"])), wrongpass);
     assert_eq!(err(raw.cmd(&["PING"])), noauth);
     // Nothing the refused commands asked for happened.
     let mut admin = s.client();
     for key in ["k", "p0", "p1", "p2"] {
-        assert_eq!(
-            q(&mut admin, &["EXISTS", key]).unwrap(),
-            Value::Int(0),
-            "{key}"
-        );
+        assert_eq!(q(&mut admin, &["EXISTS", key]).unwrap(), Value::Int(0), "{key}");
     }
     assert_eq!(raw.cmd(&["AUTH", PASS]), Resp::Simple("OK".into()));
     assert_eq!(raw.cmd(&["PING"]), Resp::Simple("PONG".into()));
@@ -125,10 +97,7 @@ fn without_the_password_a_client_can_only_authenticate() {
     assert_eq!(err(raw.cmd(&["GET", "k"])), noauth);
     let hello = raw.cmd(&["HELLO", "3", "AUTH", "default", PASS]);
     assert!(matches!(hello, Resp::Map(_)), "HELLO 3 AUTH: {hello:?}");
-    assert_eq!(
-        raw.cmd(&["AUTH", "default", PASS]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(raw.cmd(&["AUTH", "default", PASS]), Resp::Simple("OK".into()));
     assert_eq!(raw.cmd(&["GET", "k"]), Resp::Bulk(Some(b"v".to_vec())));
     assert_eq!(raw.cmd(&["QUIT"]), Resp::Simple("OK".into()));
 }
@@ -140,41 +109,19 @@ fn clients_authenticate_the_usual_ways() {
     for url in [
         format!("redis://:{PASS}@127.0.0.1:{}/", s.port),
         format!("redis://default:{PASS}@127.0.0.1:{}/", s.port),
-        format!(
-            "redis://default:{PASS}@127.0.0.1:{}/?protocol=resp3",
-            s.port
-        ),
+        format!("redis://default:{PASS}@127.0.0.1:{}/?protocol=resp3", s.port),
     ] {
-        let mut con = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
-        assert!(
-            matches!(
-                q(&mut con, &["LOCK.ACQUIRE", "l", &url, "1000"]),
-                Ok(Value::Int(_))
-            ),
-            "{url}"
-        );
+        let mut con = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(matches!(q(&mut con, &["LOCK.ACQUIRE", "l", &url, "1000"]), Ok(Value::Int(_))), "{url}");
         assert_eq!(q(&mut con, &["DEL", "l"]).unwrap(), Value::Int(1));
     }
     let bad = format!("redis://:nope@127.0.0.1:{}/", s.port);
-    let e = redis::Client::open(bad.as_str())
-        .unwrap()
-        .get_connection()
-        .err()
-        .expect("a wrong password must fail");
+    let e = redis::Client::open(bad.as_str()).unwrap().get_connection().err().expect("a wrong password must fail");
     assert_eq!(e.kind(), redis::ErrorKind::AuthenticationFailed, "{e}");
     // redis-cli: -a, --user/--pass, and without.
     let cli = |args: &[&str]| {
         let out = Command::new("redis-cli")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &s.port.to_string(),
-                "--no-auth-warning",
-            ])
+            .args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "--no-auth-warning"])
             .args(args)
             .output()
             .expect("redis-cli (Debian's redis-tools; scripts/deps.sh installs it)");
@@ -183,10 +130,7 @@ fn clients_authenticate_the_usual_ways() {
     assert_eq!(cli(&["-a", PASS, "PING"]), "PONG");
     assert_eq!(cli(&["--user", "default", "--pass", PASS, "PING"]), "PONG");
     assert_eq!(cli(&["PING"]), "NOAUTH Authentication required.");
-    assert!(
-        cli(&["-a", "nope", "PING"]).contains("NOAUTH"),
-        "a wrong password authenticates nothing"
-    );
+    assert!(cli(&["-a", "nope", "PING"]).contains("NOAUTH"), "a wrong password authenticates nothing");
 }
 
 #[test]
@@ -194,36 +138,15 @@ fn the_password_is_shown_nowhere() {
     let s = TestServer::start_with_env(&[("RAFTLOCK_REQUIREPASS", PASS), ("RUST_LOG", "debug")]);
     let mut c = s.client();
     let mut seen = String::new();
-    for cmd in [
-        &["INFO", "everything"][..],
-        &["CONFIG", "GET", "*"],
-        &["CLIENT", "LIST"],
-        &["CLIENT", "INFO"],
-    ] {
+    for cmd in [&["INFO", "everything"][..], &["CONFIG", "GET", "*"], &["CLIENT", "LIST"], &["CLIENT", "INFO"]] {
         seen.push_str(&format!("{:?}", q(&mut c, cmd).unwrap()));
     }
-    assert!(
-        !seen.contains(PASS),
-        "the password shows in INFO, CONFIG GET or CLIENT"
-    );
-    assert!(
-        seen.contains("protected-mode"),
-        "CONFIG GET * lists protected-mode"
-    );
-    assert!(
-        !s.logs().contains(PASS),
-        "the password is in the server's log"
-    );
+    assert!(!seen.contains(PASS), "the password shows in INFO, CONFIG GET or CLIENT");
+    assert!(seen.contains("protected-mode"), "CONFIG GET * lists protected-mode");
+    assert!(!s.logs().contains(PASS), "the password is in the server's log");
     // CONFIG SET requirepass: new authentications need the new password.
-    assert_eq!(
-        q(&mut c, &["CONFIG", "SET", "requirepass", "N3w"]).unwrap(),
-        Value::Okay
-    );
-    assert_eq!(
-        q(&mut c, &["PING"]).unwrap(),
-        Value::SimpleString("PONG".into()),
-        "an authenticated client stays so"
-    );
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "requirepass", "N3w"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()), "an authenticated client stays so");
     let mut raw = RawConn::connect(&s.addr());
     assert!(err(raw.cmd(&["AUTH", PASS])).starts_with("WRONGPASS"));
     assert_eq!(raw.cmd(&["AUTH", "N3w"]), Resp::Simple("OK".into()));
@@ -234,45 +157,22 @@ fn protected_mode_serves_only_loopback_clients_while_no_password_is_set() {
     let denied = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user.";
     let s = TestServer::start();
     let (got, closed) = ping_and_read(connect_from("127.0.0.2", &s.addr()));
-    assert!(
-        got.starts_with(denied) && got.ends_with("from the outside.\r\n"),
-        "from 127.0.0.2: {got:?}"
-    );
+    assert!(got.starts_with(denied) && got.ends_with("from the outside.\r\n"), "from 127.0.0.2: {got:?}");
     assert!(closed, "the denied connection must be closed");
     let (got, _) = ping_and_read(connect_from("127.0.0.1", &s.addr()));
     assert_eq!(got, "+PONG\r\n");
     // Switched off from the loopback interface, as Redis allows.
     let mut c = s.client();
-    assert_eq!(
-        q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).unwrap(),
-        Value::Okay
-    );
-    assert_eq!(
-        ping_and_read(connect_from("127.0.0.2", &s.addr())).0,
-        "+PONG\r\n"
-    );
-    assert_eq!(
-        q(&mut c, &["CONFIG", "SET", "protected-mode", "yes"]).unwrap(),
-        Value::Okay
-    );
-    assert!(ping_and_read(connect_from("127.0.0.2", &s.addr()))
-        .0
-        .starts_with(denied));
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).unwrap(), Value::Okay);
+    assert_eq!(ping_and_read(connect_from("127.0.0.2", &s.addr())).0, "+PONG\r\n");
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "protected-mode", "yes"]).unwrap(), Value::Okay);
+    assert!(ping_and_read(connect_from("127.0.0.2", &s.addr())).0.starts_with(denied));
     // With a password, everyone may connect (and must authenticate).
-    assert_eq!(
-        q(&mut c, &["CONFIG", "SET", "requirepass", PASS]).unwrap(),
-        Value::Okay
-    );
-    assert_eq!(
-        ping_and_read(connect_from("127.0.0.2", &s.addr())).0,
-        "-NOAUTH Authentication required.\r\n"
-    );
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "requirepass", PASS]).unwrap(), Value::Okay);
+    assert_eq!(ping_and_read(connect_from("127.0.0.2", &s.addr())).0, "-NOAUTH Authentication required.\r\n");
 
     let off = TestServer::start_with_env(&[("RAFTLOCK_PROTECTED_MODE", "no")]);
-    assert_eq!(
-        ping_and_read(connect_from("127.0.0.2", &off.addr())).0,
-        "+PONG\r\n"
-    );
+    assert_eq!(ping_and_read(connect_from("127.0.0.2", &off.addr())).0, "+PONG\r\n");
 }
 
 /// Redis's `timeout`: a client idle for longer is disconnected; one that
@@ -281,46 +181,25 @@ fn protected_mode_serves_only_loopback_clients_while_no_password_is_set() {
 fn idle_clients_are_let_go_after_the_timeout() {
     let s = TestServer::start();
     let mut c = s.client();
-    assert_eq!(
-        q(&mut c, &["CONFIG", "GET", "timeout"]).unwrap(),
-        Value::Array(vec![
-            Value::BulkString(b"timeout".to_vec()),
-            Value::BulkString(b"0".to_vec())
-        ])
-    );
+    assert_eq!(q(&mut c, &["CONFIG", "GET", "timeout"]).unwrap(), Value::Array(vec![
+        Value::BulkString(b"timeout".to_vec()), Value::BulkString(b"0".to_vec())]));
     assert!(q(&mut c, &["CONFIG", "SET", "timeout", "-1"]).is_err());
-    assert_eq!(
-        q(&mut c, &["CONFIG", "SET", "timeout", "1"]).unwrap(),
-        Value::Okay
-    );
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "timeout", "1"]).unwrap(), Value::Okay);
     let mut idle = RawConn::connect(&s.addr());
     let mut busy = RawConn::connect(&s.addr());
     let mut subscriber = RawConn::connect(&s.addr());
     assert_eq!(idle.cmd(&["PING"]), Resp::Simple("PONG".into()));
     subscriber.send(&RawConn::encode(&[b"SUBSCRIBE", b"news"]));
-    assert!(matches!(
-        subscriber.read().unwrap(),
-        Resp::Array(Some(_)) | Resp::Push(_)
-    ));
+    assert!(matches!(subscriber.read().unwrap(), Resp::Array(Some(_)) | Resp::Push(_)));
     for _ in 0..6 {
         std::thread::sleep(Duration::from_millis(400));
         assert_eq!(busy.cmd(&["PING"]), Resp::Simple("PONG".into()));
     }
     // 2.4 s later: the idle one is gone, the others are served.
     idle.send(&RawConn::encode(&[b"PING"]));
-    assert!(
-        matches!(idle.read(), Err(common::RawErr::Closed)),
-        "an idle client outlived the timeout"
-    );
-    assert_eq!(
-        busy.cmd(&["PUBLISH", "news", "hi"]),
-        Resp::Int(1),
-        "the subscriber was let go"
-    );
-    assert_eq!(
-        busy.cmd(&["CONFIG", "SET", "timeout", "0"]),
-        Resp::Simple("OK".into())
-    );
+    assert!(matches!(idle.read(), Err(common::RawErr::Closed)), "an idle client outlived the timeout");
+    assert_eq!(busy.cmd(&["PUBLISH", "news", "hi"]), Resp::Int(1), "the subscriber was let go");
+    assert_eq!(busy.cmd(&["CONFIG", "SET", "timeout", "0"]), Resp::Simple("OK".into()));
 }
 
 /// `maxmemory` with noeviction: over the limit, what may grow the data set
@@ -335,28 +214,14 @@ fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
         other => panic!("{other:?}"),
     };
     assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
-    assert_eq!(
-        q(&mut c, &["CONFIG", "SET", "maxmemory", "1mb"]).unwrap(),
-        Value::Okay
-    );
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "maxmemory", "1mb"]).unwrap(), Value::Okay);
     let oom = "OOM command not allowed when used memory > 'maxmemory'.";
     let mut raw = RawConn::connect(&s.addr());
-    for cmd in [
-        &["SET", "k2", "v"][..],
-        &["LOCK.ACQUIRE", "l", "o", "1000"],
-        &["LPUSH", "q", "x"],
-        &["EVAL", "return 1", "0"],
-    ] {
+    for cmd in [&["SET", "k2", "v"][..], &["LOCK.ACQUIRE", "l", "o", "1000"], &["LPUSH", "q", "x"], &["EVAL", "return 1", "0"]] {
         assert_eq!(err(raw.cmd(cmd)), oom, "{cmd:?}");
     }
     // Pipelined writes, one by one.
-    raw.send(
-        &[
-            RawConn::encode(&[b"SET", b"p1", b"v"]),
-            RawConn::encode(&[b"SET", b"p2", b"v"]),
-        ]
-        .concat(),
-    );
+    raw.send(&[RawConn::encode(&[b"SET", b"p1", b"v"]), RawConn::encode(&[b"SET", b"p2", b"v"])].concat());
     assert_eq!(err(raw.read().unwrap()), oom);
     assert_eq!(err(raw.read().unwrap()), oom);
     // A transaction with a write is refused as a whole.
@@ -364,28 +229,16 @@ fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
     assert_eq!(err(raw.cmd(&["SET", "t", "v"])), oom);
     assert!(err(raw.cmd(&["EXEC"])).starts_with("EXECABORT"));
     assert_eq!(raw.cmd(&["GET", "k"]), Resp::Bulk(Some(b"v".to_vec())));
-    assert_eq!(
-        raw.cmd(&["LOCK.RELEASE", "held", "me", &token]),
-        Resp::Int(1)
-    );
+    assert_eq!(raw.cmd(&["LOCK.RELEASE", "held", "me", &token]), Resp::Int(1));
     assert_eq!(raw.cmd(&["DEL", "k"]), Resp::Int(1));
-    assert_eq!(
-        raw.cmd(&["CONFIG", "GET", "maxmemory-policy"]).items()[1],
-        Resp::bulk("noeviction")
-    );
-    assert_eq!(
-        raw.cmd(&["CONFIG", "SET", "maxmemory", "0"]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(raw.cmd(&["CONFIG", "GET", "maxmemory-policy"]).items()[1], Resp::bulk("noeviction"));
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "maxmemory", "0"]), Resp::Simple("OK".into()));
     assert_eq!(raw.cmd(&["SET", "k2", "v"]), Resp::Simple("OK".into()));
     for key in ["p1", "p2", "t", "l", "q"] {
-        assert_eq!(
-            q(&mut c, &["EXISTS", key]).unwrap(),
-            Value::Int(0),
-            "{key} was written while over maxmemory"
-        );
+        assert_eq!(q(&mut c, &["EXISTS", key]).unwrap(), Value::Int(0), "{key} was written while over maxmemory");
     }
 }
+
 
 /// `client-output-buffer-limit pubsub`: a subscriber that does not read is
 /// disconnected once its unsent messages pass the hard limit, or stay over
@@ -399,35 +252,10 @@ fn a_slow_subscriber_is_disconnected_past_its_output_limit() {
         let v = q(c, &["CONFIG", "GET", "client-output-buffer-limit"]).unwrap();
         format!("{v:?}")
     };
-    assert!(
-        get(&mut c).contains("pubsub 33554432 8388608 60"),
-        "{}",
-        get(&mut c)
-    );
-    assert!(q(
-        &mut c,
-        &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb"]
-    )
-    .is_err());
-    assert!(q(
-        &mut c,
-        &[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "friends 1mb 1mb 1"
-        ]
-    )
-    .is_err());
-    let set = q(
-        &mut c,
-        &[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "normal 0 0 0 pubsub 2mb 0 0",
-        ],
-    );
+    assert!(get(&mut c).contains("pubsub 33554432 8388608 60"), "{}", get(&mut c));
+    assert!(q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb"]).is_err());
+    assert!(q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "friends 1mb 1mb 1"]).is_err());
+    let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 0 0 0 pubsub 2mb 0 0"]);
     assert_eq!(set.unwrap(), Value::Okay);
     assert!(get(&mut c).contains("pubsub 2097152 0 0"));
 
@@ -443,11 +271,7 @@ fn a_slow_subscriber_is_disconnected_past_its_output_limit() {
             other => panic!("PUBLISH: {other:?}"),
         }
     }
-    assert_eq!(
-        receivers.last(),
-        Some(&0),
-        "the slow subscriber was never let go"
-    );
+    assert_eq!(receivers.last(), Some(&0), "the slow subscriber was never let go");
     assert_eq!(busy.cmd(&["PING"]), Resp::Simple("PONG".into()));
     // It was cut off: after what the kernel held, the connection ends.
     let mut gone = false;
@@ -465,15 +289,7 @@ fn a_slow_subscriber_is_disconnected_past_its_output_limit() {
     assert!(gone, "the slow subscriber's connection is still open");
 
     // Soft limit: over 100 KB for 1 s is too long.
-    let set = q(
-        &mut c,
-        &[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "pubsub 0 100kb 1",
-        ],
-    );
+    let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 0 100kb 1"]);
     assert_eq!(set.unwrap(), Value::Okay);
     let mut slow = RawConn::connect(&s.addr());
     slow.send(&RawConn::encode(&[b"SUBSCRIBE", b"drip"]));
@@ -487,11 +303,7 @@ fn a_slow_subscriber_is_disconnected_past_its_output_limit() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(
-        delivered.last(),
-        Some(&0),
-        "over the soft limit for 4 s and still subscribed"
-    );
+    assert_eq!(delivered.last(), Some(&0), "over the soft limit for 4 s and still subscribed");
 }
 
 /// `client-output-buffer-limit normal`: a reply over the hard limit, or
@@ -504,41 +316,20 @@ fn normal_clients_obey_their_output_limit_when_one_is_set() {
     let big = "b".repeat(4 << 20);
     assert_eq!(q(&mut c, &["SET", "big", &big]).unwrap(), Value::Okay);
     // No limit by default: the whole reply arrives.
-    assert!(
-        matches!(q(&mut c, &["GET", "big"]).unwrap(), Value::BulkString(v) if v.len() == big.len())
-    );
-    let set = q(
-        &mut c,
-        &[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "normal 1mb 0 0",
-        ],
-    );
+    assert!(matches!(q(&mut c, &["GET", "big"]).unwrap(), Value::BulkString(v) if v.len() == big.len()));
+    let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0"]);
     assert_eq!(set.unwrap(), Value::Okay);
     let mut raw = RawConn::connect(&s.addr());
     assert_eq!(raw.cmd(&["PING"]), Resp::Simple("PONG".into()));
     raw.send(&RawConn::encode(&[b"GET", b"big"]));
-    assert!(
-        matches!(raw.read(), Err(common::RawErr::Closed)),
-        "a 4 MiB reply passed a 1 MiB hard limit"
-    );
+    assert!(matches!(raw.read(), Err(common::RawErr::Closed)), "a 4 MiB reply passed a 1 MiB hard limit");
     // Small replies are fine.
     let mut raw = RawConn::connect(&s.addr());
     assert_eq!(raw.cmd(&["PING"]), Resp::Simple("PONG".into()));
 
     // Soft: 1 MiB for 1 s. A client that does not read 40 MiB of replies
     // for 3 s is let go; one that reads them is not.
-    let set = q(
-        &mut c,
-        &[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "normal 0 1mb 1",
-        ],
-    );
+    let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 0 1mb 1"]);
     assert_eq!(set.unwrap(), Value::Okay);
     let mut stalled = RawConn::connect(&s.addr());
     let mut ten = Vec::new();
@@ -558,24 +349,7 @@ fn normal_clients_obey_their_output_limit_when_one_is_set() {
             Err(e) => panic!("{e:?}"),
         }
     }
-    assert!(
-        closed,
-        "a client that left 40 MiB unread for 3 s is still served"
-    );
-    assert!(
-        matches!(q(&mut c, &["GET", "big"]).unwrap(), Value::BulkString(v) if v.len() == big.len())
-    );
-    assert_eq!(
-        q(
-            &mut c,
-            &[
-                "CONFIG",
-                "SET",
-                "client-output-buffer-limit",
-                "normal 0 0 0"
-            ]
-        )
-        .unwrap(),
-        Value::Okay
-    );
+    assert!(closed, "a client that left 40 MiB unread for 3 s is still served");
+    assert!(matches!(q(&mut c, &["GET", "big"]).unwrap(), Value::BulkString(v) if v.len() == big.len()));
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 0 0 0"]).unwrap(), Value::Okay);
 }

@@ -26,24 +26,14 @@ fn push(c: &mut RawConn) -> Resp {
 
 /// Nothing arrives within `ms`.
 fn quiet(c: &mut RawConn, ms: u64) {
-    c.stream
-        .set_read_timeout(Some(Duration::from_millis(ms)))
-        .unwrap();
+    c.stream.set_read_timeout(Some(Duration::from_millis(ms))).unwrap();
     let got = c.read();
-    c.stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    assert!(
-        matches!(got, Err(common::RawErr::Timeout)),
-        "expected nothing, got {got:?}"
-    );
+    c.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert!(matches!(got, Err(common::RawErr::Timeout)), "expected nothing, got {got:?}");
 }
 
 fn invalidate(keys: &[&str]) -> Resp {
-    Resp::Push(vec![
-        b("invalidate"),
-        Resp::Array(Some(keys.iter().map(|k| b(k)).collect())),
-    ])
+    Resp::Push(vec![b("invalidate"), Resp::Array(Some(keys.iter().map(|k| b(k)).collect()))])
 }
 
 #[test]
@@ -51,10 +41,7 @@ fn a_reader_is_told_once_when_another_client_changes_the_key() {
     let s = TestServer::start();
     let (mut a, mut w) = (s.raw(), s.raw());
     hello3(&mut a);
-    assert_eq!(
-        a.cmd(&["CLIENT", "TRACKING", "ON"]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON"]), Resp::Simple("OK".into()));
     assert_eq!(a.cmd(&["GET", "k"]), Resp::Null);
     assert_eq!(w.cmd(&["SET", "k", "v1"]), Resp::Simple("OK".into()));
     assert_eq!(push(&mut a), invalidate(&["k"]));
@@ -73,11 +60,7 @@ fn a_reader_is_told_once_when_another_client_changes_the_key() {
     w.cmd(&["SET", "short", "x", "PX", "1000"]);
     assert_eq!(push(&mut a), invalidate(&["short"]));
     a.cmd(&["GET", "short"]);
-    assert_eq!(
-        push(&mut a),
-        invalidate(&["short"]),
-        "the expiry of a key read while it lived"
-    );
+    assert_eq!(push(&mut a), invalidate(&["short"]), "the expiry of a key read while it lived");
     // A script's keys count as read (rueidislock's acquire script reads its
     // key so that a waiter hears of the release), pipelined ones too.
     let script = "return redis.call('GET', KEYS[1])";
@@ -97,10 +80,7 @@ fn a_reader_is_told_once_when_another_client_changes_the_key() {
     w.cmd(&["FLUSHALL"]);
     assert_eq!(push(&mut a), Resp::Push(vec![b("invalidate"), Resp::Null]));
     // Off: nothing more.
-    assert_eq!(
-        a.cmd(&["CLIENT", "TRACKING", "OFF"]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "OFF"]), Resp::Simple("OK".into()));
     a.cmd(&["GET", "k"]);
     w.cmd(&["SET", "k", "v3"]);
     quiet(&mut a, 300);
@@ -111,32 +91,20 @@ fn bcast_prefixes_noloop_optin_and_a_redirect_for_resp2() {
     let s = TestServer::start();
     let (mut a, mut w) = (s.raw(), s.raw());
     hello3(&mut a);
-    assert_eq!(
-        a.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "lock:", "NOLOOP"]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "lock:", "NOLOOP"]), Resp::Simple("OK".into()));
     w.cmd(&["SET", "lock:1", "x"]);
     assert_eq!(push(&mut a), invalidate(&["lock:1"]));
     w.cmd(&["SET", "other", "x"]);
     a.cmd(&["SET", "lock:2", "mine"]);
     quiet(&mut a, 300);
-    assert_eq!(
-        a.cmd(&["CLIENT", "TRACKING", "OFF"]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "OFF"]), Resp::Simple("OK".into()));
 
     // OPTIN: only the reads after CLIENT CACHING yes (a transaction counts as one).
-    assert_eq!(
-        a.cmd(&["CLIENT", "TRACKING", "ON", "OPTIN"]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON", "OPTIN"]), Resp::Simple("OK".into()));
     a.cmd(&["GET", "o1"]);
     w.cmd(&["SET", "o1", "x"]);
     quiet(&mut a, 300);
-    assert_eq!(
-        a.cmd(&["CLIENT", "CACHING", "yes"]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(a.cmd(&["CLIENT", "CACHING", "yes"]), Resp::Simple("OK".into()));
     a.cmd(&["MULTI"]);
     a.cmd(&["PTTL", "o2"]);
     a.cmd(&["GET", "o2"]);
@@ -144,36 +112,21 @@ fn bcast_prefixes_noloop_optin_and_a_redirect_for_resp2() {
     w.cmd(&["SET", "o2", "x"]);
     assert_eq!(push(&mut a), invalidate(&["o2"]));
     let e = a.cmd(&["CLIENT", "CACHING", "no"]);
-    assert!(
-        matches!(e, Resp::Error(t) if t.contains("OPTOUT")),
-        "CACHING no needs OPTOUT"
-    );
+    assert!(matches!(e, Resp::Error(t) if t.contains("OPTOUT")), "CACHING no needs OPTOUT");
 
     // A RESP2 client redirects to another connection subscribed to
     // __redis__:invalidate.
     let mut listener = s.raw();
-    let Resp::Int(listener_id) = listener.cmd(&["CLIENT", "ID"]) else {
-        panic!()
-    };
+    let Resp::Int(listener_id) = listener.cmd(&["CLIENT", "ID"]) else { panic!() };
     listener.cmd(&["SUBSCRIBE", "__redis__:invalidate"]);
     let mut r2 = s.raw();
     let id = listener_id.to_string();
-    assert_eq!(
-        r2.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", &id]),
-        Resp::Simple("OK".into())
-    );
+    assert_eq!(r2.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", &id]), Resp::Simple("OK".into()));
     assert_eq!(r2.cmd(&["CLIENT", "GETREDIR"]), Resp::Int(listener_id));
     r2.cmd(&["GET", "r"]);
     w.cmd(&["SET", "r", "x"]);
     let message = listener.read().unwrap();
-    assert_eq!(
-        message,
-        Resp::Array(Some(vec![
-            b("message"),
-            b("__redis__:invalidate"),
-            Resp::Array(Some(vec![b("r")]))
-        ]))
-    );
+    assert_eq!(message, Resp::Array(Some(vec![b("message"), b("__redis__:invalidate"), Resp::Array(Some(vec![b("r")]))])));
     quiet(&mut r2, 200);
     let e = r2.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", "999999"]);
     assert!(matches!(e, Resp::Error(t) if t.contains("does not exist")));
@@ -207,11 +160,7 @@ fn a_reader_on_a_follower_is_told_of_a_write_through_the_leader() {
 #[test]
 fn entries_a_follower_applies_after_the_answer_do_not_end_the_tracking() {
     let _serial = cluster_support::serial();
-    let opts = cluster_support::Opts {
-        partitionable: true,
-        election_timeout_ms: Some(3000),
-        ..Default::default()
-    };
+    let opts = cluster_support::Opts { partitionable: true, election_timeout_ms: Some(3000), ..Default::default() };
     let c = cluster_support::Cluster::start(3, opts);
     let leader = c.wait_leader(&[1, 2, 3], Duration::from_secs(10));
     let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
@@ -219,24 +168,13 @@ fn entries_a_follower_applies_after_the_answer_do_not_end_the_tracking() {
     let mut a = RawConn::connect(&c.node(follower).addr());
     let mut w = RawConn::connect(&c.node(leader).addr());
     hello3(&mut a);
-    assert_eq!(
-        a.cmd(&["CLIENT", "TRACKING", "ON"]),
-        Resp::Simple("OK".into())
-    );
-    assert_eq!(
-        a.cmd(&["GET", "warm"]),
-        Resp::Null,
-        "the follower forwards through its link to the leader"
-    );
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON"]), Resp::Simple("OK".into()));
+    assert_eq!(a.cmd(&["GET", "warm"]), Resp::Null, "the follower forwards through its link to the leader");
     for round in 0..5 {
         let seen = format!("seen-{round}");
         c.net().hold_calls(leader, follower);
         assert_eq!(w.cmd(&["SET", "k", &seen]), Resp::Simple("OK".into()));
-        assert_eq!(
-            a.cmd(&["GET", "k"]),
-            b(&seen),
-            "round {round}: the leader answers with its applied state"
-        );
+        assert_eq!(a.cmd(&["GET", "k"]), b(&seen), "round {round}: the leader answers with its applied state");
         let reflected = c.node(leader).raft_info().unwrap().num("applied_index");
         assert!(
             c.node(follower).raft_info().unwrap().num("applied_index") < reflected,
@@ -244,24 +182,13 @@ fn entries_a_follower_applies_after_the_answer_do_not_end_the_tracking() {
         );
         c.net().heal();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while c
-            .node(follower)
-            .raft_info()
-            .map(|i| i.num("applied_index"))
-            .unwrap_or(0)
-            < reflected
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "round {round}: the follower never caught up"
-            );
+        while c.node(follower).raft_info().map(|i| i.num("applied_index")).unwrap_or(0) < reflected {
+            assert!(std::time::Instant::now() < deadline, "round {round}: the follower never caught up");
             std::thread::sleep(Duration::from_millis(10));
         }
         // The write applied late may be told (the reader cannot tell it
         // from a later one), once at most.
-        a.stream
-            .set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
+        a.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
         match a.read() {
             Ok(p) => assert_eq!(p, invalidate(&["k"]), "round {round}"),
             Err(common::RawErr::Timeout) => {}
@@ -269,14 +196,7 @@ fn entries_a_follower_applies_after_the_answer_do_not_end_the_tracking() {
         }
         quiet(&mut a, 200);
         // The first change after the read is told.
-        assert_eq!(
-            w.cmd(&["SET", "k", &format!("after-{round}")]),
-            Resp::Simple("OK".into())
-        );
-        assert_eq!(
-            push(&mut a),
-            invalidate(&["k"]),
-            "round {round}: the first change after the read"
-        );
+        assert_eq!(w.cmd(&["SET", "k", &format!("after-{round}")]), Resp::Simple("OK".into()));
+        assert_eq!(push(&mut a), invalidate(&["k"]), "round {round}: the first change after the read");
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::{arr, b, st, Resp, TestServer};
 
+
 fn e(s: &str) -> Resp {
     Resp::Error(s.to_string())
 }
@@ -54,10 +55,7 @@ fn multi_exec_replies() {
     assert_eq!(c.cmd(&["EXISTS", "a", "h"]), queued());
     assert_eq!(c.cmd(&["TYPE", "h"]), queued());
     assert_eq!(c.cmd(&["TTL", "a"]), queued());
-    assert_eq!(
-        c.cmd(&["EVAL", "return redis.call('get', KEYS[1])", "1", "a"]),
-        queued()
-    );
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('get', KEYS[1])", "1", "a"]), queued());
     assert_eq!(
         c.cmd(&["EXEC"]),
         arr(vec![
@@ -89,11 +87,7 @@ fn multi_exec_replies() {
     assert_eq!(c.cmd(&["INCR", "k"]), queued());
     assert_eq!(
         c.cmd(&["EXEC"]),
-        arr(vec![
-            ok(),
-            e("WRONGTYPE Operation against a key holding the wrong kind of value"),
-            Resp::Int(2)
-        ])
+        arr(vec![ok(), e("WRONGTYPE Operation against a key holding the wrong kind of value"), Resp::Int(2)])
     );
     assert_eq!(c.cmd(&["GET", "k"]), b("2"));
     // BLPOP inside MULTI does not block: nil array at once.
@@ -138,14 +132,8 @@ fn queue_time_errors_abort_exec() {
     // wrong arity
     assert_eq!(c.cmd(&["MULTI"]), ok());
     assert_eq!(c.cmd(&["SET", "a", "1"]), queued());
-    assert_eq!(
-        c.cmd(&["SET", "a"]),
-        e("ERR wrong number of arguments for 'set' command")
-    );
-    assert_eq!(
-        c.cmd(&["HSET", "h", "f"]),
-        e("ERR wrong number of arguments for 'hset' command")
-    );
+    assert_eq!(c.cmd(&["SET", "a"]), e("ERR wrong number of arguments for 'set' command"));
+    assert_eq!(c.cmd(&["HSET", "h", "f"]), e("ERR wrong number of arguments for 'hset' command"));
     assert_eq!(c.cmd(&["EXEC"]), e(EXECABORT));
     assert_eq!(c.cmd(&["EXISTS", "a", "h"]), Resp::Int(0));
     // After the abort the connection is out of MULTI.
@@ -191,29 +179,14 @@ fn misuse_errors() {
     assert_eq!(c.cmd(&["MULTI"]), e("ERR MULTI calls can not be nested"));
     assert_eq!(c.cmd(&["SET", "a", "1"]), queued());
     // WATCH inside MULTI: an error, the transaction goes on.
-    assert_eq!(
-        c.cmd(&["WATCH", "a"]),
-        e("ERR WATCH inside MULTI is not allowed")
-    );
+    assert_eq!(c.cmd(&["WATCH", "a"]), e("ERR WATCH inside MULTI is not allowed"));
     assert_eq!(c.cmd(&["EXEC"]), arr(vec![ok()]));
     assert_eq!(c.cmd(&["GET", "a"]), b("1"));
     // Arity of the transaction commands.
-    assert_eq!(
-        c.cmd(&["WATCH"]),
-        e("ERR wrong number of arguments for 'watch' command")
-    );
-    assert_eq!(
-        c.cmd(&["MULTI", "x"]),
-        e("ERR wrong number of arguments for 'multi' command")
-    );
-    assert_eq!(
-        c.cmd(&["DISCARD", "x"]),
-        e("ERR wrong number of arguments for 'discard' command")
-    );
-    assert_eq!(
-        c.cmd(&["UNWATCH", "x"]),
-        e("ERR wrong number of arguments for 'unwatch' command")
-    );
+    assert_eq!(c.cmd(&["WATCH"]), e("ERR wrong number of arguments for 'watch' command"));
+    assert_eq!(c.cmd(&["MULTI", "x"]), e("ERR wrong number of arguments for 'multi' command"));
+    assert_eq!(c.cmd(&["DISCARD", "x"]), e("ERR wrong number of arguments for 'discard' command"));
+    assert_eq!(c.cmd(&["UNWATCH", "x"]), e("ERR wrong number of arguments for 'unwatch' command"));
     assert_eq!(c.cmd(&["UNWATCH"]), ok());
 }
 
@@ -273,19 +246,8 @@ fn watch_aborts_when_another_client_changes_the_key() {
         (vec!["RPUSH", "l", "x"], vec!["LPUSH", "l", "y"]),
         (vec!["RPUSH", "l2", "x"], vec!["LPOP", "l2"]),
         (vec!["ZADD", "z", "1", "m"], vec!["ZINCRBY", "z", "1", "m"]),
-        (
-            vec!["SET", "w", "v"],
-            vec![
-                "EVAL",
-                "return redis.call('set', KEYS[1], 'from-lua')",
-                "1",
-                "w",
-            ],
-        ),
-        (
-            vec!["DEL", "lk"],
-            vec!["LOCK.ACQUIRE", "lk", "owner", "10000"],
-        ),
+        (vec!["SET", "w", "v"], vec!["EVAL", "return redis.call('set', KEYS[1], 'from-lua')", "1", "w"]),
+        (vec!["DEL", "lk"], vec!["LOCK.ACQUIRE", "lk", "owner", "10000"]),
     ];
     for (setup, change) in changes {
         let key = setup[1];
@@ -294,16 +256,8 @@ fn watch_aborts_when_another_client_changes_the_key() {
         assert!(!matches!(other.cmd(&change), Resp::Error(_)), "{change:?}");
         assert_eq!(a.cmd(&["MULTI"]), ok());
         assert_eq!(a.cmd(&["SET", "marker", "applied"]), queued());
-        assert_eq!(
-            a.cmd(&["EXEC"]),
-            Resp::Array(None),
-            "WATCH {key}; {change:?} by another client; EXEC"
-        );
-        assert_eq!(
-            a.cmd(&["EXISTS", "marker"]),
-            Resp::Int(0),
-            "after {change:?}"
-        );
+        assert_eq!(a.cmd(&["EXEC"]), Resp::Array(None), "WATCH {key}; {change:?} by another client; EXEC");
+        assert_eq!(a.cmd(&["EXISTS", "marker"]), Resp::Int(0), "after {change:?}");
     }
     // Several watched keys: a change to any one aborts.
     assert_eq!(a.cmd(&["WATCH", "k1", "k2", "k3"]), ok());
@@ -403,11 +357,7 @@ fn watch_is_not_aborted_by_a_write_that_changes_nothing() {
             mismatches.push(format!("  WATCH {key}; {noop:?} by another client; MULTI; EXISTS {key}; EXEC\n     redis 7: [1]\n    raftlock: {got:?}"));
         }
     }
-    assert!(
-        mismatches.is_empty(),
-        "no-op writes abort a WATCH in raftlock but not in Redis 7.0:\n{}",
-        mismatches.join("\n")
-    );
+    assert!(mismatches.is_empty(), "no-op writes abort a WATCH in raftlock but not in Redis 7.0:\n{}", mismatches.join("\n"));
 }
 
 // ---------------------------------------------------------------------------------
@@ -424,10 +374,7 @@ fn fence_in_multi_applies_when_current() {
     assert_eq!(c.cmd(&["SET", "data", "v1"]), queued());
     assert_eq!(c.cmd(&["LOCK.FENCE", "res", "12"]), queued());
     assert_eq!(c.cmd(&["HSET", "h", "f", "v"]), queued());
-    assert_eq!(
-        c.cmd(&["EXEC"]),
-        arr(vec![Resp::Int(10), ok(), Resp::Int(12), Resp::Int(1)])
-    );
+    assert_eq!(c.cmd(&["EXEC"]), arr(vec![Resp::Int(10), ok(), Resp::Int(12), Resp::Int(1)]));
     assert_eq!(c.cmd(&["GET", "data"]), b("v1"));
     assert_eq!(c.cmd(&["GET", "res"]), b("12"));
     assert_eq!(c.cmd(&["HGET", "h", "f"]), b("v"));
@@ -511,19 +458,14 @@ fn stale_holder_transaction_is_refused_after_takeover() {
         Resp::Int(t) => t,
         other => panic!("{other:?}"),
     };
-    assert_eq!(
-        old.cmd(&["LOCK.FENCE", "db", &t1.to_string()]),
-        Resp::Int(t1)
-    );
+    assert_eq!(old.cmd(&["LOCK.FENCE", "db", &t1.to_string()]), Resp::Int(t1));
     // The old holder pauses; its lease expires; the new holder takes over and fences.
-    let t2 = common::poll_until(
-        Duration::from_secs(10),
-        "lease lapses and lk is granted to new",
-        || match new.cmd(&["LOCK.ACQUIRE", "lk", "new", "10000"]) {
+    let t2 = common::poll_until(Duration::from_secs(10), "lease lapses and lk is granted to new", || {
+        match new.cmd(&["LOCK.ACQUIRE", "lk", "new", "10000"]) {
             Resp::Int(t) => Some(t),
             _ => None,
-        },
-    );
+        }
+    });
     assert!(t2 > t1);
     assert_eq!(new.cmd(&["MULTI"]), ok());
     assert_eq!(new.cmd(&["LOCK.FENCE", "db", &t2.to_string()]), queued());
@@ -588,10 +530,7 @@ fn transaction_survives_kill9_atomically() {
         assert_eq!(c.cmd(&["SET", "a", "1"]), queued());
         assert_eq!(c.cmd(&["HSET", "h", "f", "v"]), queued());
         assert_eq!(c.cmd(&["LOCK.FENCE", "res", "7"]), queued());
-        assert_eq!(
-            c.cmd(&["EXEC"]),
-            arr(vec![ok(), Resp::Int(1), Resp::Int(7)])
-        );
+        assert_eq!(c.cmd(&["EXEC"]), arr(vec![ok(), Resp::Int(1), Resp::Int(7)]));
     }
     s.kill9();
     s.restart();

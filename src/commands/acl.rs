@@ -20,54 +20,18 @@ use crate::protocol::Reply;
 
 /// Redis 7's categories, and `lock` for `LOCK.*`.
 pub const CATEGORIES: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
+    "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap", "hyperloglog", "geo",
+    "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection", "transaction", "scripting",
     "lock",
 ];
 
 /// `ACL`'s subcommands, whose categories differ.
-const ACL_SUBCOMMANDS: &[&str] = &[
-    "setuser", "getuser", "deluser", "list", "users", "whoami", "cat", "genpass", "dryrun", "load",
-    "save", "help",
-];
+const ACL_SUBCOMMANDS: &[&str] =
+    &["setuser", "getuser", "deluser", "list", "users", "whoami", "cat", "genpass", "dryrun", "load", "save", "help"];
 /// `CLIENT`'s.
 const CLIENT_SUBCOMMANDS: &[&str] = &[
-    "id",
-    "setname",
-    "getname",
-    "setinfo",
-    "info",
-    "list",
-    "kill",
-    "pause",
-    "unpause",
-    "no-evict",
-    "no-touch",
-    "reply",
-    "tracking",
-    "caching",
-    "getredir",
-    "trackinginfo",
-    "help",
+    "id", "setname", "getname", "setinfo", "info", "list", "kill", "pause", "unpause", "no-evict", "no-touch", "reply",
+    "tracking", "caching", "getredir", "trackinginfo", "help",
 ];
 
 fn subcommands_with_own_categories(name: &str) -> Option<&'static [&'static str]> {
@@ -84,11 +48,10 @@ fn subcommands_with_own_categories(name: &str) -> Option<&'static [&'static str]
 /// the first key, the source.
 fn reads_while_writing(spec: &CommandSpec, argv: &[Bytes]) -> bool {
     match spec.name {
-        "getdel" | "getset" | "getex" | "lpop" | "rpop" | "blpop" | "brpop" | "lmpop"
-        | "blmpop" | "lmove" | "blmove" | "rpoplpush" | "brpoplpush" | "incr" | "incrby"
-        | "decr" | "decrby" | "incrbyfloat" | "hincrby" | "hincrbyfloat" | "setbit" | "spop"
-        | "smove" | "zincrby" | "append" | "zadd" | "zpopmin" | "zpopmax" | "bzpopmin"
-        | "bzpopmax" | "rename" | "renamenx" => true,
+        "getdel" | "getset" | "getex" | "lpop" | "rpop" | "blpop" | "brpop" | "lmpop" | "blmpop" | "lmove" | "blmove"
+        | "rpoplpush" | "brpoplpush" | "incr" | "incrby" | "decr" | "decrby" | "incrbyfloat" | "hincrby"
+        | "hincrbyfloat" | "setbit" | "spop" | "smove" | "zincrby" | "append" | "zadd" | "zpopmin" | "zpopmax"
+        | "bzpopmin" | "bzpopmax" | "rename" | "renamenx" => true,
         "set" => argv.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")),
         _ => false,
     }
@@ -105,47 +68,20 @@ pub fn key_access<'a>(spec: &CommandSpec, argv: &'a [Bytes]) -> Vec<(&'a Bytes, 
         return keys.into_iter().map(|k| (k, KEY_READ)).collect();
     }
     if spec.name.starts_with("eval") {
-        return keys
-            .into_iter()
-            .map(|k| (k, KEY_READ | KEY_WRITE))
-            .collect();
+        return keys.into_iter().map(|k| (k, KEY_READ | KEY_WRITE)).collect();
     }
-    let first = KEY_WRITE
-        | if reads_while_writing(spec, argv) {
-            KEY_READ
-        } else {
-            0
-        };
+    let first = KEY_WRITE | if reads_while_writing(spec, argv) { KEY_READ } else { 0 };
     let rest = match spec.name {
-        "sinterstore" | "sunionstore" | "sdiffstore" | "zinterstore" | "zunionstore"
-        | "zdiffstore" | "zrangestore" => KEY_READ,
-        "lmove" | "blmove" | "rpoplpush" | "brpoplpush" | "smove" | "rename" | "renamenx" => {
-            KEY_WRITE
-        }
+        "sinterstore" | "sunionstore" | "sdiffstore" | "zinterstore" | "zunionstore" | "zdiffstore" | "zrangestore" => KEY_READ,
+        "lmove" | "blmove" | "rpoplpush" | "brpoplpush" | "smove" | "rename" | "renamenx" => KEY_WRITE,
         _ => first,
     };
-    let (first, rest) = if spec.name == "copy" {
-        (KEY_READ, KEY_WRITE)
-    } else {
-        (first, rest)
-    };
-    keys.into_iter()
-        .enumerate()
-        .map(|(i, k)| (k, if i == 0 { first } else { rest }))
-        .collect()
+    let (first, rest) = if spec.name == "copy" { (KEY_READ, KEY_WRITE) } else { (first, rest) };
+    keys.into_iter().enumerate().map(|(i, k)| (k, if i == 0 { first } else { rest })).collect()
 }
 
 /// Commands with subcommands: permissions may name `command|subcommand`.
-const CONTAINERS: &[&str] = &[
-    "acl",
-    "client",
-    "config",
-    "command",
-    "script",
-    "pubsub",
-    "object",
-    "raft.node",
-];
+const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "object", "raft.node"];
 
 /// The categories of a command (of one subcommand, for `ACL`).
 pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
@@ -188,10 +124,7 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
         "keys" | "info" => true,
         "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
         // Another client's address, name and user, or power over them.
-        "client" => matches!(
-            sub,
-            Some("list" | "kill" | "pause" | "unpause" | "no-evict" | "no-touch")
-        ),
+        "client" => matches!(sub, Some("list" | "kill" | "pause" | "unpause" | "no-evict" | "no-touch")),
         _ => flag("admin"),
     };
     if dangerous {
@@ -206,8 +139,7 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
 /// The subcommand `argv` names, for a container command.
 fn subcommand(spec: &CommandSpec, argv: &[Bytes]) -> Option<String> {
     if CONTAINERS.contains(&spec.name) {
-        argv.get(1)
-            .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
     } else {
         None
     }
@@ -240,8 +172,7 @@ impl Denied {
             "ERR The user executing the script {}",
             match self {
                 Denied::Command(_) => "can't run this command or subcommand",
-                Denied::Key =>
-                    "can't access at least one of the keys mentioned in the command arguments",
+                Denied::Key => "can't access at least one of the keys mentioned in the command arguments",
                 Denied::Channel => "can't publish to the channel mentioned in the command",
             }
         ))
@@ -261,11 +192,7 @@ impl Perms {
     pub fn compile(user: &User) -> Perms {
         let mut p = Perms {
             user: user.clone(),
-            commands: if user.all_commands {
-                COMMANDS.iter().map(|c| c.name).collect()
-            } else {
-                HashSet::new()
-            },
+            commands: if user.all_commands { COMMANDS.iter().map(|c| c.name).collect() } else { HashSet::new() },
             allowed_subs: HashSet::new(),
             denied_subs: HashSet::new(),
         };
@@ -277,14 +204,10 @@ impl Perms {
 
     fn apply(&mut self, rule: &str) {
         let add = rule.starts_with('+');
-        let Some(what) = rule.strip_prefix('+').or_else(|| rule.strip_prefix('-')) else {
-            return;
-        };
+        let Some(what) = rule.strip_prefix('+').or_else(|| rule.strip_prefix('-')) else { return };
         if let Some(cat) = what.strip_prefix('@') {
             for spec in COMMANDS {
-                if let Some(subs) =
-                    subcommands_with_own_categories(spec.name).filter(|_| cat != "all")
-                {
+                if let Some(subs) = subcommands_with_own_categories(spec.name).filter(|_| cat != "all") {
                     // Their subcommands differ: ACL WHOAMI is not @dangerous,
                     // CLIENT LIST is.
                     for sub in subs {
@@ -338,8 +261,7 @@ impl Perms {
         let allowed = match &sub {
             Some(sub) => {
                 let full = format!("{}|{sub}", spec.name);
-                self.allowed_subs.contains(&full)
-                    || (self.commands.contains(spec.name) && !self.denied_subs.contains(&full))
+                self.allowed_subs.contains(&full) || (self.commands.contains(spec.name) && !self.denied_subs.contains(&full))
             }
             None => self.commands.contains(spec.name),
         };
@@ -351,11 +273,7 @@ impl Perms {
         }
         if !self.user.all_keys {
             for (key, need) in key_access(spec, argv) {
-                let ok = self
-                    .user
-                    .key_patterns
-                    .iter()
-                    .any(|(access, p)| access & need == need && glob_match(p, key));
+                let ok = self.user.key_patterns.iter().any(|(access, p)| access & need == need && glob_match(p, key));
                 if !ok {
                     return Err(Denied::Key);
                 }
@@ -369,13 +287,11 @@ impl Perms {
                 _ => (&[], false),
             };
             for ch in channels {
-                let ok = self.user.channel_patterns.iter().any(|p| {
-                    if literal {
-                        p == ch
-                    } else {
-                        glob_match(p, ch)
-                    }
-                });
+                let ok = self
+                    .user
+                    .channel_patterns
+                    .iter()
+                    .any(|p| if literal { p == ch } else { glob_match(p, ch) });
                 if !ok {
                     return Err(Denied::Channel);
                 }
@@ -403,22 +319,12 @@ pub fn user<'a>(table: &'a AclTable, name: &str) -> Option<std::borrow::Cow<'a, 
 
 /// `user default on nopass ~* &* +@all`.
 pub fn default_user() -> User {
-    User {
-        enabled: true,
-        nopass: true,
-        all_commands: true,
-        all_keys: true,
-        all_channels: true,
-        ..User::new()
-    }
+    User { enabled: true, nopass: true, all_commands: true, all_keys: true, all_channels: true, ..User::new() }
 }
 
 /// SHA-256 of a password, lower-case hex, as Redis stores and shows it.
 pub fn hash_password(password: &[u8]) -> String {
-    Sha256::digest(password)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(password).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Applies one `ACL SETUSER` rule to `u`; the error is Redis's text.
@@ -441,9 +347,7 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
             };
         }
         // Patterns are written to the ACL file one word each.
-        Some(b'~' | b'%' | b'&') if rule.iter().any(|c| c.is_ascii_whitespace() || *c == 0) => {
-            return Err(SYNTAX)
-        }
+        Some(b'~' | b'%' | b'&') if rule.iter().any(|c| c.is_ascii_whitespace() || *c == 0) => return Err(SYNTAX),
         _ => {}
     }
     let text = std::str::from_utf8(rule).map_err(|_| SYNTAX)?;
@@ -488,20 +392,14 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
         _ => match rule[0] {
             b'#' | b'!' => {
                 let hash = &text[1..];
-                if hash.len() != 64
-                    || !hash
-                        .bytes()
-                        .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-                {
+                if hash.len() != 64 || !hash.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
                     return Err("The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters");
                 }
                 if text.starts_with('#') {
                     u.passwords.insert(hash.to_string());
                     u.nopass = false;
                 } else if !u.passwords.remove(hash) {
-                    return Err(
-                        "The password you are trying to remove from the user does not exist",
-                    );
+                    return Err("The password you are trying to remove from the user does not exist");
                 }
             }
             b'~' | b'%' => {
@@ -529,8 +427,7 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
                     u.all_keys = true;
                     u.key_patterns.clear();
                 } else {
-                    u.key_patterns
-                        .push((access, Bytes::copy_from_slice(pattern)));
+                    u.key_patterns.push((access, Bytes::copy_from_slice(pattern)));
                 }
             }
             b'&' => {
@@ -552,8 +449,7 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
                     if text.starts_with('+') && sub.is_empty() {
                         return Err(SYNTAX);
                     }
-                    lookup(name.as_bytes()).is_some_and(|s| CONTAINERS.contains(&s.name))
-                        && !sub.contains('|')
+                    lookup(name.as_bytes()).is_some_and(|s| CONTAINERS.contains(&s.name)) && !sub.contains('|')
                 } else {
                     lookup(what.as_bytes()).is_some()
                 };
@@ -590,11 +486,7 @@ pub fn describe(u: &User) -> String {
         out.push("&*".into());
     } else {
         out.push("resetchannels".into());
-        out.extend(
-            u.channel_patterns
-                .iter()
-                .map(|p| format!("&{}", String::from_utf8_lossy(p))),
-        );
+        out.extend(u.channel_patterns.iter().map(|p| format!("&{}", String::from_utf8_lossy(p))));
     }
     out.push(command_description(u));
     out.join(" ")
@@ -627,27 +519,16 @@ pub fn getuser_reply(u: &User) -> Reply {
     let keys = if u.all_keys {
         "~*".to_string()
     } else {
-        u.key_patterns
-            .iter()
-            .map(|(a, p)| key_pattern(*a, p))
-            .collect::<Vec<_>>()
-            .join(" ")
+        u.key_patterns.iter().map(|(a, p)| key_pattern(*a, p)).collect::<Vec<_>>().join(" ")
     };
     let channels = if u.all_channels {
         "&*".to_string()
     } else {
-        u.channel_patterns
-            .iter()
-            .map(|p| format!("&{}", String::from_utf8_lossy(p)))
-            .collect::<Vec<_>>()
-            .join(" ")
+        u.channel_patterns.iter().map(|p| format!("&{}", String::from_utf8_lossy(p))).collect::<Vec<_>>().join(" ")
     };
     Reply::Map(vec![
         (text("flags"), Reply::Set(flags)),
-        (
-            text("passwords"),
-            Reply::Array(u.passwords.iter().map(|h| text(h)).collect()),
-        ),
+        (text("passwords"), Reply::Array(u.passwords.iter().map(|h| text(h)).collect())),
         (text("commands"), Reply::bulk(command_description(u))),
         (text("keys"), Reply::bulk(keys)),
         (text("channels"), Reply::bulk(channels)),
@@ -662,11 +543,7 @@ pub enum AclOp {
     /// the rules in order; any invalid rule leaves the user as it was. For
     /// `default` not yet defined through the log, `base` (the built-in
     /// default as the proposing node has it) is where the rules start.
-    SetUser {
-        name: String,
-        rules: Vec<Bytes>,
-        base: Vec<Bytes>,
-    },
+    SetUser { name: String, rules: Vec<Bytes>, base: Vec<Bytes> },
     /// `ACL DELUSER name ...`.
     DelUser { names: Vec<String> },
     /// `ACL LOAD`: the whole table, from the file the node read.
@@ -680,12 +557,8 @@ pub enum AclOp {
 pub fn user_from_rules(rules: &[Bytes]) -> Result<User, String> {
     let mut u = User::new();
     for rule in rules {
-        apply_rule(&mut u, rule).map_err(|e| {
-            format!(
-                "Error in ACL SETUSER modifier '{}': {e}",
-                String::from_utf8_lossy(rule)
-            )
-        })?;
+        apply_rule(&mut u, rule)
+            .map_err(|e| format!("Error in ACL SETUSER modifier '{}': {e}", String::from_utf8_lossy(rule)))?;
     }
     Ok(u)
 }
@@ -700,9 +573,7 @@ pub fn apply_op(ks: &mut Keyspace, op: &AclOp) -> Reply {
                     Ok(u) => u,
                     Err(e) => return Reply::Error(format!("ERR {e}")),
                 },
-                None => user(ks.acl(), name)
-                    .map(|u| u.into_owned())
-                    .unwrap_or_default(),
+                None => user(ks.acl(), name).map(|u| u.into_owned()).unwrap_or_default(),
             };
             for rule in rules {
                 if let Err(e) = apply_rule(&mut u, rule) {
@@ -720,10 +591,7 @@ pub fn apply_op(ks: &mut Keyspace, op: &AclOp) -> Reply {
                 return Reply::error("ERR The 'default' user cannot be removed");
             }
             let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
-            let removed = distinct
-                .iter()
-                .filter(|n| ks.acl().users.contains_key(n.as_str()))
-                .count();
+            let removed = distinct.iter().filter(|n| ks.acl().users.contains_key(n.as_str())).count();
             if removed > 0 {
                 let table = ks.acl_mut();
                 for n in names {
@@ -734,16 +602,9 @@ pub fn apply_op(ks: &mut Keyspace, op: &AclOp) -> Reply {
         }
         AclOp::LoadIfEmpty { users } => {
             if !ks.acl().users.is_empty() {
-                return Reply::error(
-                    "ERR the cluster already has ACL users: ACL LOAD replaces them",
-                );
+                return Reply::error("ERR the cluster already has ACL users: ACL LOAD replaces them");
             }
-            apply_op(
-                ks,
-                &AclOp::Load {
-                    users: users.clone(),
-                },
-            )
+            apply_op(ks, &AclOp::Load { users: users.clone() })
         }
         AclOp::Load { users } => {
             let mut table = AclTable::default();
@@ -774,19 +635,14 @@ pub fn parse_acl_file(text: &str) -> Result<Vec<(String, Vec<Bytes>)>, String> {
         if words.next() != Some("user") {
             return Err(format!("line {}: should start with user keyword", i + 1));
         }
-        let name = words
-            .next()
-            .ok_or_else(|| format!("line {}: a user needs a name", i + 1))?
-            .to_string();
+        let name = words.next().ok_or_else(|| format!("line {}: a user needs a name", i + 1))?.to_string();
         if users.iter().any(|(n, _)| *n == name) {
             return Err(format!(
                 "line {}: Duplicate user found. A user can only be defined once in config files",
                 i + 1
             ));
         }
-        let rules: Vec<Bytes> = words
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect();
+        let rules: Vec<Bytes> = words.map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
         user_from_rules(&rules).map_err(|e| format!("line {}: {e}", i + 1))?;
         users.push((name, rules));
     }
@@ -837,9 +693,7 @@ pub fn script_check(spec: &CommandSpec, argv: &[Bytes]) -> Result<(), Reply> {
 /// The permissions of user `name` in `ks` (a user that no longer exists
 /// may do nothing).
 pub fn perms_of(ks: &Keyspace, name: &str) -> Arc<Perms> {
-    let u = user(ks.acl(), name)
-        .map(|u| u.into_owned())
-        .unwrap_or_default();
+    let u = user(ks.acl(), name).map(|u| u.into_owned()).unwrap_or_default();
     Arc::new(Perms::compile(&u))
 }
 
@@ -848,9 +702,7 @@ mod tests {
     use super::*;
 
     fn b(s: &str) -> Vec<Bytes> {
-        s.split_whitespace()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
+        s.split_whitespace().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
     }
 
     fn user_with(rules: &str) -> Perms {
@@ -867,41 +719,23 @@ mod tests {
         let p = user_with("on >pw +@lock ~orders:*");
         assert_eq!(check(&p, "LOCK.ACQUIRE orders:1 me 1000"), Ok(()));
         assert_eq!(check(&p, "LOCK.ACQUIRE locks:1 me 1000"), Err(Denied::Key));
-        assert_eq!(
-            check(&p, "FLUSHALL"),
-            Err(Denied::Command("flushall".into()))
-        );
+        assert_eq!(check(&p, "FLUSHALL"), Err(Denied::Command("flushall".into())));
         assert_eq!(check(&p, "KEYS *"), Err(Denied::Command("keys".into())));
-        assert_eq!(
-            check(&p, "GET orders:1"),
-            Err(Denied::Command("get".into()))
-        );
+        assert_eq!(check(&p, "GET orders:1"), Err(Denied::Command("get".into())));
     }
 
     #[test]
     fn rules_apply_in_order_with_subcommands() {
         let p = user_with("+@all -@dangerous ~*");
         assert_eq!(check(&p, "GET k"), Ok(()));
-        assert_eq!(
-            check(&p, "FLUSHALL"),
-            Err(Denied::Command("flushall".into()))
-        );
+        assert_eq!(check(&p, "FLUSHALL"), Err(Denied::Command("flushall".into())));
         assert_eq!(check(&p, "ACL WHOAMI"), Ok(()));
-        assert_eq!(
-            check(&p, "ACL SETUSER x"),
-            Err(Denied::Command("acl|setuser".into()))
-        );
+        assert_eq!(check(&p, "ACL SETUSER x"), Err(Denied::Command("acl|setuser".into())));
         let p = user_with("-@all +client|id +acl -acl|setuser");
         assert_eq!(check(&p, "CLIENT ID"), Ok(()));
-        assert_eq!(
-            check(&p, "CLIENT LIST"),
-            Err(Denied::Command("client|list".into()))
-        );
+        assert_eq!(check(&p, "CLIENT LIST"), Err(Denied::Command("client|list".into())));
         assert_eq!(check(&p, "ACL LIST"), Ok(()));
-        assert_eq!(
-            check(&p, "ACL SETUSER x"),
-            Err(Denied::Command("acl|setuser".into()))
-        );
+        assert_eq!(check(&p, "ACL SETUSER x"), Err(Denied::Command("acl|setuser".into())));
     }
 
     #[test]
@@ -911,53 +745,20 @@ mod tests {
         assert_eq!(check(&p, "SET r:1 v"), Err(Denied::Key));
         assert_eq!(check(&p, "SET w:1 v"), Ok(()));
         assert_eq!(check(&p, "GET w:1"), Err(Denied::Key));
-        assert_eq!(
-            check(&p, "EVAL x 1 r:1"),
-            Err(Denied::Key),
-            "scripts' keys need both"
-        );
-        assert_eq!(
-            check(&p, "EVAL_RO x 1 r:1"),
-            Ok(()),
-            "read-only scripts' keys need reading"
-        );
-        for reads in [
-            "GETDEL w:1",
-            "SET w:1 v GET",
-            "INCR w:1",
-            "LPOP w:1",
-            "GETSET w:1 v",
-        ] {
-            assert_eq!(
-                check(&p, reads),
-                Err(Denied::Key),
-                "{reads} returns what a write-only user may not read"
-            );
+        assert_eq!(check(&p, "EVAL x 1 r:1"), Err(Denied::Key), "scripts' keys need both");
+        assert_eq!(check(&p, "EVAL_RO x 1 r:1"), Ok(()), "read-only scripts' keys need reading");
+        for reads in ["GETDEL w:1", "SET w:1 v GET", "INCR w:1", "LPOP w:1", "GETSET w:1 v"] {
+            assert_eq!(check(&p, reads), Err(Denied::Key), "{reads} returns what a write-only user may not read");
         }
-        for reads in [
-            "SPOP w:1",
-            "ZPOPMIN w:1",
-            "LMOVE w:1 w:2 LEFT LEFT",
-            "GETEX w:1",
-            "INCRBYFLOAT w:1 1",
-            "RENAME w:1 w:2",
-        ] {
-            assert_eq!(
-                check(&p, reads),
-                Err(Denied::Key),
-                "{reads} returns what a write-only user may not read"
-            );
+        for reads in ["SPOP w:1", "ZPOPMIN w:1", "LMOVE w:1 w:2 LEFT LEFT", "GETEX w:1", "INCRBYFLOAT w:1 1", "RENAME w:1 w:2"] {
+            assert_eq!(check(&p, reads), Err(Denied::Key), "{reads} returns what a write-only user may not read");
         }
         // A STORE reads its sources and writes its destination; COPY reads
         // its source; every key a numkeys argument counts is checked.
         assert_eq!(check(&p, "SINTERSTORE w:1 r:1 r:2"), Ok(()));
         assert_eq!(check(&p, "ZUNIONSTORE w:1 2 r:1 r:2"), Ok(()));
         assert_eq!(check(&p, "ZUNIONSTORE w:1 2 r:1 x:2"), Err(Denied::Key));
-        assert_eq!(
-            check(&p, "SINTERSTORE r:1 r:2"),
-            Err(Denied::Key),
-            "the destination needs writing"
-        );
+        assert_eq!(check(&p, "SINTERSTORE r:1 r:2"), Err(Denied::Key), "the destination needs writing");
         assert_eq!(check(&p, "COPY r:1 w:1"), Ok(()));
         assert_eq!(check(&p, "COPY w:1 w:2"), Err(Denied::Key));
         assert_eq!(check(&p, "SINTERCARD 2 r:1 w:1"), Err(Denied::Key));
@@ -966,89 +767,25 @@ mod tests {
         assert_eq!(check(&p, "PUBLISH sport m"), Err(Denied::Channel));
         assert_eq!(check(&p, "SUBSCRIBE news.x"), Ok(()));
         assert_eq!(check(&p, "PSUBSCRIBE news.*"), Ok(()));
-        assert_eq!(
-            check(&p, "PSUBSCRIBE news.x*"),
-            Err(Denied::Channel),
-            "a pattern must be one the user has"
-        );
+        assert_eq!(check(&p, "PSUBSCRIBE news.x*"), Err(Denied::Channel), "a pattern must be one the user has");
     }
 
     #[test]
     fn setuser_errors_are_redis_texts_and_change_nothing() {
         let mut ks = Keyspace::new();
-        assert_eq!(
-            apply_op(
-                &mut ks,
-                &AclOp::SetUser {
-                    name: "a".into(),
-                    rules: b("on >pw +get ~k"),
-                    base: vec![]
-                }
-            ),
-            Reply::ok()
-        );
+        assert_eq!(apply_op(&mut ks, &AclOp::SetUser { name: "a".into(), rules: b("on >pw +get ~k"), base: vec![] }), Reply::ok());
         let before = ks.acl().clone();
-        let r = apply_op(
-            &mut ks,
-            &AclOp::SetUser {
-                name: "a".into(),
-                rules: b("-get +nosuch"),
-                base: vec![],
-            },
-        );
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "a".into(), rules: b("-get +nosuch"), base: vec![] });
         assert_eq!(r, Reply::error("ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL"));
         assert_eq!(ks.acl(), &before);
-        let r = apply_op(
-            &mut ks,
-            &AclOp::SetUser {
-                name: "b".into(),
-                rules: b("allkeys ~x"),
-                base: vec![],
-            },
-        );
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "b".into(), rules: b("allkeys ~x"), base: vec![] });
         assert!(matches!(r, Reply::Error(e) if e.contains("Adding a pattern after the * pattern")));
-        let r = apply_op(
-            &mut ks,
-            &AclOp::SetUser {
-                name: "b".into(),
-                rules: vec![Bytes::new()],
-                base: vec![],
-            },
-        );
-        assert!(
-            matches!(r, Reply::Error(e) if e.contains("Syntax error")),
-            "an empty rule"
-        );
-        let r = apply_op(
-            &mut ks,
-            &AclOp::SetUser {
-                name: "b".into(),
-                rules: vec![Bytes::from("~a b")],
-                base: vec![],
-            },
-        );
-        assert!(
-            matches!(r, Reply::Error(e) if e.contains("Syntax error")),
-            "a pattern with a space"
-        );
-        assert_eq!(
-            apply_op(
-                &mut ks,
-                &AclOp::DelUser {
-                    names: vec!["default".into()]
-                }
-            ),
-            Reply::error("ERR The 'default' user cannot be removed")
-        );
-        assert_eq!(
-            apply_op(
-                &mut ks,
-                &AclOp::DelUser {
-                    names: vec!["a".into(), "a".into(), "zz".into()]
-                }
-            ),
-            Reply::Int(1)
-        );
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "b".into(), rules: vec![Bytes::new()], base: vec![] });
+        assert!(matches!(r, Reply::Error(e) if e.contains("Syntax error")), "an empty rule");
+        let r = apply_op(&mut ks, &AclOp::SetUser { name: "b".into(), rules: vec![Bytes::from("~a b")], base: vec![] });
+        assert!(matches!(r, Reply::Error(e) if e.contains("Syntax error")), "a pattern with a space");
+        assert_eq!(apply_op(&mut ks, &AclOp::DelUser { names: vec!["default".into()] }), Reply::error("ERR The 'default' user cannot be removed"));
+        assert_eq!(apply_op(&mut ks, &AclOp::DelUser { names: vec!["a".into(), "a".into(), "zz".into()] }), Reply::Int(1));
     }
 
     #[test]
@@ -1057,24 +794,16 @@ mod tests {
         let line = describe(&u);
         assert_eq!(
             line,
-            format!(
-                "on sanitize-payload #{} ~orders:* %R~ro:* resetchannels &chan -@all +@lock +get",
-                hash_password(b"pw")
-            )
+            format!("on sanitize-payload #{} ~orders:* %R~ro:* resetchannels &chan -@all +@lock +get", hash_password(b"pw"))
         );
         let back = user_from_rules(&b(&line)).unwrap();
         assert_eq!(back, u);
-        assert_eq!(
-            describe(&default_user()),
-            "on nopass sanitize-payload ~* &* +@all"
-        );
+        assert_eq!(describe(&default_user()), "on nopass sanitize-payload ~* &* +@all");
         let mut table = AclTable::default();
         table.users.insert("alice".into(), u);
         let parsed = parse_acl_file(&acl_file(&table)).unwrap();
         assert_eq!(parsed.len(), 2);
-        assert!(parse_acl_file("user a on\nuser a off\n")
-            .unwrap_err()
-            .contains("Duplicate user"));
+        assert!(parse_acl_file("user a on\nuser a off\n").unwrap_err().contains("Duplicate user"));
         assert!(parse_acl_file("usr a on\n").is_err());
     }
 }

@@ -23,18 +23,10 @@ impl Container for BTreeMap<Bytes, Bytes> {
         Value::Hash(BTreeMap::new())
     }
     fn of(v: &Value) -> Option<&Self> {
-        if let Value::Hash(h) = v {
-            Some(h)
-        } else {
-            None
-        }
+        if let Value::Hash(h) = v { Some(h) } else { None }
     }
     fn of_mut(v: &mut Value) -> Option<&mut Self> {
-        if let Value::Hash(h) = v {
-            Some(h)
-        } else {
-            None
-        }
+        if let Value::Hash(h) = v { Some(h) } else { None }
     }
 }
 
@@ -43,18 +35,10 @@ impl Container for VecDeque<Bytes> {
         Value::List(Box::default())
     }
     fn of(v: &Value) -> Option<&Self> {
-        if let Value::List(l) = v {
-            Some(l)
-        } else {
-            None
-        }
+        if let Value::List(l) = v { Some(l) } else { None }
     }
     fn of_mut(v: &mut Value) -> Option<&mut Self> {
-        if let Value::List(l) = v {
-            Some(l)
-        } else {
-            None
-        }
+        if let Value::List(l) = v { Some(l) } else { None }
     }
 }
 
@@ -63,18 +47,10 @@ impl Container for BTreeMap<Bytes, f64> {
         Value::ZSet(BTreeMap::new())
     }
     fn of(v: &Value) -> Option<&Self> {
-        if let Value::ZSet(z) = v {
-            Some(z)
-        } else {
-            None
-        }
+        if let Value::ZSet(z) = v { Some(z) } else { None }
     }
     fn of_mut(v: &mut Value) -> Option<&mut Self> {
-        if let Value::ZSet(z) = v {
-            Some(z)
-        } else {
-            None
-        }
+        if let Value::ZSet(z) = v { Some(z) } else { None }
     }
 }
 
@@ -83,27 +59,15 @@ impl Container for BTreeSet<Bytes> {
         Value::Set(BTreeSet::new())
     }
     fn of(v: &Value) -> Option<&Self> {
-        if let Value::Set(s) = v {
-            Some(s)
-        } else {
-            None
-        }
+        if let Value::Set(s) = v { Some(s) } else { None }
     }
     fn of_mut(v: &mut Value) -> Option<&mut Self> {
-        if let Value::Set(s) = v {
-            Some(s)
-        } else {
-            None
-        }
+        if let Value::Set(s) = v { Some(s) } else { None }
     }
 }
 
 /// The live container under `key` for reading.
-pub(super) fn read<'a, T: Container>(
-    ks: &'a Keyspace,
-    now: LogTime,
-    key: &[u8],
-) -> Result<Option<&'a T>, CmdError> {
+pub(super) fn read<'a, T: Container>(ks: &'a Keyspace, now: LogTime, key: &[u8]) -> Result<Option<&'a T>, CmdError> {
     match ks.get(key, now) {
         None => Ok(None),
         Some(e) => T::of(&e.value).map(Some).ok_or(CmdError::WrongType),
@@ -122,10 +86,7 @@ pub(super) fn write<'a, T: Container>(
         if !create {
             return Ok(None);
         }
-        ks.insert(
-            key.clone(),
-            Entry::new(T::empty(), ctx.version, ctx.log_time),
-        );
+        ks.insert(key.clone(), Entry::new(T::empty(), ctx.version, ctx.log_time));
     }
     match ks.get_mut(key, ctx) {
         None => Ok(None),
@@ -141,11 +102,7 @@ pub(super) fn write<'a, T: Container>(
 }
 
 /// Checks the type of `key` without creating it.
-pub(super) fn check<T: Container>(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    key: &Bytes,
-) -> Result<(), CmdError> {
+pub(super) fn check<T: Container>(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> Result<(), CmdError> {
     match ks.get_mut(key, ctx) {
         Some(e) if T::of(&e.value).is_none() => Err(CmdError::WrongType),
         _ => Ok(()),
@@ -154,10 +111,7 @@ pub(super) fn check<T: Container>(
 
 /// Deletes `key` if its container became empty, with the `del` event.
 pub(super) fn drop_if_empty(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) {
-    if ks
-        .get_mut(key, ctx)
-        .is_some_and(|e| e.value.is_empty_container())
-    {
+    if ks.get_mut(key, ctx).is_some_and(|e| e.value.is_empty_container()) {
         ks.remove(key);
         ctx.key_event('g', "del", key);
     }
@@ -217,9 +171,7 @@ pub(super) fn choose_repeated<T: Clone>(
 ) -> Result<Vec<T>, CmdError> {
     if n.saturating_mul(per_item) > MAX_RANDOM_REPEATS {
         let most = MAX_RANDOM_REPEATS / per_item;
-        return Err(CmdError::Other(format!(
-            "ERR count is too large: at most {most} {what} with repetition"
-        )));
+        return Err(CmdError::Other(format!("ERR count is too large: at most {most} {what} with repetition")));
     }
     let largest = items.iter().map(&size).max().unwrap_or(0) as u64;
     if n.saturating_mul(largest) > MAX_RANDOM_REPLY_BYTES {
@@ -227,9 +179,7 @@ pub(super) fn choose_repeated<T: Clone>(
             "ERR count is too large: the reply would repeat more than {MAX_RANDOM_REPLY_BYTES} bytes"
         )));
     }
-    Ok((0..n)
-        .map(|_| items[rng.below(items.len())].clone())
-        .collect())
+    Ok((0..n).map(|_| items[rng.below(items.len())].clone()).collect())
 }
 
 /// A `SCAN`-family cursor as Redis reads it (C's `strtoul`): decimal digits
@@ -249,11 +199,7 @@ pub(super) fn parse_cursor(raw: &[u8]) -> Result<u64, CmdError> {
         .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|d| d.parse().ok())
         .ok_or(CmdError::InvalidCursor)?;
-    Ok(if negative {
-        value.wrapping_neg()
-    } else {
-        value
-    })
+    Ok(if negative { value.wrapping_neg() } else { value })
 }
 
 /// The options of a `SCAN`-family command after its cursor: `MATCH
@@ -264,15 +210,8 @@ pub(super) struct ScanOptions<'a> {
     pub type_name: Option<String>,
 }
 
-pub(super) fn scan_options<'a>(
-    mut args: Args<'a>,
-    with_type: bool,
-) -> Result<ScanOptions<'a>, CmdError> {
-    let mut options = ScanOptions {
-        glob: None,
-        count: 10,
-        type_name: None,
-    };
+pub(super) fn scan_options<'a>(mut args: Args<'a>, with_type: bool) -> Result<ScanOptions<'a>, CmdError> {
+    let mut options = ScanOptions { glob: None, count: 10, type_name: None };
     while args.remaining() > 0 {
         match args.next_keyword()?.as_str() {
             "MATCH" => options.glob = Some(Glob::new(args.next_bytes()?)),
@@ -283,9 +222,7 @@ pub(super) fn scan_options<'a>(
                 }
                 options.count = n.min(1 << 20) as usize;
             }
-            "TYPE" if with_type => {
-                options.type_name = Some(args.next_keyword()?.to_ascii_lowercase())
-            }
+            "TYPE" if with_type => options.type_name = Some(args.next_keyword()?.to_ascii_lowercase()),
             _ => return Err(CmdError::Arg(ArgError::Syntax)),
         }
     }
@@ -295,9 +232,7 @@ pub(super) fn scan_options<'a>(
 impl ScanOptions<'_> {
     /// Whether `name` matches `MATCH` (all do without it).
     pub fn matches(&mut self, name: &[u8]) -> Result<bool, CmdError> {
-        self.glob
-            .as_mut()
-            .map_or(Ok(true), |g| matches_or_gives_up(g, name))
+        self.glob.as_mut().map_or(Ok(true), |g| matches_or_gives_up(g, name))
     }
 }
 
@@ -305,11 +240,7 @@ impl ScanOptions<'_> {
 /// fixed hash of their names (positions that stay put while others come and
 /// go), about `count` of them, and the cursor that continues (0: the end).
 /// Items sharing a position come together, so none is skipped.
-pub(super) fn scan_page<T>(
-    items: impl Iterator<Item = (u64, T)>,
-    cursor: u64,
-    count: usize,
-) -> (Vec<T>, u64) {
+pub(super) fn scan_page<T>(items: impl Iterator<Item = (u64, T)>, cursor: u64, count: usize) -> (Vec<T>, u64) {
     let mut candidates: Vec<(u64, T)> = items.filter(|(pos, _)| *pos >= cursor).collect();
     // Stable: items of one position keep the order they came in.
     candidates.sort_by_key(|(pos, _)| *pos);
@@ -339,11 +270,7 @@ pub(super) fn scan_container<'a>(
     let (chosen, next) = if len <= SCAN_ALL_BELOW {
         (items.collect(), 0)
     } else {
-        scan_page(
-            items.map(|(m, rest)| (scan_position(m), (m, rest))),
-            cursor,
-            options.count,
-        )
+        scan_page(items.map(|(m, rest)| (scan_position(m), (m, rest))), cursor, options.count)
     };
     let mut out = Vec::new();
     for (member, rest) in chosen {
@@ -352,10 +279,7 @@ pub(super) fn scan_container<'a>(
             out.extend(rest);
         }
     }
-    Ok(Reply::Array(vec![
-        Reply::text(&next.to_string()),
-        Reply::Array(out),
-    ]))
+    Ok(Reply::Array(vec![Reply::text(&next.to_string()), Reply::Array(out)]))
 }
 
 /// The reply to a `SCAN`-family command on a missing key.
@@ -374,14 +298,7 @@ mod tests {
         assert_eq!(parse_cursor(b"+7"), Ok(7));
         assert_eq!(parse_cursor(b"-1"), Ok(u64::MAX));
         assert_eq!(parse_cursor(b""), Ok(0));
-        for bad in [
-            &b"abc"[..],
-            b"1x",
-            b" 1",
-            b"-",
-            b"18446744073709551616",
-            b"1.5",
-        ] {
+        for bad in [&b"abc"[..], b"1x", b" 1", b"-", b"18446744073709551616", b"1.5"] {
             assert_eq!(parse_cursor(bad), Err(CmdError::InvalidCursor), "{:?}", bad);
         }
     }
@@ -393,22 +310,10 @@ mod tests {
         let mut cursor = 0u64;
         let mut calls = 0;
         loop {
-            let argv = vec![
-                Bytes::from_static(b"sscan"),
-                Bytes::from_static(b"COUNT"),
-                Bytes::from_static(b"33"),
-            ];
-            let reply = scan_container(
-                members.iter().map(|m| (m, vec![])),
-                members.len(),
-                cursor,
-                Args::new(&argv),
-            )
-            .unwrap();
+            let argv = vec![Bytes::from_static(b"sscan"), Bytes::from_static(b"COUNT"), Bytes::from_static(b"33")];
+            let reply = scan_container(members.iter().map(|m| (m, vec![])), members.len(), cursor, Args::new(&argv)).unwrap();
             let Reply::Array(parts) = reply else { panic!() };
-            let [Reply::Bulk(next), Reply::Array(found)] = &parts[..] else {
-                panic!("{parts:?}")
-            };
+            let [Reply::Bulk(next), Reply::Array(found)] = &parts[..] else { panic!("{parts:?}") };
             for f in found {
                 let Reply::Bulk(m) = f else { panic!() };
                 seen.insert(m.clone());

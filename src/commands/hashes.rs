@@ -10,11 +10,10 @@ use crate::keyspace::{ExecCtx, Keyspace, ReadCtx, Rng};
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
 use super::containers::{
-    choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read,
-    scan_container, write,
+    choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read, scan_container, write,
 };
-use super::long_double::{self, Float, LongDouble};
 use super::{CmdError, CmdResult};
+use super::long_double::{self, Float, LongDouble};
 
 type Hash = BTreeMap<Bytes, Bytes>;
 
@@ -29,10 +28,7 @@ pub fn hset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         return Err(CmdError::Arity("hset"));
     }
     let hash = write::<Hash>(ks, ctx, &key, true)?.ok_or(CmdError::WrongType)?;
-    let added = pairs
-        .chunks(2)
-        .filter(|p| hash.insert(p[0].clone(), p[1].clone()).is_none())
-        .count();
+    let added = pairs.chunks(2).filter(|p| hash.insert(p[0].clone(), p[1].clone()).is_none()).count();
     ctx.key_event('h', "hset", &key);
     Ok(Reply::Int(added as i64))
 }
@@ -78,11 +74,7 @@ pub fn hget(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn hmget(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let hash = read::<Hash>(ks, ctx.now, key)?;
-    let values = args.rest().iter().map(|f| {
-        hash.and_then(|h| h.get(f).cloned())
-            .map(Reply::Bulk)
-            .unwrap_or(Reply::Nil)
-    });
+    let values = args.rest().iter().map(|f| hash.and_then(|h| h.get(f).cloned()).map(Reply::Bulk).unwrap_or(Reply::Nil));
     Ok(Reply::Array(values.collect()))
 }
 
@@ -92,9 +84,7 @@ pub fn hmget(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn hexists(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let field = args.next_bytes()?;
-    Ok(Reply::Int(
-        read::<Hash>(ks, ctx.now, key)?.is_some_and(|h| h.contains_key(field)) as i64,
-    ))
+    Ok(Reply::Int(read::<Hash>(ks, ctx.now, key)?.is_some_and(|h| h.contains_key(field)) as i64))
 }
 
 /// ```text
@@ -108,8 +98,7 @@ pub fn hincrby(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     super::containers::check::<Hash>(ks, ctx, &key)?;
     let current = match read::<Hash>(ks, ctx.log_time, &key)?.and_then(|h| h.get(&field)) {
         None => 0,
-        Some(v) => parse_i64(v)
-            .ok_or_else(|| CmdError::Other("ERR hash value is not an integer".into()))?,
+        Some(v) => parse_i64(v).ok_or_else(|| CmdError::Other("ERR hash value is not an integer".into()))?,
     };
     let new = current.checked_add(by).ok_or(CmdError::Overflow)?;
     let hash = write::<Hash>(ks, ctx, &key, true)?.ok_or(CmdError::WrongType)?;
@@ -125,9 +114,7 @@ pub fn hincrby(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
 pub fn hdel(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let fields = args.rest();
-    let Some(hash) = write::<Hash>(ks, ctx, &key, false)? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(hash) = write::<Hash>(ks, ctx, &key, false)? else { return Ok(Reply::Int(0)) };
     let removed = fields.iter().filter(|f| hash.remove(*f).is_some()).count();
     if removed > 0 {
         ctx.key_event('h', "hdel", &key);
@@ -141,11 +128,7 @@ pub fn hdel(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// ```
 pub fn hlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    Ok(Reply::Int(
-        read::<Hash>(ks, ctx.now, key)?
-            .map(|h| h.len())
-            .unwrap_or(0) as i64,
-    ))
+    Ok(Reply::Int(read::<Hash>(ks, ctx.now, key)?.map(|h| h.len()).unwrap_or(0) as i64))
 }
 
 /// ```text
@@ -154,11 +137,7 @@ pub fn hlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn hkeys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let hash = read::<Hash>(ks, ctx.now, key)?;
-    Ok(Reply::Array(
-        hash.into_iter()
-            .flat_map(|h| h.keys().cloned().map(Reply::Bulk))
-            .collect(),
-    ))
+    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.keys().cloned().map(Reply::Bulk)).collect()))
 }
 
 /// ```text
@@ -167,11 +146,7 @@ pub fn hkeys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn hvals(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let hash = read::<Hash>(ks, ctx.now, key)?;
-    Ok(Reply::Array(
-        hash.into_iter()
-            .flat_map(|h| h.values().cloned().map(Reply::Bulk))
-            .collect(),
-    ))
+    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.values().cloned().map(Reply::Bulk)).collect()))
 }
 
 /// ```text
@@ -182,12 +157,7 @@ pub fn hgetall(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let hash = read::<Hash>(ks, ctx.now, key)?;
     Ok(Reply::Map(
-        hash.into_iter()
-            .flat_map(|h| {
-                h.iter()
-                    .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
-            })
-            .collect(),
+        hash.into_iter().flat_map(|h| h.iter().map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))).collect(),
     ))
 }
 
@@ -205,9 +175,7 @@ pub fn hincrbyfloat(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> Cmd
     let not_finite = || CmdError::Other("ERR increment would produce NaN or Infinity".into());
     let by = match long_double::parse(args.next_bytes()?) {
         None => return Err(CmdError::Other("ERR value is not a valid float".into())),
-        Some(Float::Infinite) => {
-            return Err(CmdError::Other("ERR value is NaN or Infinity".into()))
-        }
+        Some(Float::Infinite) => return Err(CmdError::Other("ERR value is NaN or Infinity".into())),
         Some(Float::Finite(by)) => by,
     };
     let current = match read::<Hash>(ks, ctx.log_time, &key)?.and_then(|h| h.get(&field)) {
@@ -234,9 +202,7 @@ pub fn hincrbyfloat(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> Cmd
 pub fn hstrlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let field = args.next_bytes()?;
-    let len = read::<Hash>(ks, ctx.now, key)?
-        .and_then(|h| h.get(field))
-        .map_or(0, |v| v.len());
+    let len = read::<Hash>(ks, ctx.now, key)?.and_then(|h| h.get(field)).map_or(0, |v| v.len());
     Ok(Reply::Int(len as i64))
 }
 
@@ -249,15 +215,8 @@ pub fn hscan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     // As Redis: a bad cursor is reported before the key's type.
     let cursor = parse_cursor(args.next_bytes()?)?;
-    let Some(hash) = read::<Hash>(ks, ctx.now, key)? else {
-        return Ok(empty_scan());
-    };
-    scan_container(
-        hash.iter().map(|(f, v)| (f, vec![Reply::Bulk(v.clone())])),
-        hash.len(),
-        cursor,
-        args,
-    )
+    let Some(hash) = read::<Hash>(ks, ctx.now, key)? else { return Ok(empty_scan()) };
+    scan_container(hash.iter().map(|(f, v)| (f, vec![Reply::Bulk(v.clone())])), hash.len(), cursor, args)
 }
 
 /// ```text
@@ -291,48 +250,28 @@ pub fn hrandfield(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
         let field = hash.and_then(|h| h.keys().nth(rng.below(h.len())));
         return Ok(field.map_or(Reply::Nil, |f| Reply::Bulk(f.clone())));
     };
-    let Some(hash) = hash.filter(|_| count != 0) else {
-        return Ok(Reply::Array(vec![]));
-    };
+    let Some(hash) = hash.filter(|_| count != 0) else { return Ok(Reply::Array(vec![])) };
     let entries: Vec<(&Bytes, &Bytes)> = hash.iter().collect();
     let chosen = if count < 0 {
         let size = |(f, v): &(&Bytes, &Bytes)| f.len() + if with_values { v.len() } else { 0 };
-        choose_repeated(
-            &entries,
-            count.unsigned_abs(),
-            if with_values { 2 } else { 1 },
-            size,
-            &mut rng,
-            "fields",
-        )?
+        choose_repeated(&entries, count.unsigned_abs(), if with_values { 2 } else { 1 }, size, &mut rng, "fields")?
     } else {
         choose_distinct(entries, count as u64, &mut rng)
     };
     if with_values {
-        return Ok(Reply::Pairs(
-            chosen
-                .into_iter()
-                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
-                .collect(),
-        ));
+        return Ok(Reply::Pairs(chosen.into_iter().map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone()))).collect()));
     }
-    Ok(Reply::Array(
-        chosen
-            .into_iter()
-            .map(|(f, _)| Reply::Bulk(f.clone()))
-            .collect(),
-    ))
+    Ok(Reply::Array(chosen.into_iter().map(|(f, _)| Reply::Bulk(f.clone())).collect()))
 }
+
+
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn argv(words: &[&str]) -> Vec<Bytes> {
-        words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
+        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
     }
 
     fn hash_of(n: usize) -> Keyspace {
@@ -343,21 +282,12 @@ mod tests {
             words.push(format!("v{i}"));
         }
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        hset(
-            &mut ks,
-            &mut ExecCtx::new(1, 10, 0),
-            Args::new(&argv(&words)),
-        )
-        .unwrap();
+        hset(&mut ks, &mut ExecCtx::new(1, 10, 0), Args::new(&argv(&words))).unwrap();
         ks
     }
 
     fn rand(ks: &Keyspace, seed: u64, words: &[&str]) -> Reply {
-        let ctx = ReadCtx {
-            now: 10,
-            unix_ms: 0,
-            seed,
-        };
+        let ctx = ReadCtx { now: 10, unix_ms: 0, seed };
         hrandfield(ks, &ctx, Args::new(&argv(words))).unwrap_or_else(Reply::from)
     }
 
@@ -367,50 +297,26 @@ mod tests {
             Reply::Pairs(pairs) => pairs.into_iter().flat_map(|(f, v)| [f, v]).collect(),
             other => panic!("{other:?}"),
         };
-        items
-            .into_iter()
-            .map(|r| {
-                if let Reply::Bulk(b) = r {
-                    b
-                } else {
-                    panic!("{r:?}")
-                }
-            })
-            .collect()
+        items.into_iter().map(|r| if let Reply::Bulk(b) = r { b } else { panic!("{r:?}") }).collect()
     }
 
     #[test]
     fn hrandfield_counts() {
         let ks = hash_of(10);
         let distinct = items(rand(&ks, 1, &["hrandfield", "h", "4"]));
-        assert_eq!(
-            distinct
-                .iter()
-                .collect::<std::collections::BTreeSet<_>>()
-                .len(),
-            4
-        );
-        assert_eq!(
-            distinct,
-            items(rand(&ks, 1, &["hrandfield", "h", "4"])),
-            "the same seed, the same choice"
-        );
+        assert_eq!(distinct.iter().collect::<std::collections::BTreeSet<_>>().len(), 4);
+        assert_eq!(distinct, items(rand(&ks, 1, &["hrandfield", "h", "4"])), "the same seed, the same choice");
         assert_eq!(items(rand(&ks, 1, &["hrandfield", "h", "100"])).len(), 10);
         let repeated = items(rand(&ks, 2, &["hrandfield", "h", "-50"]));
         assert_eq!(repeated.len(), 50);
         let pairs = items(rand(&ks, 3, &["hrandfield", "h", "-5", "WITHVALUES"]));
         assert_eq!(pairs.len(), 10);
         for pair in pairs.chunks(2) {
-            assert_eq!(
-                &pair[0][1..],
-                &pair[1][1..],
-                "each field is followed by its value"
-            );
+            assert_eq!(&pair[0][1..], &pair[1][1..], "each field is followed by its value");
         }
         // Every field can be chosen.
-        let seen: std::collections::BTreeSet<Bytes> = (0..200)
-            .flat_map(|seed| items(rand(&ks, seed, &["hrandfield", "h", "1"])))
-            .collect();
+        let seen: std::collections::BTreeSet<Bytes> =
+            (0..200).flat_map(|seed| items(rand(&ks, seed, &["hrandfield", "h", "1"]))).collect();
         assert_eq!(seen.len(), 10);
     }
 
@@ -418,36 +324,12 @@ mod tests {
     fn hrandfield_refuses_counts_it_cannot_serve() {
         let ks = hash_of(3);
         let too_many = rand(&ks, 1, &["hrandfield", "h", "-1000000000000"]);
-        assert!(
-            matches!(&too_many, Reply::Error(e) if e.starts_with("ERR count is too large")),
-            "{too_many:?}"
-        );
+        assert!(matches!(&too_many, Reply::Error(e) if e.starts_with("ERR count is too large")), "{too_many:?}");
         let too_many = rand(&ks, 1, &["hrandfield", "h", "-6000000", "WITHVALUES"]);
-        assert!(
-            matches!(&too_many, Reply::Error(e) if e.starts_with("ERR count is too large")),
-            "{too_many:?}"
-        );
-        assert_eq!(
-            rand(
-                &ks,
-                1,
-                &["hrandfield", "h", "-4611686018427387904", "WITHVALUES"]
-            ),
-            Reply::error("ERR value is out of range")
-        );
+        assert!(matches!(&too_many, Reply::Error(e) if e.starts_with("ERR count is too large")), "{too_many:?}");
+        assert_eq!(rand(&ks, 1, &["hrandfield", "h", "-4611686018427387904", "WITHVALUES"]), Reply::error("ERR value is out of range"));
         assert!(rand(&ks, 1, &["hrandfield", "h", "-9223372036854775808"]).is_error());
-        assert_eq!(
-            items(rand(
-                &ks,
-                1,
-                &["hrandfield", "h", "4611686018427387903", "WITHVALUES"]
-            ))
-            .len(),
-            6
-        );
-        assert_eq!(
-            rand(&ks, 1, &["hrandfield", "h", "1", "WITHVALUES", "x"]),
-            Reply::error("ERR syntax error")
-        );
+        assert_eq!(items(rand(&ks, 1, &["hrandfield", "h", "4611686018427387903", "WITHVALUES"])).len(), 6);
+        assert_eq!(rand(&ks, 1, &["hrandfield", "h", "1", "WITHVALUES", "x"]), Reply::error("ERR syntax error"));
     }
 }

@@ -4,9 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::keyspace::{
-    Entry, Event, ExecCtx, Glob, Keyspace, LeaseEvent, LogTime, ReadCtx, Rng, Value,
-};
+use crate::keyspace::{Entry, Event, Glob, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx, Rng, Value};
 use crate::protocol::{ArgError, Args, Reply};
 
 use super::{relative_expiry, CmdError, CmdResult};
@@ -16,22 +14,13 @@ pub(super) fn delete_key(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> b
     if ks.get_mut(key, ctx).is_none() {
         return false;
     }
-    let Some(entry) = ks.remove(key) else {
-        return false;
-    };
+    let Some(entry) = ks.remove(key) else { return false };
     ctx.key_event('g', "del", key);
     if entry.is_lease() {
         let held_ms = ctx.log_time.saturating_sub(entry.since);
         let ttl_ms = entry.expires_at().unwrap_or(0).saturating_sub(entry.since);
         let (owner, token) = (entry.owner(), entry.version);
-        ctx.events.push(Event::Lease {
-            kind: LeaseEvent::Released,
-            key: key.clone(),
-            owner,
-            token,
-            ttl_ms,
-            held_ms,
-        });
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Released, key: key.clone(), owner, token, ttl_ms, held_ms });
     }
     true
 }
@@ -41,11 +30,7 @@ pub(super) fn delete_key(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> b
 /// ```
 /// The number of keys removed.
 pub fn del(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
-    let removed = args
-        .rest()
-        .iter()
-        .filter(|key| delete_key(ks, ctx, key))
-        .count();
+    let removed = args.rest().iter().filter(|key| delete_key(ks, ctx, key)).count();
     Ok(Reply::Int(removed as i64))
 }
 
@@ -54,12 +39,7 @@ pub fn del(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// ```
 /// How many of the keys exist (a key named twice counts twice).
 pub fn exists(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
-    Ok(Reply::Int(
-        args.rest()
-            .iter()
-            .filter(|k| ks.contains(k, ctx.now))
-            .count() as i64,
-    ))
+    Ok(Reply::Int(args.rest().iter().filter(|k| ks.contains(k, ctx.now)).count() as i64))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -91,29 +71,18 @@ fn expire_generic(
         }
     }
     if nx && (xx || gt || lt) {
-        return Err(CmdError::Other(
-            "ERR NX and XX, GT or LT options at the same time are not compatible".into(),
-        ));
+        return Err(CmdError::Other("ERR NX and XX, GT or LT options at the same time are not compatible".into()));
     }
     if gt && lt {
-        return Err(CmdError::Other(
-            "ERR GT and LT options at the same time are not compatible".into(),
-        ));
+        return Err(CmdError::Other("ERR GT and LT options at the same time are not compatible".into()));
     }
-    for (set, c) in [
-        (nx, ExpireCond::Nx),
-        (xx, ExpireCond::Xx),
-        (gt, ExpireCond::Gt),
-        (lt, ExpireCond::Lt),
-    ] {
+    for (set, c) in [(nx, ExpireCond::Nx), (xx, ExpireCond::Xx), (gt, ExpireCond::Gt), (lt, ExpireCond::Lt)] {
         if set {
             cond = c;
         }
     }
     let at = to_log_time(ctx, amount)?;
-    let Some(entry) = ks.get_mut(&key, ctx) else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(entry) = ks.get_mut(&key, ctx) else { return Ok(Reply::Int(0)) };
     let current = entry.expires_at();
     let allowed = match cond {
         ExpireCond::Always => true,
@@ -126,8 +95,7 @@ fn expire_generic(
     if !allowed {
         return Ok(Reply::Int(0));
     }
-    let (lease, since, owner, token) =
-        (entry.is_lease(), entry.since, entry.owner(), entry.version);
+    let (lease, since, owner, token) = (entry.is_lease(), entry.since, entry.owner(), entry.version);
     if at <= ctx.log_time {
         // An expiry in the past deletes the key, as Redis does.
         delete_key(ks, ctx, &key);
@@ -139,14 +107,7 @@ fn expire_generic(
         let held_ms = ctx.log_time.saturating_sub(since);
         let ttl_ms = at - ctx.log_time;
         let left_ms = current.map_or(0, |c| c.saturating_sub(ctx.log_time));
-        ctx.events.push(Event::Lease {
-            kind: LeaseEvent::Renewed { left_ms },
-            key,
-            owner,
-            token,
-            ttl_ms,
-            held_ms,
-        });
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Renewed { left_ms }, key, owner, token, ttl_ms, held_ms });
     }
     Ok(Reply::Int(1))
 }
@@ -156,18 +117,14 @@ fn expire_generic(
 /// ```
 /// 1 if the expiry was set, 0 if the key is missing or the condition failed.
 pub fn expire(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    expire_generic(ks, ctx, args, |ctx, n| {
-        relative_expiry(ctx.log_time, n, 1000, "expire")
-    })
+    expire_generic(ks, ctx, args, |ctx, n| relative_expiry(ctx.log_time, n, 1000, "expire"))
 }
 
 /// ```text
 /// PEXPIRE key milliseconds [NX | XX | GT | LT]
 /// ```
 pub fn pexpire(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    expire_generic(ks, ctx, args, |ctx, n| {
-        relative_expiry(ctx.log_time, n, 1, "pexpire")
-    })
+    expire_generic(ks, ctx, args, |ctx, n| relative_expiry(ctx.log_time, n, 1, "pexpire"))
 }
 
 /// ```text
@@ -176,10 +133,7 @@ pub fn pexpire(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
 /// The absolute time is converted with the leader's wall clock at stamping.
 pub fn expireat(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
     expire_generic(ks, ctx, args, |ctx, n| {
-        Ok(ctx.unix_to_log_time(
-            n.checked_mul(1000)
-                .ok_or(CmdError::InvalidExpire("expireat"))?,
-        ))
+        Ok(ctx.unix_to_log_time(n.checked_mul(1000).ok_or(CmdError::InvalidExpire("expireat"))?))
     })
 }
 
@@ -227,9 +181,7 @@ fn expiretime_generic(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, unit_ms: u64
             Some(at) => {
                 // Log time back to the wall clock of the view (see ReadCtx):
                 // exact for an expiry set as an absolute time.
-                let unix_ms = (ctx.unix_ms as i64)
-                    .saturating_add(at as i64 - ctx.now as i64)
-                    .max(0) as u64;
+                let unix_ms = (ctx.unix_ms as i64).saturating_add(at as i64 - ctx.now as i64).max(0) as u64;
                 ((unix_ms + unit_ms / 2) / unit_ms) as i64
             }
         },
@@ -275,10 +227,7 @@ pub fn persist(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
 /// `string`, ... or `none`.
 pub fn type_of(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let name = ks
-        .get(key, ctx.now)
-        .map(|e| e.value.type_name())
-        .unwrap_or("none");
+    let name = ks.get(key, ctx.now).map(|e| e.value.type_name()).unwrap_or("none");
     Ok(Reply::Status(name.into()))
 }
 
@@ -295,12 +244,7 @@ pub fn keys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
         }
     }
     found.sort();
-    Ok(Reply::Array(
-        found
-            .into_iter()
-            .map(|k| Reply::Bulk(k.to_bytes()))
-            .collect(),
-    ))
+    Ok(Reply::Array(found.into_iter().map(|k| Reply::Bulk(k.to_bytes())).collect()))
 }
 
 /// Whether `key` matches; an error once matching the pattern against this
@@ -308,18 +252,14 @@ pub fn keys(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// error names no key: keys are visited in an order that differs from node to
 /// node, and a script may store the error.
 pub(super) fn matches_or_gives_up(glob: &mut Glob, key: &[u8]) -> Result<bool, CmdError> {
-    glob.matches(key).ok_or_else(|| {
-        CmdError::Other("ERR pattern too complex to match against these keys".into())
-    })
+    glob.matches(key).ok_or_else(|| CmdError::Other("ERR pattern too complex to match against these keys".into()))
 }
 
 /// A key's position in SCAN order: a fixed hash (FNV-1a), so a cursor stays
 /// meaningful while keys come and go, and every key present for the whole
 /// scan is returned.
 pub(super) fn scan_position(key: &[u8]) -> u64 {
-    key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+    key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// ```text
@@ -329,9 +269,7 @@ pub(super) fn scan_position(key: &[u8]) -> u64 {
 pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let cursor = super::containers::parse_cursor(args.next_bytes()?)?;
     let mut options = super::containers::scan_options(args, true)?;
-    let live = ks
-        .iter(ctx.now)
-        .map(|(k, e)| (scan_position(k), (k, e.value.type_name())));
+    let live = ks.iter(ctx.now).map(|(k, e)| (scan_position(k), (k, e.value.type_name())));
     let (page, next) = super::containers::scan_page(live, cursor, options.count);
     let mut keys = Vec::new();
     for (key, kind) in page {
@@ -340,10 +278,7 @@ pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
             keys.push(Reply::Bulk(key.to_bytes()));
         }
     }
-    Ok(Reply::Array(vec![
-        Reply::text(&next.to_string()),
-        Reply::Array(keys),
-    ]))
+    Ok(Reply::Array(vec![Reply::text(&next.to_string()), Reply::Array(keys)]))
 }
 
 /// Keyspaces up to this size choose `RANDOMKEY` uniformly, by position.
@@ -365,11 +300,7 @@ pub fn randomkey(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
     }
     if len <= UNIFORM_RANDOM_KEYS {
         let pick = rng.below(len);
-        return Ok(ks
-            .iter(ctx.now)
-            .nth(pick)
-            .map(|(k, _)| Reply::Bulk(k.to_bytes()))
-            .unwrap_or(Reply::Nil));
+        return Ok(ks.iter(ctx.now).nth(pick).map(|(k, _)| Reply::Bulk(k.to_bytes())).unwrap_or(Reply::Nil));
     }
     // A few tries: the key found may have expired.
     for _ in 0..16 {
@@ -378,11 +309,7 @@ pub fn randomkey(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
             return Ok(Reply::Bulk(key.to_bytes()));
         }
     }
-    Ok(ks
-        .iter(ctx.now)
-        .next()
-        .map(|(k, _)| Reply::Bulk(k.to_bytes()))
-        .unwrap_or(Reply::Nil))
+    Ok(ks.iter(ctx.now).next().map(|(k, _)| Reply::Bulk(k.to_bytes())).unwrap_or(Reply::Nil))
 }
 
 /// Removes `key` (live) as a rename or move does: its lock, if it was one,
@@ -394,14 +321,7 @@ fn take_for_move(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes) -> Option<En
         let held_ms = ctx.log_time.saturating_sub(entry.since);
         let ttl_ms = entry.expires_at().unwrap_or(0).saturating_sub(entry.since);
         let (owner, token) = (entry.owner(), entry.version);
-        ctx.events.push(Event::Lease {
-            kind: LeaseEvent::Released,
-            key: key.clone(),
-            owner,
-            token,
-            ttl_ms,
-            held_ms,
-        });
+        ctx.events.push(Event::Lease { kind: LeaseEvent::Released, key: key.clone(), owner, token, ttl_ms, held_ms });
     }
     Some(entry)
 }
@@ -419,9 +339,7 @@ fn rename_generic(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, nx: bool
     if nx && dst_exists {
         return Ok(Reply::Int(0));
     }
-    let Some(mut entry) = take_for_move(ks, ctx, &src) else {
-        return Err(CmdError::Other("ERR no such key".into()));
-    };
+    let Some(mut entry) = take_for_move(ks, ctx, &src) else { return Err(CmdError::Other("ERR no such key".into())) };
     if dst_exists {
         take_for_move(ks, ctx, &dst);
     }
@@ -474,13 +392,9 @@ pub fn copy(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         }
     }
     if src == dst {
-        return Err(CmdError::Other(
-            "ERR source and destination objects are the same".into(),
-        ));
+        return Err(CmdError::Other("ERR source and destination objects are the same".into()));
     }
-    let Some(source) = ks.get_mut(&src, ctx).map(|e| e.clone()) else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(source) = ks.get_mut(&src, ctx).map(|e| e.clone()) else { return Ok(Reply::Int(0)) };
     if ks.get_mut(&dst, ctx).is_some() {
         if !replace {
             return Ok(Reply::Int(0));
@@ -507,19 +421,9 @@ fn redis_encoding(value: &Value) -> &'static str {
         Value::Str(s) if s.len() <= 44 => "embstr",
         Value::Str(_) => "raw",
         Value::List(_) => "quicklist",
-        Value::Hash(h)
-            if h.len() <= SMALL
-                && h.iter()
-                    .all(|(f, v)| f.len() <= SMALL_ITEM && v.len() <= SMALL_ITEM) =>
-        {
-            "listpack"
-        }
+        Value::Hash(h) if h.len() <= SMALL && h.iter().all(|(f, v)| f.len() <= SMALL_ITEM && v.len() <= SMALL_ITEM) => "listpack",
         Value::Hash(_) => "hashtable",
-        Value::Set(s)
-            if s.len() <= 512 && s.iter().all(|m| crate::protocol::parse_i64(m).is_some()) =>
-        {
-            "intset"
-        }
+        Value::Set(s) if s.len() <= 512 && s.iter().all(|m| crate::protocol::parse_i64(m).is_some()) => "intset",
         Value::Set(_) => "hashtable",
         Value::ZSet(z) if z.len() <= SMALL && z.keys().all(|m| m.len() <= SMALL_ITEM) => "listpack",
         Value::ZSet(_) => "skiplist",
@@ -555,9 +459,7 @@ pub fn object(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
             "HELP",
             "    Print this help.",
         ];
-        return Ok(Reply::Array(
-            lines.iter().map(|l| Reply::Status(l.to_string())).collect(),
-        ));
+        return Ok(Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect()));
     }
     let name = match sub.as_str() {
         "ENCODING" => "object|encoding",
@@ -565,18 +467,13 @@ pub fn object(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
         "IDLETIME" => "object|idletime",
         "REFCOUNT" => "object|refcount",
         _ => {
-            return Err(CmdError::Other(format!(
-                "ERR unknown subcommand '{}'. Try OBJECT HELP.",
-                String::from_utf8_lossy(&raw_sub)
-            )))
+            return Err(CmdError::Other(format!("ERR unknown subcommand '{}'. Try OBJECT HELP.", String::from_utf8_lossy(&raw_sub))))
         }
     };
     if args.remaining() != 1 {
         return Err(CmdError::Arity(name));
     }
-    let Some(entry) = ks.get(args.next_bytes()?, ctx.now) else {
-        return Ok(Reply::Nil);
-    };
+    let Some(entry) = ks.get(args.next_bytes()?, ctx.now) else { return Ok(Reply::Nil) };
     Ok(match sub.as_str() {
         "ENCODING" => Reply::bulk(redis_encoding(&entry.value)),
         "IDLETIME" => Reply::Int((ctx.now.saturating_sub(entry.since) / 1000) as i64),

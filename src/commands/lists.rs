@@ -16,24 +16,12 @@ type List = VecDeque<Bytes>;
 
 /// Pushes the elements one by one; `create` unless it is `LPUSHX`/`RPUSHX`,
 /// which push only onto an existing list (0 otherwise).
-fn push(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    mut args: Args,
-    left: bool,
-    create: bool,
-) -> CmdResult {
+fn push(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, left: bool, create: bool) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let values = args.rest();
-    let Some(list) = write::<List>(ks, ctx, &key, create)? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(list) = write::<List>(ks, ctx, &key, create)? else { return Ok(Reply::Int(0)) };
     for v in values {
-        if left {
-            list.push_front(v.clone())
-        } else {
-            list.push_back(v.clone())
-        }
+        if left { list.push_front(v.clone()) } else { list.push_back(v.clone()) }
     }
     let len = list.len();
     ctx.key_event('l', if left { "lpush" } else { "rpush" }, &key);
@@ -81,40 +69,21 @@ fn pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, left: bool) -> CmdR
         0 => None,
         _ => match args.next_i64() {
             Ok(n) if n >= 0 => Some(n as usize),
-            _ => {
-                return Err(CmdError::Other(
-                    "ERR value is out of range, must be positive".into(),
-                ))
-            }
+            _ => return Err(CmdError::Other("ERR value is out of range, must be positive".into())),
         },
     };
     let Some(list) = write::<List>(ks, ctx, &key, false)? else {
-        return Ok(if count.is_some() {
-            Reply::NilArray
-        } else {
-            Reply::Nil
-        });
+        return Ok(if count.is_some() { Reply::NilArray } else { Reply::Nil });
     };
     let take = count.unwrap_or(1).min(list.len());
-    let popped: Vec<Bytes> = (0..take)
-        .filter_map(|_| {
-            if left {
-                list.pop_front()
-            } else {
-                list.pop_back()
-            }
-        })
-        .collect();
+    let popped: Vec<Bytes> =
+        (0..take).filter_map(|_| if left { list.pop_front() } else { list.pop_back() }).collect();
     if !popped.is_empty() {
         ctx.key_event('l', if left { "lpop" } else { "rpop" }, &key);
         drop_if_empty(ks, ctx, &key);
     }
     Ok(match count {
-        None => popped
-            .into_iter()
-            .next()
-            .map(Reply::Bulk)
-            .unwrap_or(Reply::Nil),
+        None => popped.into_iter().next().map(Reply::Bulk).unwrap_or(Reply::Nil),
         Some(_) => Reply::Array(popped.into_iter().map(Reply::Bulk).collect()),
     })
 }
@@ -156,22 +125,11 @@ fn blocking_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, left: bool
     let (keys, timeout) = rest.split_at(rest.len() - 1);
     parse_block_timeout(&timeout[0])?;
     for key in keys {
-        let Some(list) = write::<List>(ks, ctx, key, false)? else {
-            continue;
-        };
-        let Some(value) = (if left {
-            list.pop_front()
-        } else {
-            list.pop_back()
-        }) else {
-            continue;
-        };
+        let Some(list) = write::<List>(ks, ctx, key, false)? else { continue };
+        let Some(value) = (if left { list.pop_front() } else { list.pop_back() }) else { continue };
         ctx.key_event('l', if left { "lpop" } else { "rpop" }, key);
         drop_if_empty(ks, ctx, key);
-        return Ok(Reply::Array(vec![
-            Reply::Bulk(key.clone()),
-            Reply::Bulk(value),
-        ]));
+        return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value)]));
     }
     Ok(Reply::NilArray)
 }
@@ -227,20 +185,12 @@ impl End {
     }
 
     fn pop_event(self) -> &'static str {
-        if self == End::Left {
-            "lpop"
-        } else {
-            "rpop"
-        }
+        if self == End::Left { "lpop" } else { "rpop" }
     }
 
     /// Named `...push` so that the hub wakes clients blocked on the key.
     fn push_event(self) -> &'static str {
-        if self == End::Left {
-            "lpush"
-        } else {
-            "rpush"
-        }
+        if self == End::Left { "lpush" } else { "rpush" }
     }
 }
 
@@ -250,14 +200,7 @@ impl End {
 /// before anything moves; as in Redis the destination's type is checked only
 /// when there is something to move. Events as Redis: the push on `dst`, the
 /// pop on `src`, `del` if `src` was emptied.
-fn move_element(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    src: &Bytes,
-    dst: &Bytes,
-    from: End,
-    to: End,
-) -> CmdResult {
+fn move_element(ks: &mut Keyspace, ctx: &mut ExecCtx, src: &Bytes, dst: &Bytes, from: End, to: End) -> CmdResult {
     if read::<List>(ks, ctx.log_time, src)?.is_none_or(|l| l.is_empty()) {
         return Ok(Reply::Nil);
     }
@@ -326,22 +269,14 @@ pub fn brpoplpush(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdRe
 /// the other arguments, as Redis does): pops up to `count` elements from the
 /// first non-empty list. `[key, [element, ...]]`, or a null array when every
 /// list is missing; `WRONGTYPE` for a key of another type reached before one.
-fn multi_pop(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    mut args: Args,
-    timeout: Option<&Bytes>,
-) -> CmdResult {
+fn multi_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, timeout: Option<&Bytes>) -> CmdResult {
     let numkeys = parse_i64(args.next_bytes()?)
         .filter(|n| *n > 0)
         .ok_or_else(|| CmdError::Other("ERR numkeys should be greater than 0".into()))?;
     let rest = args.rest();
     // The keys, then LEFT|RIGHT: a count the arguments cannot hold is a
     // syntax error.
-    let numkeys = usize::try_from(numkeys)
-        .ok()
-        .filter(|n| *n < rest.len())
-        .ok_or(CmdError::Arg(ArgError::Syntax))?;
+    let numkeys = usize::try_from(numkeys).ok().filter(|n| *n < rest.len()).ok_or(CmdError::Arg(ArgError::Syntax))?;
     let (keys, rest) = rest.split_at(numkeys);
     let end = End::parse(&rest[0])?;
     let mut count = None;
@@ -365,20 +300,12 @@ fn multi_pop(
         if read::<List>(ks, ctx.log_time, key)?.is_none_or(|l| l.is_empty()) {
             continue;
         }
-        let Some(list) = write::<List>(ks, ctx, key, false)? else {
-            continue;
-        };
+        let Some(list) = write::<List>(ks, ctx, key, false)? else { continue };
         let take = count.min(list.len() as u64);
-        let popped: Vec<Reply> = (0..take)
-            .filter_map(|_| end.pop(list))
-            .map(Reply::Bulk)
-            .collect();
+        let popped: Vec<Reply> = (0..take).filter_map(|_| end.pop(list)).map(Reply::Bulk).collect();
         ctx.key_event('l', end.pop_event(), key);
         drop_if_empty(ks, ctx, key);
-        return Ok(Reply::Array(vec![
-            Reply::Bulk(key.clone()),
-            Reply::Array(popped),
-        ]));
+        return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Array(popped)]));
     }
     Ok(Reply::NilArray)
 }
@@ -422,21 +349,9 @@ pub fn lindex(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// Clamps a Redis `start stop` range to `[from, to)` over `len` items.
 pub(super) fn clamp_range(start: i64, stop: i64, len: usize) -> (usize, usize) {
     let len = len as i64;
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
-    };
-    let stop = if stop < 0 {
-        len + stop
-    } else {
-        stop.min(len - 1)
-    };
-    if start > stop || start >= len {
-        (0, 0)
-    } else {
-        (start as usize, stop as usize + 1)
-    }
+    let start = if start < 0 { (len + start).max(0) } else { start };
+    let stop = if stop < 0 { len + stop } else { stop.min(len - 1) };
+    if start > stop || start >= len { (0, 0) } else { (start as usize, stop as usize + 1) }
 }
 
 /// ```text
@@ -445,21 +360,15 @@ pub(super) fn clamp_range(start: i64, stop: i64, len: usize) -> (usize, usize) {
 pub fn lrange(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let (start, stop) = (args.next_i64()?, args.next_i64()?);
-    let Some(list) = read::<List>(ks, ctx.now, key)? else {
-        return Ok(Reply::Array(vec![]));
-    };
+    let Some(list) = read::<List>(ks, ctx.now, key)? else { return Ok(Reply::Array(vec![])) };
     let (from, to) = clamp_range(start, stop, list.len());
-    Ok(Reply::Array(
-        list.range(from..to).cloned().map(Reply::Bulk).collect(),
-    ))
+    Ok(Reply::Array(list.range(from..to).cloned().map(Reply::Bulk).collect()))
 }
 
 /// An `LPOS` count or `MAXLEN`: a non-negative integer, else `error` (Redis
 /// gives the same text for a value that is not an integer).
 fn non_negative(raw: &[u8], error: &str) -> Result<i64, CmdError> {
-    parse_i64(raw)
-        .filter(|n| *n >= 0)
-        .ok_or_else(|| CmdError::Other(error.into()))
+    parse_i64(raw).filter(|n| *n >= 0).ok_or_else(|| CmdError::Other(error.into()))
 }
 
 /// The indexes `LPOS` reports: the matches of `element`, searched from the
@@ -468,20 +377,12 @@ fn non_negative(raw: &[u8], error: &str) -> Result<i64, CmdError> {
 /// elements searched (0: all of them).
 fn positions(list: &List, element: &[u8], rank: i64, count: i64, maxlen: i64) -> Vec<usize> {
     let len = list.len();
-    let searched = if maxlen == 0 {
-        len
-    } else {
-        len.min(usize::try_from(maxlen).unwrap_or(usize::MAX))
-    };
+    let searched = if maxlen == 0 { len } else { len.min(usize::try_from(maxlen).unwrap_or(usize::MAX)) };
     let from_tail = rank < 0;
     // Redis 7.0 negates the rank in a C `long`: -2^63 stays negative, every
     // match passes `matches >= rank`, and the search answers from the first
     // match from the tail.
-    let skipped = if rank == i64::MIN {
-        0
-    } else {
-        rank.unsigned_abs().saturating_sub(1)
-    };
+    let skipped = if rank == i64::MIN { 0 } else { rank.unsigned_abs().saturating_sub(1) };
     let (mut matches, mut found) = (0u64, Vec::new());
     for step in 0..searched {
         let i = if from_tail { len - 1 - step } else { step };
@@ -526,12 +427,7 @@ pub fn lpos(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
                     ));
                 }
             }
-            "COUNT" => {
-                count = Some(non_negative(
-                    args.next_bytes()?,
-                    "ERR COUNT can't be negative",
-                )?)
-            }
+            "COUNT" => count = Some(non_negative(args.next_bytes()?, "ERR COUNT can't be negative")?),
             "MAXLEN" => maxlen = non_negative(args.next_bytes()?, "ERR MAXLEN can't be negative")?,
             _ => return Err(CmdError::Arg(ArgError::Syntax)),
         }
@@ -559,12 +455,9 @@ pub fn lset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         return Err(CmdError::Other("ERR no such key".into()));
     };
     let index = parse_i64(index).ok_or(ArgError::NotInteger)?;
-    let i = resolve_index(index, len)
-        .ok_or_else(|| CmdError::Other("ERR index out of range".into()))?;
+    let i = resolve_index(index, len).ok_or_else(|| CmdError::Other("ERR index out of range".into()))?;
     let slot = write::<List>(ks, ctx, &key, false)?.and_then(|list| list.get_mut(i));
-    let Some(slot) = slot else {
-        return Err(CmdError::Other("ERR no such key".into()));
-    };
+    let Some(slot) = slot else { return Err(CmdError::Other("ERR no such key".into())) };
     *slot = element;
     ctx.key_event('l', "lset", &key);
     Ok(Reply::ok())
@@ -584,15 +477,9 @@ pub fn linsert(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     };
     let pivot = args.next_bytes()?;
     let element = args.next_bytes()?.clone();
-    let Some(list) = read::<List>(ks, ctx.log_time, &key)? else {
-        return Ok(Reply::Int(0));
-    };
-    let Some(at) = list.iter().position(|e| e == pivot) else {
-        return Ok(Reply::Int(-1));
-    };
-    let Some(list) = write::<List>(ks, ctx, &key, false)? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(list) = read::<List>(ks, ctx.log_time, &key)? else { return Ok(Reply::Int(0)) };
+    let Some(at) = list.iter().position(|e| e == pivot) else { return Ok(Reply::Int(-1)) };
+    let Some(list) = write::<List>(ks, ctx, &key, false)? else { return Ok(Reply::Int(0)) };
     list.insert(if before { at } else { at + 1 }, element);
     let len = list.len();
     ctx.key_event('l', "linsert", &key);
@@ -608,9 +495,7 @@ pub fn linsert(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
 pub fn ltrim(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let (start, stop) = (args.next_i64()?, args.next_i64()?);
-    let Some(list) = write::<List>(ks, ctx, &key, false)? else {
-        return Ok(Reply::ok());
-    };
+    let Some(list) = write::<List>(ks, ctx, &key, false)? else { return Ok(Reply::ok()) };
     let (from, to) = clamp_range(start, stop, list.len());
     list.truncate(to);
     list.drain(..from);
@@ -628,21 +513,11 @@ pub fn lrem(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let count = args.next_i64()?;
     let element = args.next_bytes()?.clone();
-    let Some(list) = write::<List>(ks, ctx, &key, false)? else {
-        return Ok(Reply::Int(0));
-    };
-    let limit = if count == 0 {
-        usize::MAX
-    } else {
-        count.unsigned_abs() as usize
-    };
+    let Some(list) = write::<List>(ks, ctx, &key, false)? else { return Ok(Reply::Int(0)) };
+    let limit = if count == 0 { usize::MAX } else { count.unsigned_abs() as usize };
     let mut removed = 0;
     let mut kept: Vec<Bytes> = Vec::with_capacity(list.len());
-    let items: Vec<Bytes> = if count < 0 {
-        list.drain(..).rev().collect()
-    } else {
-        list.drain(..).collect()
-    };
+    let items: Vec<Bytes> = if count < 0 { list.drain(..).rev().collect() } else { list.drain(..).collect() };
     for item in items {
         if removed < limit && item == element {
             removed += 1;
@@ -666,11 +541,7 @@ pub fn lrem(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// ```
 pub fn llen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    Ok(Reply::Int(
-        read::<List>(ks, ctx.now, key)?
-            .map(|l| l.len())
-            .unwrap_or(0) as i64,
-    ))
+    Ok(Reply::Int(read::<List>(ks, ctx.now, key)?.map(|l| l.len()).unwrap_or(0) as i64))
 }
 
 #[cfg(test)]
@@ -678,38 +549,22 @@ mod tests {
     use super::*;
 
     fn argv(words: &[&str]) -> Vec<Bytes> {
-        words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
+        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
     }
 
     fn list(items: &str) -> List {
-        items
-            .split_whitespace()
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect()
+        items.split_whitespace().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()
     }
 
     /// Runs a write command on `ks`; its reply (errors as replies).
-    fn run(
-        ks: &mut Keyspace,
-        f: fn(&mut Keyspace, &mut ExecCtx, Args) -> CmdResult,
-        words: &[&str],
-    ) -> Reply {
+    fn run(ks: &mut Keyspace, f: fn(&mut Keyspace, &mut ExecCtx, Args) -> CmdResult, words: &[&str]) -> Reply {
         let argv = argv(words);
         f(ks, &mut ExecCtx::new(7, 10, 0), Args::new(&argv)).unwrap_or_else(Reply::from)
     }
 
     fn contents(ks: &Keyspace, key: &str) -> Option<String> {
         let items = read::<List>(ks, 10, key.as_bytes()).ok()??;
-        Some(
-            items
-                .iter()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .collect::<Vec<_>>()
-                .join(" "),
-        )
+        Some(items.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>().join(" "))
     }
 
     #[test]
@@ -729,10 +584,7 @@ mod tests {
         assert_eq!(positions(&l, b"c", 2, 0, 0), vec![5]);
         // Hostile values: no overflow, no panic; Redis 7.0's answer for -2^63.
         assert_eq!(positions(&l, b"a", i64::MIN, 1, 0), vec![6]);
-        assert_eq!(
-            positions(&l, b"a", i64::MAX, 0, i64::MAX),
-            Vec::<usize>::new()
-        );
+        assert_eq!(positions(&l, b"a", i64::MAX, 0, i64::MAX), Vec::<usize>::new());
         assert_eq!(positions(&l, b"a", -1, i64::MAX, 0), vec![6, 3, 0]);
         assert_eq!(positions(&List::new(), b"a", -1, 0, 0), Vec::<usize>::new());
     }
@@ -740,51 +592,27 @@ mod tests {
     #[test]
     fn ltrim_keeps_the_clamped_range_and_deletes_an_emptied_list() {
         let mut ks = Keyspace::new();
-        run(
-            &mut ks,
-            rpush,
-            &["rpush", "l", "a", "b", "c", "d", "e", "f"],
-        );
+        run(&mut ks, rpush, &["rpush", "l", "a", "b", "c", "d", "e", "f"]);
         assert_eq!(run(&mut ks, ltrim, &["ltrim", "l", "1", "-2"]), Reply::ok());
         assert_eq!(contents(&ks, "l").as_deref(), Some("b c d e"));
         run(&mut ks, ltrim, &["ltrim", "l", "-3", "100"]);
         assert_eq!(contents(&ks, "l").as_deref(), Some("c d e"));
-        run(
-            &mut ks,
-            ltrim,
-            &["ltrim", "l", "-9223372036854775808", "-3"],
-        );
+        run(&mut ks, ltrim, &["ltrim", "l", "-9223372036854775808", "-3"]);
         assert_eq!(contents(&ks, "l").as_deref(), Some("c"));
         run(&mut ks, ltrim, &["ltrim", "l", "1", "0"]);
         assert_eq!(contents(&ks, "l"), None);
-        assert_eq!(
-            run(&mut ks, ltrim, &["ltrim", "l", "0", "1"]),
-            Reply::ok(),
-            "a missing list is OK"
-        );
+        assert_eq!(run(&mut ks, ltrim, &["ltrim", "l", "0", "1"]), Reply::ok(), "a missing list is OK");
     }
 
     #[test]
     fn linsert_goes_next_to_the_first_pivot() {
         let mut ks = Keyspace::new();
         run(&mut ks, rpush, &["rpush", "l", "x", "y", "x"]);
-        assert_eq!(
-            run(&mut ks, linsert, &["linsert", "l", "after", "x", "m"]),
-            Reply::Int(4)
-        );
-        assert_eq!(
-            run(&mut ks, linsert, &["linsert", "l", "BEFORE", "x", "0"]),
-            Reply::Int(5)
-        );
+        assert_eq!(run(&mut ks, linsert, &["linsert", "l", "after", "x", "m"]), Reply::Int(4));
+        assert_eq!(run(&mut ks, linsert, &["linsert", "l", "BEFORE", "x", "0"]), Reply::Int(5));
         assert_eq!(contents(&ks, "l").as_deref(), Some("0 x m y x"));
-        assert_eq!(
-            run(&mut ks, linsert, &["linsert", "l", "BEFORE", "zz", "q"]),
-            Reply::Int(-1)
-        );
-        assert_eq!(
-            run(&mut ks, linsert, &["linsert", "nokey", "BEFORE", "x", "q"]),
-            Reply::Int(0)
-        );
+        assert_eq!(run(&mut ks, linsert, &["linsert", "l", "BEFORE", "zz", "q"]), Reply::Int(-1));
+        assert_eq!(run(&mut ks, linsert, &["linsert", "nokey", "BEFORE", "x", "q"]), Reply::Int(0));
         assert_eq!(contents(&ks, "nokey"), None);
     }
 
@@ -792,10 +620,7 @@ mod tests {
     fn lmove_rotates_one_list_and_empties_another() {
         let mut ks = Keyspace::new();
         run(&mut ks, rpush, &["rpush", "l", "a", "b"]);
-        assert_eq!(
-            run(&mut ks, lmove, &["lmove", "l", "l", "LEFT", "RIGHT"]),
-            Reply::bulk("a")
-        );
+        assert_eq!(run(&mut ks, lmove, &["lmove", "l", "l", "LEFT", "RIGHT"]), Reply::bulk("a"));
         assert_eq!(contents(&ks, "l").as_deref(), Some("b a"));
         let argv = argv(&["lmove", "l", "d", "right", "left"]);
         let mut ctx = ExecCtx::new(8, 10, 0);
@@ -812,66 +637,22 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["lpush", "rpop", "lpush", "rpop", "del"]);
-        assert_eq!(
-            run(&mut ks, lmove, &["lmove", "l", "d", "LEFT", "UP"]),
-            Reply::error("ERR syntax error")
-        );
-        assert_eq!(
-            run(&mut ks, lmove, &["lmove", "l", "d", "LEFT", "LEFT"]),
-            Reply::Nil
-        );
+        assert_eq!(run(&mut ks, lmove, &["lmove", "l", "d", "LEFT", "UP"]), Reply::error("ERR syntax error"));
+        assert_eq!(run(&mut ks, lmove, &["lmove", "l", "d", "LEFT", "LEFT"]), Reply::Nil);
     }
 
     #[test]
     fn lmpop_counts_and_hostile_numkeys() {
         let mut ks = Keyspace::new();
         run(&mut ks, rpush, &["rpush", "b", "1", "2", "3"]);
-        let popped = run(
-            &mut ks,
-            lmpop,
-            &[
-                "lmpop",
-                "2",
-                "a",
-                "b",
-                "RIGHT",
-                "COUNT",
-                "9223372036854775807",
-            ],
-        );
-        let expected = Reply::Array(vec![
-            Reply::bulk("b"),
-            Reply::Array(vec![Reply::bulk("3"), Reply::bulk("2"), Reply::bulk("1")]),
-        ]);
+        let popped = run(&mut ks, lmpop, &["lmpop", "2", "a", "b", "RIGHT", "COUNT", "9223372036854775807"]);
+        let expected = Reply::Array(vec![Reply::bulk("b"), Reply::Array(vec![Reply::bulk("3"), Reply::bulk("2"), Reply::bulk("1")])]);
         assert_eq!(popped, expected);
-        assert_eq!(
-            run(&mut ks, lmpop, &["lmpop", "1", "b", "LEFT"]),
-            Reply::NilArray
-        );
-        assert_eq!(
-            run(
-                &mut ks,
-                lmpop,
-                &["lmpop", "9223372036854775807", "b", "LEFT"]
-            ),
-            Reply::error("ERR syntax error")
-        );
-        assert_eq!(
-            run(&mut ks, lmpop, &["lmpop", "0", "b", "LEFT"]),
-            Reply::error("ERR numkeys should be greater than 0")
-        );
-        assert_eq!(
-            run(
-                &mut ks,
-                lmpop,
-                &["lmpop", "1", "b", "LEFT", "COUNT", "1", "COUNT", "1"]
-            ),
-            Reply::error("ERR syntax error")
-        );
-        assert_eq!(
-            run(&mut ks, lmpop, &["lmpop", "1", "b", "LEFT", "COUNT", "0"]),
-            Reply::error("ERR count should be greater than 0")
-        );
+        assert_eq!(run(&mut ks, lmpop, &["lmpop", "1", "b", "LEFT"]), Reply::NilArray);
+        assert_eq!(run(&mut ks, lmpop, &["lmpop", "9223372036854775807", "b", "LEFT"]), Reply::error("ERR syntax error"));
+        assert_eq!(run(&mut ks, lmpop, &["lmpop", "0", "b", "LEFT"]), Reply::error("ERR numkeys should be greater than 0"));
+        assert_eq!(run(&mut ks, lmpop, &["lmpop", "1", "b", "LEFT", "COUNT", "1", "COUNT", "1"]), Reply::error("ERR syntax error"));
+        assert_eq!(run(&mut ks, lmpop, &["lmpop", "1", "b", "LEFT", "COUNT", "0"]), Reply::error("ERR count should be greater than 0"));
     }
 
     #[test]

@@ -25,11 +25,7 @@ pub struct LongDouble {
 }
 
 impl LongDouble {
-    pub const ZERO: LongDouble = LongDouble {
-        negative: false,
-        mantissa: 0,
-        exp: 0,
-    };
+    pub const ZERO: LongDouble = LongDouble { negative: false, mantissa: 0, exp: 0 };
 }
 
 /// What `string2ld` accepts.
@@ -61,11 +57,7 @@ pub fn parse(raw: &[u8]) -> Option<Float> {
         _ => decimal(body)?,
     };
     match number {
-        Number::Zero => Some(Float::Finite(LongDouble {
-            negative,
-            mantissa: 0,
-            exp: 0,
-        })),
+        Number::Zero => Some(Float::Finite(LongDouble { negative, mantissa: 0, exp: 0 })),
         Number::OutOfRange => None,
         Number::Ratio { num, den, exp2 } => match round(negative, &num, &den, exp2) {
             Some(v) if v.mantissa != 0 => Some(Float::Finite(v)),
@@ -114,26 +106,14 @@ pub fn to_human(v: LongDouble) -> String {
             let q = scaled >> shift;
             let rest = scaled - (q << shift);
             let half = 1u128 << (shift - 1);
-            if rest > half || (rest == half && q & 1 == 1) {
-                q + 1
-            } else {
-                q
-            }
+            if rest > half || (rest == half && q & 1 == 1) { q + 1 } else { q }
         };
         let text = format!("{units:018}");
         let (int, frac) = text.split_at(text.len() - 17);
         let frac = frac.trim_end_matches('0');
-        if frac.is_empty() {
-            int.to_string()
-        } else {
-            format!("{int}.{frac}")
-        }
+        if frac.is_empty() { int.to_string() } else { format!("{int}.{frac}") }
     };
-    if v.negative && digits != "0" {
-        format!("-{digits}")
-    } else {
-        digits
-    }
+    if v.negative && digits != "0" { format!("-{digits}") } else { digits }
 }
 
 /// A parsed number before rounding.
@@ -142,11 +122,7 @@ enum Number {
     /// So large it overflows, or so small it rounds to zero.
     OutOfRange,
     /// `num / den * 2^exp2`, `num` > 0.
-    Ratio {
-        num: Big,
-        den: Big,
-        exp2: i64,
-    },
+    Ratio { num: Big, den: Big, exp2: i64 },
 }
 
 /// An exponent's digits, saturated far beyond any value's range.
@@ -154,11 +130,7 @@ fn exponent(digits: &[u8]) -> Option<i64> {
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(
-        digits
-            .iter()
-            .fold(0i64, |e, d| (e * 10 + i64::from(d - b'0')).min(1 << 40)),
-    )
+    Some(digits.iter().fold(0i64, |e, d| (e * 10 + i64::from(d - b'0')).min(1 << 40)))
 }
 
 /// An optional sign and an exponent's digits.
@@ -203,17 +175,9 @@ fn decimal(s: &[u8]) -> Option<Number> {
     }
     let one = Big::from_u128(1);
     Some(if exp10 >= 0 {
-        Number::Ratio {
-            num: num.mul(&Big::pow10(exp10.unsigned_abs())),
-            den: one,
-            exp2: 0,
-        }
+        Number::Ratio { num: num.mul(&Big::pow10(exp10.unsigned_abs())), den: one, exp2: 0 }
     } else {
-        Number::Ratio {
-            num,
-            den: Big::pow10(exp10.unsigned_abs()),
-            exp2: 0,
-        }
+        Number::Ratio { num, den: Big::pow10(exp10.unsigned_abs()), exp2: 0 }
     })
 }
 
@@ -246,11 +210,7 @@ fn hexadecimal(s: &[u8]) -> Option<Number> {
     if bits - 1 + exp2 >= 16384 || bits + exp2 <= -16446 {
         return Some(Number::OutOfRange);
     }
-    Some(Number::Ratio {
-        num,
-        den: Big::from_u128(1),
-        exp2,
-    })
+    Some(Number::Ratio { num, den: Big::from_u128(1), exp2 })
 }
 
 /// `num / den * 2^exp2` (`num` > 0) rounded to nearest, ties to even,
@@ -260,11 +220,7 @@ fn round(negative: bool, num: &Big, den: &Big, exp2: i64) -> Option<LongDouble> 
     let mut exp = (num.bits() - den.bits() + exp2 - 64).max(MIN_EXP);
     loop {
         let shift = exp2 - exp;
-        let (n, d) = if shift >= 0 {
-            (num.shl(shift), den.clone())
-        } else {
-            (num.clone(), den.shl(-shift))
-        };
+        let (n, d) = if shift >= 0 { (num.shl(shift), den.clone()) } else { (num.clone(), den.shl(-shift)) };
         let (q, rest) = divide(n, &d);
         if q >> 64 != 0 {
             exp += 1;
@@ -282,11 +238,7 @@ fn round(negative: bool, num: &Big, den: &Big, exp2: i64) -> Option<LongDouble> 
         if exp > MAX_EXP {
             return None;
         }
-        return Some(LongDouble {
-            negative,
-            mantissa: m as u64,
-            exp: if m == 0 { 0 } else { exp },
-        });
+        return Some(LongDouble { negative, mantissa: m as u64, exp: if m == 0 { 0 } else { exp } });
     }
 }
 
@@ -340,9 +292,7 @@ impl Big {
     }
 
     fn bits(&self) -> i64 {
-        self.0.last().map_or(0, |top| {
-            self.0.len() as i64 * 32 - i64::from(top.leading_zeros())
-        })
+        self.0.last().map_or(0, |top| self.0.len() as i64 * 32 - i64::from(top.leading_zeros()))
     }
 
     fn trim(&mut self) {
@@ -382,11 +332,7 @@ impl Big {
     }
 
     fn add(&self, other: &Big) -> Big {
-        let (long, short) = if self.0.len() >= other.0.len() {
-            (self, other)
-        } else {
-            (other, self)
-        };
+        let (long, short) = if self.0.len() >= other.0.len() { (self, other) } else { (other, self) };
         let mut out = Vec::with_capacity(long.0.len() + 1);
         let mut carry = 0u64;
         for (i, &a) in long.0.iter().enumerate() {
@@ -450,10 +396,7 @@ impl Big {
     }
 
     fn cmp(&self, other: &Big) -> Ordering {
-        self.0
-            .len()
-            .cmp(&other.0.len())
-            .then_with(|| self.0.iter().rev().cmp(other.0.iter().rev()))
+        self.0.len().cmp(&other.0.len()).then_with(|| self.0.iter().rev().cmp(other.0.iter().rev()))
     }
 
     fn to_decimal(&self) -> String {
@@ -469,9 +412,7 @@ impl Big {
             n.trim();
             chunks.push(rest);
         }
-        let mut text = chunks
-            .pop()
-            .map_or_else(|| "0".to_string(), |top| top.to_string());
+        let mut text = chunks.pop().map_or_else(|| "0".to_string(), |top| top.to_string());
         for chunk in chunks.iter().rev() {
             text.push_str(&format!("{chunk:09}"));
         }
@@ -485,9 +426,7 @@ mod tests {
 
     /// HINCRBYFLOAT's arithmetic on two strings, as the tests state it.
     fn incr(current: &str, by: &str) -> Option<String> {
-        let (Some(Float::Finite(a)), Some(Float::Finite(b))) =
-            (parse(current.as_bytes()), parse(by.as_bytes()))
-        else {
+        let (Some(Float::Finite(a)), Some(Float::Finite(b))) = (parse(current.as_bytes()), parse(by.as_bytes())) else {
             return None;
         };
         add(a, b).map(to_human)
@@ -504,10 +443,7 @@ mod tests {
     // printf("%.17Lf") trimmed) on x86-64, as Redis 7.0 replies.
     #[test]
     fn sums_are_redis_long_double_sums() {
-        assert_eq!(
-            incr("5000", "1e-2").as_deref(),
-            Some("5000.00999999999999979")
-        );
+        assert_eq!(incr("5000", "1e-2").as_deref(), Some("5000.00999999999999979"));
         assert_eq!(incr("2.75", "0.1").as_deref(), Some("2.85"));
         assert_eq!(incr("0", "1.5").as_deref(), Some("1.5"));
         assert_eq!(incr("1.5", "1.5").as_deref(), Some("3"));
@@ -521,75 +457,34 @@ mod tests {
     fn values_print_as_percent_17_lf() {
         assert_eq!(human("0x1p-3").as_deref(), Some("0.125"));
         // A tie at the 17th decimal rounds to even, as glibc's printf.
-        assert_eq!(
-            human("3.814697265625e-06").as_deref(),
-            Some("0.00000381469726562")
-        );
-        assert_eq!(
-            human("-1e-30").as_deref(),
-            Some("0"),
-            "-0.000... is written 0"
-        );
+        assert_eq!(human("3.814697265625e-06").as_deref(), Some("0.00000381469726562"));
+        assert_eq!(human("-1e-30").as_deref(), Some("0"), "-0.000... is written 0");
         assert_eq!(human("-0").as_deref(), Some("0"));
         assert_eq!(human("1e20").as_deref(), Some("100000000000000000000"));
         // 64 bits of mantissa: integers past 2^64 are rounded.
-        assert_eq!(
-            human("123456789012345678901234567890").as_deref(),
-            Some("123456789012345678899921813504")
-        );
+        assert_eq!(human("123456789012345678901234567890").as_deref(), Some("123456789012345678899921813504"));
         assert_eq!(human("0.1").as_deref(), Some("0.1"));
-        assert_eq!(
-            human("1e-4950").as_deref(),
-            Some("0"),
-            "a subnormal prints as 0"
-        );
+        assert_eq!(human("1e-4950").as_deref(), Some("0"), "a subnormal prints as 0");
         let max = human("1.18973149535723176502e4932").unwrap_or_default();
-        assert!(
-            max.starts_with("118973149535723176502126385303") && max.len() == 4933,
-            "{max}"
-        );
+        assert!(max.starts_with("118973149535723176502126385303") && max.len() == 4933, "{max}");
     }
 
     #[test]
     fn parsing_follows_string2ld() {
-        for good in [
-            "1", "-1", "+1", "1.", ".5", "1e5", "1E+5", "1e-5", "0x10", "0X1.8p1", "0x.8", "007",
-            "0e99999",
-        ] {
-            assert!(
-                matches!(parse(good.as_bytes()), Some(Float::Finite(_))),
-                "{good}"
-            );
+        for good in ["1", "-1", "+1", "1.", ".5", "1e5", "1E+5", "1e-5", "0x10", "0X1.8p1", "0x.8", "007", "0e99999"] {
+            assert!(matches!(parse(good.as_bytes()), Some(Float::Finite(_))), "{good}");
         }
         for inf in ["inf", "-INF", "Infinity", "+infinity"] {
             assert_eq!(parse(inf.as_bytes()), Some(Float::Infinite), "{inf}");
         }
-        for bad in [
-            "", " 1", "1 ", "abc", "nan", "-nan", "1e", "1e+", ".", "-", "0x", "0xg", "0x1p",
-            "1.2.3", "infinit", "1e5000", "1e-5000", "1_0",
-        ] {
+        for bad in ["", " 1", "1 ", "abc", "nan", "-nan", "1e", "1e+", ".", "-", "0x", "0xg", "0x1p", "1.2.3", "infinit", "1e5000", "1e-5000", "1_0"] {
             assert_eq!(parse(bad.as_bytes()), None, "{bad}");
         }
-        assert_eq!(
-            parse("1".repeat(5119).as_bytes()),
-            None,
-            "over 4933 digits overflows"
-        );
+        assert_eq!(parse("1".repeat(5119).as_bytes()), None, "over 4933 digits overflows");
         assert!(parse(format!("0.{}", "0".repeat(5000)).as_bytes()).is_some());
-        assert_eq!(
-            parse(format!("0.{}", "0".repeat(5200)).as_bytes()),
-            None,
-            "5 KiB or more"
-        );
+        assert_eq!(parse(format!("0.{}", "0".repeat(5200)).as_bytes()), None, "5 KiB or more");
         assert_eq!(parse("1e99999999999999999999999".as_bytes()), None);
-        assert_eq!(
-            parse("0x1p-16446".as_bytes()),
-            None,
-            "half the smallest subnormal rounds to zero"
-        );
-        assert!(
-            parse("0x1p-16445".as_bytes()).is_some(),
-            "the smallest subnormal"
-        );
+        assert_eq!(parse("0x1p-16446".as_bytes()), None, "half the smallest subnormal rounds to zero");
+        assert!(parse("0x1p-16445".as_bytes()).is_some(), "the smallest subnormal");
     }
 }

@@ -78,14 +78,7 @@ impl Origin {
     /// A distinct origin for tests: client `n` of node 1, command 1.
     #[cfg(test)]
     pub fn test(n: u64) -> Origin {
-        Origin {
-            client: ClientId {
-                node: 1,
-                boot: 0,
-                conn: n,
-            },
-            seq: 1,
-        }
+        Origin { client: ClientId { node: 1, boot: 0, conn: n }, seq: 1 }
     }
 }
 
@@ -96,10 +89,7 @@ pub enum Request {
     Command(Vec<Bytes>),
     /// `MULTI` ... `EXEC`: the queued commands, applied together, or not at
     /// all if a `WATCH`ed key changed or a `LOCK.FENCE` among them is stale.
-    Transaction {
-        watched: Vec<(Bytes, Version)>,
-        commands: Vec<Vec<Bytes>>,
-    },
+    Transaction { watched: Vec<(Bytes, Version)>, commands: Vec<Vec<Bytes>> },
     /// Write commands a client pipelined on one connection, applied in order
     /// in one log entry, each on its own (not a transaction: one failing does
     /// not stop the others). The reply is an array of their replies, which
@@ -124,9 +114,7 @@ pub enum Request {
 /// `PUBLISH`, whose reply the node rewrites after apply) and that does not
 /// block (`BLPOP` waits on the connection).
 pub fn pipelinable(spec: &CommandSpec) -> bool {
-    matches!(spec.handler, Handler::Write(_))
-        && spec.name != "publish"
-        && !spec.flags.contains(&"blocking")
+    matches!(spec.handler, Handler::Write(_)) && spec.name != "publish" && !spec.flags.contains(&"blocking")
 }
 
 /// The largest client request (`--max-request-len`) or `MULTI` queue.
@@ -139,15 +127,12 @@ impl Request {
         match self {
             Request::Command(argv) => argv_size(argv),
             Request::Transaction { watched, commands } => {
-                watched.iter().map(|(k, _)| k.len() + 16).sum::<usize>()
-                    + commands.iter().map(|c| argv_size(c)).sum::<usize>()
+                watched.iter().map(|(k, _)| k.len() + 16).sum::<usize>() + commands.iter().map(|c| argv_size(c)).sum::<usize>()
             }
             Request::Pipeline(commands) => commands.iter().map(|c| argv_size(c)).sum::<usize>(),
             Request::Dequeue { key, owner, .. } => key.len() + owner.len() + 32,
             Request::Acl(op) => match op {
-                acl::AclOp::SetUser { name, rules, base } => {
-                    name.len() + argv_size(rules) + argv_size(base)
-                }
+                acl::AclOp::SetUser { name, rules, base } => name.len() + argv_size(rules) + argv_size(base),
                 acl::AclOp::DelUser { names } => names.iter().map(|n| n.len() + 16).sum(),
                 acl::AclOp::Load { users } | acl::AclOp::LoadIfEmpty { users } => {
                     users.iter().map(|(n, r)| n.len() + argv_size(r)).sum()
@@ -209,12 +194,7 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
             ks.expire_due(&mut ctx);
             ks.expire_waiters(&mut ctx);
             ks.hand_off(&mut ctx);
-            vec![Applied {
-                reply: Reply::ok(),
-                events: ctx.events,
-                is_publish: false,
-                repeated: false,
-            }]
+            vec![Applied { reply: Reply::ok(), events: ctx.events, is_publish: false, repeated: false }]
         }
         Op::Commands(commands) => commands
             .iter()
@@ -222,37 +202,16 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                 match ks.sessions().check(&cmd.origin.client, cmd.origin.seq) {
                     Seen::New => {}
                     // A retry of a command that ran: its reply, nothing else.
-                    Seen::Again(reply) => {
-                        return Applied {
-                            reply,
-                            events: Vec::new(),
-                            is_publish: false,
-                            repeated: true,
-                        }
-                    }
+                    Seen::Again(reply) => return Applied { reply, events: Vec::new(), is_publish: false, repeated: true },
                     Seen::Stale => {
-                        let reply = Reply::error(
-                            "ERR a newer command of this client already ran; this one did not",
-                        );
-                        return Applied {
-                            reply,
-                            events: Vec::new(),
-                            is_publish: false,
-                            repeated: false,
-                        };
+                        let reply = Reply::error("ERR a newer command of this client already ran; this one did not");
+                        return Applied { reply, events: Vec::new(), is_publish: false, repeated: false };
                     }
                 }
                 let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
-                let (reply, is_publish) =
-                    run_request(ks, &mut ctx, index, &cmd.origin, &cmd.request);
-                ks.sessions_mut()
-                    .record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
-                Applied {
-                    reply,
-                    events: ctx.events,
-                    is_publish,
-                    repeated: false,
-                }
+                let (reply, is_publish) = run_request(ks, &mut ctx, index, &cmd.origin, &cmd.request);
+                ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
+                Applied { reply, events: ctx.events, is_publish, repeated: false }
             })
             .collect(),
     }
@@ -260,49 +219,27 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
 
 /// Runs one client request of an entry; the reply, and whether it was
 /// `PUBLISH`.
-fn run_request(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    index: u64,
-    origin: &Origin,
-    request: &Request,
-) -> (Reply, bool) {
+fn run_request(ks: &mut Keyspace, ctx: &mut ExecCtx, index: u64, origin: &Origin, request: &Request) -> (Reply, bool) {
     match request {
         Request::Command(argv) => {
             // Only LOCK.ACQUIRE itself may wait; not one a script calls.
-            if argv
-                .first()
-                .is_some_and(|n| n.eq_ignore_ascii_case(b"lock.acquire"))
-            {
+            if argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"lock.acquire")) {
                 ctx.blocking_origin = Some((origin.client, origin.seq));
             }
-            let reply = contain_panic(
-                index,
-                || command_name(argv),
-                || execute_write(ks, ctx, argv),
-            );
+            let reply = contain_panic(index, || command_name(argv), || execute_write(ks, ctx, argv));
             ks.hand_off(ctx);
-            (
-                reply,
-                argv.first()
-                    .is_some_and(|n| n.eq_ignore_ascii_case(b"publish")),
-            )
+            (reply, argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")))
         }
         Request::Transaction { watched, commands } => {
-            let reply = contain_panic(
-                index,
-                || "exec",
-                || transactions::exec(ks, ctx, watched, commands),
-            );
+            let reply = contain_panic(index, || "exec", || transactions::exec(ks, ctx, watched, commands));
             // A panic may have left the undo record open.
             ks.keep_changes();
             ks.hand_off(ctx);
             (reply, false)
         }
-        Request::Dequeue { key, owner, seq } => (
-            locks::dequeue(ks, ctx, &origin.client, *seq, key, owner),
-            false,
-        ),
+        Request::Dequeue { key, owner, seq } => {
+            (locks::dequeue(ks, ctx, &origin.client, *seq, key, owner), false)
+        }
         Request::Pipeline(commands) => {
             let mut replies = Vec::with_capacity(commands.len());
             for (i, argv) in commands.iter().enumerate() {
@@ -312,11 +249,7 @@ fn run_request(
                 }
                 let reply = match resolve(argv) {
                     Ok(spec) if pipelinable(spec) => {
-                        let reply = contain_panic(
-                            index,
-                            || command_name(argv),
-                            || execute_write(ks, ctx, argv),
-                        );
+                        let reply = contain_panic(index, || command_name(argv), || execute_write(ks, ctx, argv));
                         ks.hand_off(ctx);
                         reply
                     }
@@ -329,19 +262,10 @@ fn run_request(
             }
             (Reply::Array(replies), false)
         }
-        Request::Acl(op) => (
-            contain_panic(index, || "acl", || acl::apply_op(ks, op)),
-            false,
-        ),
+        Request::Acl(op) => (contain_panic(index, || "acl", || acl::apply_op(ks, op)), false),
         Request::AsUser { user, request } => {
-            if matches!(
-                **request,
-                Request::AsUser { .. } | Request::Acl(_) | Request::Dequeue { .. }
-            ) {
-                return (
-                    Reply::error("ERR this request cannot be run as a user"),
-                    false,
-                );
+            if matches!(**request, Request::AsUser { .. } | Request::Acl(_) | Request::Dequeue { .. }) {
+                return (Reply::error("ERR this request cannot be run as a user"), false);
             }
             let perms = acl::perms_of(ks, user);
             let perms = (!perms.unrestricted()).then_some(perms);
@@ -355,9 +279,7 @@ fn run_request(
 /// keyspace does not change.
 pub fn skip(index: u64, proposal: &Proposal) -> Vec<Applied> {
     let error = || Applied {
-        reply: Reply::error(format!(
-            "ERR log entry {index} was skipped by the operator (--skip-entry)"
-        )),
+        reply: Reply::error(format!("ERR log entry {index} was skipped by the operator (--skip-entry)")),
         events: Vec::new(),
         is_publish: false,
         repeated: false,
@@ -371,18 +293,14 @@ pub fn skip(index: u64, proposal: &Proposal) -> Vec<Applied> {
 /// The command of an entry most likely to be the reason it failed: its first
 /// script or transaction, else its first command. For crash reports.
 pub fn suspect_command(proposal: &Proposal) -> &'static str {
-    let Op::Commands(commands) = &proposal.op else {
-        return "(expire)";
-    };
+    let Op::Commands(commands) = &proposal.op else { return "(expire)" };
     fn name(request: &Request) -> &'static str {
         match request {
             Request::Command(argv) => command_name(argv),
             Request::Transaction { .. } => "exec",
-            Request::Pipeline(commands) => commands
-                .iter()
-                .find(|a| is_script(a))
-                .or(commands.first())
-                .map_or("(none)", |a| command_name(a)),
+            Request::Pipeline(commands) => {
+                commands.iter().find(|a| is_script(a)).or(commands.first()).map_or("(none)", |a| command_name(a))
+            }
             Request::Dequeue { .. } => "lock.acquire",
             Request::Acl(_) => "acl",
             Request::AsUser { request, .. } => name(request),
@@ -400,11 +318,7 @@ pub fn suspect_command(proposal: &Proposal) -> &'static str {
     }
     let name = |cmd: &ClientCommand| name(&cmd.request);
     let risky = |cmd: &&ClientCommand| risky(&cmd.request);
-    commands
-        .iter()
-        .find(risky)
-        .or_else(|| commands.first())
-        .map_or("(none)", name)
+    commands.iter().find(risky).or_else(|| commands.first()).map_or("(none)", name)
 }
 
 /// Whether applying `proposal` may keep a thread busy for long (milliseconds,
@@ -434,9 +348,7 @@ pub fn may_run_long(ks: &Keyspace, proposal: &Proposal) -> bool {
 
 /// [`may_run_long`] for one command; also for reads (`raft::Consensus`).
 pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
-    let Some(spec) = argv.first().and_then(|name| lookup(name)) else {
-        return false;
-    };
+    let Some(spec) = argv.first().and_then(|name| lookup(name)) else { return false };
     if spec.flags.contains(&"fast") || spec.name == "set" {
         return false;
     }
@@ -453,15 +365,12 @@ pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
 }
 
 fn is_script(argv: &[Bytes]) -> bool {
-    argv.first()
-        .is_some_and(|n| n.len() >= 4 && n[..4].eq_ignore_ascii_case(b"eval"))
+    argv.first().is_some_and(|n| n.len() >= 4 && n[..4].eq_ignore_ascii_case(b"eval"))
 }
 
 /// The command's name, for logs (never its arguments: they may be secrets).
 pub fn command_name(argv: &[Bytes]) -> &'static str {
-    argv.first()
-        .and_then(|name| lookup(name))
-        .map_or("(unknown)", |spec| spec.name)
+    argv.first().and_then(|name| lookup(name)).map_or("(unknown)", |spec| spec.name)
 }
 
 /// Runs one command of an applied entry so that a panic in it (a bug here or
@@ -470,20 +379,12 @@ pub fn command_name(argv: &[Bytes]) -> &'static str {
 /// same code on the same input, so every node panics at the same point and
 /// gives the same reply; whatever the command changed before it panicked is
 /// kept, the same everywhere. The panic itself is logged by the panic hook.
-fn contain_panic(
-    index: u64,
-    name: impl FnOnce() -> &'static str,
-    run: impl FnOnce() -> Reply,
-) -> Reply {
+fn contain_panic(index: u64, name: impl FnOnce() -> &'static str, run: impl FnOnce() -> Reply) -> Reply {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(reply) => reply,
         Err(_) => {
             let name = name();
-            tracing::error!(
-                index,
-                command = name,
-                "a command panicked while being applied; it replied an error"
-            );
+            tracing::error!(index, command = name, "a command panicked while being applied; it replied an error");
             Reply::error(format!("ERR internal error while applying '{name}' (log entry {index}); the server logged it"))
         }
     }
@@ -516,11 +417,7 @@ pub(crate) fn execute_local(argv: &[Bytes]) -> Option<Reply> {
         });
     }
     if name.eq_ignore_ascii_case(b"echo") {
-        return Some(if argv.len() == 2 {
-            Reply::Bulk(argv[1].clone())
-        } else {
-            arity_error("echo")
-        });
+        return Some(if argv.len() == 2 { Reply::Bulk(argv[1].clone()) } else { arity_error("echo") });
     }
     None
 }
@@ -572,8 +469,7 @@ pub fn attempted_lock(argv: &[Bytes]) -> Option<&Bytes> {
 /// nothing and replies nil: an [`attempted_lock`] without `WAIT` (which
 /// queues its owner when refused).
 pub fn is_lock_attempt(argv: &[Bytes]) -> bool {
-    attempted_lock(argv).is_some()
-        && !(argv[0].eq_ignore_ascii_case(b"lock.acquire") && argv.len() == 6)
+    attempted_lock(argv).is_some() && !(argv[0].eq_ignore_ascii_case(b"lock.acquire") && argv.len() == 6)
 }
 
 /// Whether `argv` is a `LOCK.ACQUIRE ... WAIT` that would queue behind
@@ -582,9 +478,7 @@ pub fn queues_behind_holder(ks: &Keyspace, argv: &[Bytes]) -> bool {
     argv.len() == 6
         && argv[0].eq_ignore_ascii_case(b"lock.acquire")
         && argv[4].eq_ignore_ascii_case(b"wait")
-        && ks
-            .get(&argv[1], ks.log_time())
-            .is_some_and(|e| e.owner_name() != &argv[2][..])
+        && ks.get(&argv[1], ks.log_time()).is_some_and(|e| e.owner_name() != &argv[2][..])
 }
 
 /// Whether the lock attempt `argv` ([`is_lock_attempt`]) might be refused,
@@ -598,9 +492,7 @@ pub fn may_be_refused(ks: &Keyspace, argv: &[Bytes]) -> bool {
     }
     let key = &argv[1];
     let acquire = argv[0].eq_ignore_ascii_case(b"lock.acquire");
-    let held = ks
-        .get(key, ks.log_time())
-        .is_some_and(|e| !acquire || e.owner_name() != &argv[2][..]);
+    let held = ks.get(key, ks.log_time()).is_some_and(|e| !acquire || e.owner_name() != &argv[2][..]);
     held || ks.waiters().has(key)
 }
 
@@ -635,9 +527,7 @@ pub fn execute_read(ks: &Keyspace, argv: &[Bytes], ctx: &ReadCtx) -> Reply {
 
 /// Looks a command up and checks its arity, with Redis's error texts.
 pub fn resolve(argv: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
-    let name = argv
-        .first()
-        .ok_or_else(|| Reply::error("ERR empty command"))?;
+    let name = argv.first().ok_or_else(|| Reply::error("ERR empty command"))?;
     let spec = lookup(name).ok_or_else(|| unknown_command(argv))?;
     if !spec.arity_ok(argv.len()) {
         return Err(arity_error(spec.name));
@@ -646,19 +536,13 @@ pub fn resolve(argv: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
 }
 
 pub fn arity_error(name: &str) -> Reply {
-    Reply::error(format!(
-        "ERR wrong number of arguments for '{}' command",
-        name.to_ascii_lowercase()
-    ))
+    Reply::error(format!("ERR wrong number of arguments for '{}' command", name.to_ascii_lowercase()))
 }
 
 /// `ERR unknown command 'x', with args beginning with: 'a' 'b' `, as Redis.
 pub fn unknown_command(argv: &[Bytes]) -> Reply {
     let shown = |b: &Bytes| String::from_utf8_lossy(&b[..b.len().min(128)]).into_owned();
-    let mut text = format!(
-        "ERR unknown command '{}', with args beginning with: ",
-        shown(&argv[0])
-    );
+    let mut text = format!("ERR unknown command '{}', with args beginning with: ", shown(&argv[0]));
     for arg in argv.iter().skip(1) {
         if text.len() > 256 {
             break;
@@ -669,18 +553,9 @@ pub fn unknown_command(argv: &[Bytes]) -> Reply {
 }
 
 /// Parses an expiry given in `unit_ms` units relative to now into log time.
-fn relative_expiry(
-    ctx_time: LogTime,
-    amount: i64,
-    unit_ms: i64,
-    cmd: &'static str,
-) -> Result<LogTime, CmdError> {
-    let ms = amount
-        .checked_mul(unit_ms)
-        .ok_or(CmdError::InvalidExpire(cmd))?;
-    let at = (ctx_time as i64)
-        .checked_add(ms)
-        .ok_or(CmdError::InvalidExpire(cmd))?;
+fn relative_expiry(ctx_time: LogTime, amount: i64, unit_ms: i64, cmd: &'static str) -> Result<LogTime, CmdError> {
+    let ms = amount.checked_mul(unit_ms).ok_or(CmdError::InvalidExpire(cmd))?;
+    let at = (ctx_time as i64).checked_add(ms).ok_or(CmdError::InvalidExpire(cmd))?;
     Ok(at.max(0) as LogTime)
 }
 
@@ -689,25 +564,12 @@ mod tests {
     use super::*;
 
     fn argv(words: &[&str]) -> Vec<Bytes> {
-        words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
+        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
     }
 
     fn entry(requests: Vec<Request>) -> Proposal {
-        let commands = requests
-            .into_iter()
-            .enumerate()
-            .map(|(i, request)| ClientCommand {
-                origin: Origin::test(i as u64),
-                request,
-            });
-        Proposal {
-            log_time: 1,
-            unix_ms: 0,
-            op: Op::Commands(commands.collect()),
-        }
+        let commands = requests.into_iter().enumerate().map(|(i, request)| ClientCommand { origin: Origin::test(i as u64), request });
+        Proposal { log_time: 1, unix_ms: 0, op: Op::Commands(commands.collect()) }
     }
 
     const RELEASE: &str = "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
@@ -716,9 +578,7 @@ mod tests {
     fn only_commands_that_may_run_long_are_judged_long() {
         let mut ks = Keyspace::default();
         let sha = crate::scripting::sha1hex(RELEASE.as_bytes());
-        let one = |ks: &Keyspace, words: &[&str]| {
-            may_run_long(ks, &entry(vec![Request::Command(argv(words))]))
-        };
+        let one = |ks: &Keyspace, words: &[&str]| may_run_long(ks, &entry(vec![Request::Command(argv(words))]));
         // The lock path: microseconds each.
         for quick in [
             &["SET", "k", "v", "NX", "PX", "1000"][..],
@@ -750,47 +610,13 @@ mod tests {
         // One slow command makes the whole entry long, wherever it is.
         let quick = Request::Command(argv(&["SET", "a", "1"]));
         let slow = Request::Command(argv(&["KEYS", "*"]));
-        assert!(!may_run_long(
-            &ks,
-            &entry(vec![quick.clone(), quick.clone()])
-        ));
+        assert!(!may_run_long(&ks, &entry(vec![quick.clone(), quick.clone()])));
         assert!(may_run_long(&ks, &entry(vec![quick.clone(), slow.clone()])));
-        assert!(may_run_long(
-            &ks,
-            &entry(vec![Request::Pipeline(vec![
-                argv(&["SET", "a", "1"]),
-                argv(&["KEYS", "*"])
-            ])])
-        ));
-        assert!(may_run_long(
-            &ks,
-            &entry(vec![Request::Transaction {
-                watched: vec![],
-                commands: vec![argv(&["LRANGE", "l", "0", "-1"])]
-            }])
-        ));
-        assert!(may_run_long(
-            &ks,
-            &entry(vec![Request::AsUser {
-                user: "u".into(),
-                request: Box::new(slow)
-            }])
-        ));
-        assert!(!may_run_long(
-            &ks,
-            &entry(vec![Request::AsUser {
-                user: "u".into(),
-                request: Box::new(quick)
-            }])
-        ));
+        assert!(may_run_long(&ks, &entry(vec![Request::Pipeline(vec![argv(&["SET", "a", "1"]), argv(&["KEYS", "*"])])])));
+        assert!(may_run_long(&ks, &entry(vec![Request::Transaction { watched: vec![], commands: vec![argv(&["LRANGE", "l", "0", "-1"])] }])));
+        assert!(may_run_long(&ks, &entry(vec![Request::AsUser { user: "u".into(), request: Box::new(slow) }])));
+        assert!(!may_run_long(&ks, &entry(vec![Request::AsUser { user: "u".into(), request: Box::new(quick) }])));
         // Expiry deletes every key that is due, however many.
-        assert!(may_run_long(
-            &ks,
-            &Proposal {
-                log_time: 1,
-                unix_ms: 0,
-                op: Op::Expire
-            }
-        ));
+        assert!(may_run_long(&ks, &Proposal { log_time: 1, unix_ms: 0, op: Op::Expire }));
     }
 }

@@ -19,14 +19,10 @@ fn keys_and_args(args: &mut Args) -> Result<(Vec<Bytes>, Vec<Bytes>), CmdError> 
     let numkeys = args.next_i64()?;
     let rest = args.rest();
     if numkeys < 0 {
-        return Err(CmdError::Other(
-            "ERR Number of keys can't be negative".into(),
-        ));
+        return Err(CmdError::Other("ERR Number of keys can't be negative".into()));
     }
     if numkeys as usize > rest.len() {
-        return Err(CmdError::Other(
-            "ERR Number of keys can't be greater than number of args".into(),
-        ));
+        return Err(CmdError::Other("ERR Number of keys can't be greater than number of args".into()));
     }
     let (keys, argv) = rest.split_at(numkeys as usize);
     Ok((keys.to_vec(), argv.to_vec()))
@@ -43,15 +39,10 @@ fn not_allowed() -> Reply {
 /// Looks up a command a script calls, with the error texts Redis 7 gives
 /// scripts (not those it gives clients).
 fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpec, Reply> {
-    let name = cmd.first().ok_or_else(|| {
-        Reply::error("ERR Please specify at least one argument for this redis lib call")
-    })?;
-    let spec = super::table::lookup(name)
-        .ok_or_else(|| Reply::error("ERR Unknown Redis command called from script"))?;
+    let name = cmd.first().ok_or_else(|| Reply::error("ERR Please specify at least one argument for this redis lib call"))?;
+    let spec = super::table::lookup(name).ok_or_else(|| Reply::error("ERR Unknown Redis command called from script"))?;
     if !spec.arity_ok(cmd.len()) {
-        return Err(Reply::error(
-            "ERR Wrong number of args calling Redis command from script",
-        ));
+        return Err(Reply::error("ERR Wrong number of args calling Redis command from script"));
     }
     // As Redis 7: the blocking pops carry `noscript`, except BLMPOP, which
     // a script may call and which never blocks there (LMPOP's reply).
@@ -62,13 +53,7 @@ fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpe
 }
 
 /// Runs a script that may write, inside an applied entry.
-fn run_writable(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    body: &Bytes,
-    keys: &[Bytes],
-    argv: &[Bytes],
-) -> Reply {
+fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
     // The first write uses the script's own version; each further write gets
     // the next one, so keys created by one script still have distinct tokens.
     let mut version_used = false;
@@ -76,9 +61,7 @@ fn run_writable(
         if let Some(reply) = super::execute_local(cmd) {
             return reply;
         }
-        let spec = match resolve_for_script(cmd)
-            .and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec))
-        {
+        let spec = match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
             Ok(spec) => spec,
             Err(reply) => return reply,
         };
@@ -101,26 +84,16 @@ fn run_writable(
 }
 
 /// Runs a read-only script on the leader.
-fn run_read_only(
-    ks: &Keyspace,
-    ctx: &ReadCtx,
-    body: &Bytes,
-    keys: &[Bytes],
-    argv: &[Bytes],
-) -> Reply {
+fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
     let mut call = |cmd: &[Bytes]| -> Reply {
         if let Some(reply) = super::execute_local(cmd) {
             return reply;
         }
-        match resolve_for_script(cmd)
-            .and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec))
-        {
+        match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
             Err(reply) => reply,
             Ok(spec) => match spec.handler {
                 Handler::Read(f) => f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from),
-                Handler::Write(_) => {
-                    Reply::error("ERR Write commands are not allowed from read-only scripts.")
-                }
+                Handler::Write(_) => Reply::error("ERR Write commands are not allowed from read-only scripts."),
                 Handler::Local => not_allowed(),
             },
         }
@@ -147,10 +120,7 @@ pub fn eval(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 pub fn evalsha(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let sha = sha_arg(&mut args)?;
     let (keys, argv) = keys_and_args(&mut args)?;
-    let body = ks
-        .script(&sha)
-        .cloned()
-        .ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
+    let body = ks.script(&sha).cloned().ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
     Ok(run_writable(ks, ctx, &body, &keys, &argv))
 }
 
@@ -170,10 +140,7 @@ pub fn eval_ro(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn evalsha_ro(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let sha = sha_arg(&mut args)?;
     let (keys, argv) = keys_and_args(&mut args)?;
-    let body = ks
-        .script(&sha)
-        .cloned()
-        .ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
+    let body = ks.script(&sha).cloned().ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
     Ok(run_read_only(ks, ctx, &body, &keys, &argv))
 }
 
@@ -194,33 +161,23 @@ pub fn script(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResul
         "EXISTS" if args.remaining() >= 1 => Ok(Reply::Array(
             args.rest()
                 .iter()
-                .map(|sha| {
-                    Reply::Int(
-                        ks.has_script(&String::from_utf8_lossy(sha).to_ascii_lowercase()) as i64,
-                    )
-                })
+                .map(|sha| Reply::Int(ks.has_script(&String::from_utf8_lossy(sha).to_ascii_lowercase()) as i64))
                 .collect(),
         )),
         "FLUSH" if args.remaining() <= 1 => {
             if args.remaining() == 1 && !matches!(args.next_keyword()?.as_str(), "ASYNC" | "SYNC") {
-                return Err(CmdError::Other(
-                    "ERR SCRIPT FLUSH only support SYNC|ASYNC option".into(),
-                ));
+                return Err(CmdError::Other("ERR SCRIPT FLUSH only support SYNC|ASYNC option".into()));
             }
             ks.flush_scripts();
             Ok(Reply::ok())
         }
         // Scripts run to completion inside one log entry: none is ever
         // running between commands.
-        "KILL" if args.remaining() == 0 => {
-            Ok(Reply::error("NOTBUSY No scripts in execution right now."))
-        }
+        "KILL" if args.remaining() == 0 => Ok(Reply::error("NOTBUSY No scripts in execution right now.")),
         "LOAD" | "EXISTS" | "FLUSH" | "KILL" => Err(CmdError::Other(format!(
             "ERR wrong number of arguments for 'script|{}' command",
             sub.to_ascii_lowercase()
         ))),
-        _ => Err(CmdError::Other(format!(
-            "ERR unknown subcommand '{sub_raw}'. Try SCRIPT HELP."
-        ))),
+        _ => Err(CmdError::Other(format!("ERR unknown subcommand '{sub_raw}'. Try SCRIPT HELP."))),
     }
 }

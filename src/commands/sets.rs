@@ -15,8 +15,7 @@ use crate::keyspace::{Entry, ExecCtx, Keyspace, LogTime, ReadCtx, Rng, Value};
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
 use super::containers::{
-    choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read,
-    scan_container, write,
+    choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read, scan_container, write,
 };
 use super::{CmdError, CmdResult};
 
@@ -48,9 +47,7 @@ pub fn sadd(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 pub fn srem(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let gone = args.rest();
-    let Some(set) = write::<Set>(ks, ctx, &key, false)? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(set) = write::<Set>(ks, ctx, &key, false)? else { return Ok(Reply::Int(0)) };
     let removed = gone.iter().filter(|m| set.remove(*m)).count();
     if removed > 0 {
         ctx.key_event('s', "srem", &key);
@@ -65,12 +62,7 @@ pub fn srem(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// Every member (a RESP3 set); empty for a missing key.
 pub fn smembers(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    Ok(members(
-        read::<Set>(ks, ctx.now, key)?
-            .into_iter()
-            .flatten()
-            .cloned(),
-    ))
+    Ok(members(read::<Set>(ks, ctx.now, key)?.into_iter().flatten().cloned()))
 }
 
 /// ```text
@@ -80,9 +72,7 @@ pub fn smembers(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn sismember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let member = args.next_bytes()?;
-    Ok(Reply::Int(
-        read::<Set>(ks, ctx.now, key)?.is_some_and(|s| s.contains(member)) as i64,
-    ))
+    Ok(Reply::Int(read::<Set>(ks, ctx.now, key)?.is_some_and(|s| s.contains(member)) as i64))
 }
 
 /// ```text
@@ -92,12 +82,7 @@ pub fn sismember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn smismember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let set = read::<Set>(ks, ctx.now, key)?;
-    Ok(Reply::Array(
-        args.rest()
-            .iter()
-            .map(|m| Reply::Int(set.is_some_and(|s| s.contains(m)) as i64))
-            .collect(),
-    ))
+    Ok(Reply::Array(args.rest().iter().map(|m| Reply::Int(set.is_some_and(|s| s.contains(m)) as i64)).collect()))
 }
 
 /// ```text
@@ -106,9 +91,7 @@ pub fn smismember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 /// The number of members; 0 for a missing key.
 pub fn scard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    Ok(Reply::Int(
-        read::<Set>(ks, ctx.now, key)?.map_or(0, |s| s.len()) as i64,
-    ))
+    Ok(Reply::Int(read::<Set>(ks, ctx.now, key)?.map_or(0, |s| s.len()) as i64))
 }
 
 /// ```text
@@ -123,31 +106,19 @@ pub fn spop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         0 => None,
         1 => match parse_i64(args.next_bytes()?) {
             Some(n) if n >= 0 => Some(n as usize),
-            _ => {
-                return Err(CmdError::Other(
-                    "ERR value is out of range, must be positive".into(),
-                ))
-            }
+            _ => return Err(CmdError::Other("ERR value is out of range, must be positive".into())),
         },
         _ => return Err(CmdError::Arg(ArgError::Syntax)),
     };
     let seed = ctx.random_seed();
     let Some(set) = write::<Set>(ks, ctx, &key, false)? else {
-        return Ok(if count.is_some() {
-            Reply::Set(vec![])
-        } else {
-            Reply::Nil
-        });
+        return Ok(if count.is_some() { Reply::Set(vec![]) } else { Reply::Nil });
     };
     let mut rng = Rng::new(seed);
     let popped: Vec<Bytes> = match count {
         Some(0) => return Ok(Reply::Set(vec![])),
         Some(n) if n >= set.len() => std::mem::take(set).into_iter().collect(),
-        n => choose_distinct(
-            set.iter().cloned().collect(),
-            n.unwrap_or(1) as u64,
-            &mut rng,
-        ),
+        n => choose_distinct(set.iter().cloned().collect(), n.unwrap_or(1) as u64, &mut rng),
     };
     for m in &popped {
         set.remove(m);
@@ -155,11 +126,7 @@ pub fn spop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     ctx.key_event('s', "spop", &key);
     drop_if_empty(ks, ctx, &key);
     Ok(match count {
-        None => popped
-            .into_iter()
-            .next()
-            .map(Reply::Bulk)
-            .unwrap_or(Reply::Nil),
+        None => popped.into_iter().next().map(Reply::Bulk).unwrap_or(Reply::Nil),
         Some(_) => members(popped),
     })
 }
@@ -181,34 +148,18 @@ pub fn srandmember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let mut rng = Rng::new(ctx.seed);
     let Some(count) = count else {
         return Ok(match set {
-            Some(s) if !s.is_empty() => s
-                .iter()
-                .nth(rng.below(s.len()))
-                .cloned()
-                .map(Reply::Bulk)
-                .unwrap_or(Reply::Nil),
+            Some(s) if !s.is_empty() => s.iter().nth(rng.below(s.len())).cloned().map(Reply::Bulk).unwrap_or(Reply::Nil),
             _ => Reply::Nil,
         });
     };
-    let Some(set) = set.filter(|s| !s.is_empty() && count != 0) else {
-        return Ok(Reply::Array(vec![]));
-    };
+    let Some(set) = set.filter(|s| !s.is_empty() && count != 0) else { return Ok(Reply::Array(vec![])) };
     let all: Vec<&Bytes> = set.iter().collect();
     let chosen = if count < 0 {
-        choose_repeated(
-            &all,
-            count.unsigned_abs(),
-            1,
-            |m| m.len(),
-            &mut rng,
-            "members",
-        )?
+        choose_repeated(&all, count.unsigned_abs(), 1, |m| m.len(), &mut rng, "members")?
     } else {
         choose_distinct(all, count as u64, &mut rng)
     };
-    Ok(Reply::Array(
-        chosen.into_iter().map(|m| Reply::Bulk(m.clone())).collect(),
-    ))
+    Ok(Reply::Array(chosen.into_iter().map(|m| Reply::Bulk(m.clone())).collect()))
 }
 
 /// ```text
@@ -225,9 +176,7 @@ pub fn smove(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
     }
     read::<Set>(ks, ctx.log_time, &dst)?;
     if src == dst {
-        return Ok(Reply::Int(
-            read::<Set>(ks, ctx.log_time, &src)?.is_some_and(|s| s.contains(&member)) as i64,
-        ));
+        return Ok(Reply::Int(read::<Set>(ks, ctx.log_time, &src)?.is_some_and(|s| s.contains(&member)) as i64));
     }
     let set = write::<Set>(ks, ctx, &src, false)?.ok_or(CmdError::WrongType)?;
     if !set.remove(&member) {
@@ -244,11 +193,7 @@ pub fn smove(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
 
 /// The sets under `keys` at `now`, `None` for a missing key; WRONGTYPE if
 /// any key holds something else (checked for every key first, as Redis).
-fn sets_of<'a>(
-    ks: &'a Keyspace,
-    now: LogTime,
-    keys: &[Bytes],
-) -> Result<Vec<Option<&'a Set>>, CmdError> {
+fn sets_of<'a>(ks: &'a Keyspace, now: LogTime, keys: &[Bytes]) -> Result<Vec<Option<&'a Set>>, CmdError> {
     keys.iter().map(|k| read::<Set>(ks, now, k)).collect()
 }
 
@@ -272,12 +217,8 @@ impl SetOp {
 /// The intersection of `sets` (empty if one is missing), stopping once it
 /// has `limit` members (0: no limit).
 fn intersect(sets: &[Option<&Set>], limit: usize) -> Set {
-    let Some(present) = sets.iter().copied().collect::<Option<Vec<&Set>>>() else {
-        return Set::new();
-    };
-    let Some(smallest) = present.iter().min_by_key(|s| s.len()) else {
-        return Set::new();
-    };
+    let Some(present) = sets.iter().copied().collect::<Option<Vec<&Set>>>() else { return Set::new() };
+    let Some(smallest) = present.iter().min_by_key(|s| s.len()) else { return Set::new() };
     let mut out = Set::new();
     for m in smallest.iter() {
         if present.iter().all(|s| s.contains(m)) {
@@ -293,20 +234,10 @@ fn intersect(sets: &[Option<&Set>], limit: usize) -> Set {
 fn combine(sets: &[Option<&Set>], op: SetOp) -> Set {
     match op {
         SetOp::Inter => intersect(sets, 0),
-        SetOp::Union => sets
-            .iter()
-            .flatten()
-            .flat_map(|s| s.iter().cloned())
-            .collect(),
+        SetOp::Union => sets.iter().flatten().flat_map(|s| s.iter().cloned()).collect(),
         SetOp::Diff => {
-            let Some(Some(first)) = sets.first() else {
-                return Set::new();
-            };
-            first
-                .iter()
-                .filter(|m| !sets[1..].iter().flatten().any(|s| s.contains(*m)))
-                .cloned()
-                .collect()
+            let Some(Some(first)) = sets.first() else { return Set::new() };
+            first.iter().filter(|m| !sets[1..].iter().flatten().any(|s| s.contains(*m))).cloned().collect()
         }
     }
 }
@@ -351,10 +282,7 @@ fn set_op_store(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, op: SetOp)
             ctx.key_event('g', "del", &dst);
         }
     } else {
-        ks.insert(
-            dst.clone(),
-            Entry::new(Value::Set(result), ctx.version, ctx.log_time),
-        );
+        ks.insert(dst.clone(), Entry::new(Value::Set(result), ctx.version, ctx.log_time));
         ctx.key_event('s', op.store_event(), &dst);
     }
     Ok(Reply::Int(size as i64))
@@ -389,16 +317,10 @@ pub fn sdiffstore(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult
 pub fn sintercard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let numkeys = match parse_i64(args.next_bytes()?) {
         Some(n) if n > 0 => n as usize,
-        _ => {
-            return Err(CmdError::Other(
-                "ERR numkeys should be greater than 0".into(),
-            ))
-        }
+        _ => return Err(CmdError::Other("ERR numkeys should be greater than 0".into())),
     };
     if numkeys > args.remaining() {
-        return Err(CmdError::Other(
-            "ERR Number of keys can't be greater than number of args".into(),
-        ));
+        return Err(CmdError::Other("ERR Number of keys can't be greater than number of args".into()));
     }
     let rest = args.rest();
     let (keys, mut options) = rest.split_at(numkeys);
@@ -415,9 +337,7 @@ pub fn sintercard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
             _ => return Err(CmdError::Arg(ArgError::Syntax)),
         }
     }
-    Ok(Reply::Int(
-        intersect(&sets_of(ks, ctx.now, keys)?, limit).len() as i64,
-    ))
+    Ok(Reply::Int(intersect(&sets_of(ks, ctx.now, keys)?, limit).len() as i64))
 }
 
 /// ```text
@@ -427,9 +347,7 @@ pub fn sintercard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn sscan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let cursor = parse_cursor(args.next_bytes()?)?;
-    let Some(set) = read::<Set>(ks, ctx.now, key)? else {
-        return Ok(empty_scan());
-    };
+    let Some(set) = read::<Set>(ks, ctx.now, key)? else { return Ok(empty_scan()) };
     scan_container(set.iter().map(|m| (m, vec![])), set.len(), cursor, args)
 }
 
@@ -438,36 +356,17 @@ mod tests {
     use super::*;
 
     fn set(items: &[&str]) -> Set {
-        items
-            .iter()
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect()
+        items.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()
     }
 
     #[test]
     fn set_algebra() {
-        let (a, b, c) = (
-            set(&["a", "b", "c", "d"]),
-            set(&["c", "d", "e"]),
-            set(&["d", "e", "f"]),
-        );
-        assert_eq!(
-            combine(&[Some(&a), Some(&b)], SetOp::Inter),
-            set(&["c", "d"])
-        );
-        assert_eq!(
-            combine(&[Some(&a), Some(&b), Some(&c)], SetOp::Inter),
-            set(&["d"])
-        );
+        let (a, b, c) = (set(&["a", "b", "c", "d"]), set(&["c", "d", "e"]), set(&["d", "e", "f"]));
+        assert_eq!(combine(&[Some(&a), Some(&b)], SetOp::Inter), set(&["c", "d"]));
+        assert_eq!(combine(&[Some(&a), Some(&b), Some(&c)], SetOp::Inter), set(&["d"]));
         assert_eq!(combine(&[Some(&a), None], SetOp::Inter), set(&[]));
-        assert_eq!(
-            combine(&[Some(&a), None, Some(&c)], SetOp::Union),
-            set(&["a", "b", "c", "d", "e", "f"])
-        );
-        assert_eq!(
-            combine(&[Some(&a), Some(&b), Some(&c)], SetOp::Diff),
-            set(&["a", "b"])
-        );
+        assert_eq!(combine(&[Some(&a), None, Some(&c)], SetOp::Union), set(&["a", "b", "c", "d", "e", "f"]));
+        assert_eq!(combine(&[Some(&a), Some(&b), Some(&c)], SetOp::Diff), set(&["a", "b"]));
         assert_eq!(combine(&[None, Some(&a)], SetOp::Diff), set(&[]));
         assert_eq!(intersect(&[Some(&a), Some(&a)], 2).len(), 2);
     }
@@ -483,9 +382,7 @@ mod tests {
         assert_eq!(one.iter().collect::<BTreeSet<_>>().len(), 10);
         // Every member can be chosen.
         let mut rng = Rng::new(1);
-        let seen: BTreeSet<Bytes> = (0..2000)
-            .flat_map(|_| choose_distinct(s.iter().cloned().collect(), 1, &mut rng))
-            .collect();
+        let seen: BTreeSet<Bytes> = (0..2000).flat_map(|_| choose_distinct(s.iter().cloned().collect(), 1, &mut rng)).collect();
         assert_eq!(seen.len(), 100);
     }
 
@@ -493,11 +390,7 @@ mod tests {
     fn spop_on_two_replicas_pops_the_same_members() {
         let run = || {
             let mut ks = Keyspace::new();
-            let argv: Vec<Bytes> = ["sadd", "s"]
-                .iter()
-                .map(|s| Bytes::from(*s))
-                .chain((0..50).map(|i| Bytes::from(format!("{i}"))))
-                .collect();
+            let argv: Vec<Bytes> = ["sadd", "s"].iter().map(|s| Bytes::from(*s)).chain((0..50).map(|i| Bytes::from(format!("{i}")))).collect();
             let mut ctx = ExecCtx::new(1, 10, 0);
             sadd(&mut ks, &mut ctx, Args::new(&argv)).unwrap();
             let mut ctx = ExecCtx::new(2, 11, 0);

@@ -52,9 +52,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
                 let at = match opt.as_str() {
                     "EX" => relative_expiry(ctx.log_time, n, 1000, "set")?,
                     "PX" => relative_expiry(ctx.log_time, n, 1, "set")?,
-                    "EXAT" => ctx.unix_to_log_time(
-                        n.checked_mul(1000).ok_or(CmdError::InvalidExpire("set"))?,
-                    ),
+                    "EXAT" => ctx.unix_to_log_time(n.checked_mul(1000).ok_or(CmdError::InvalidExpire("set"))?),
                     _ => ctx.unix_to_log_time(n),
                 };
                 expiry = SetExpiry::At(at);
@@ -68,11 +66,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         ks.settle(&key, ctx);
     }
     let existing = ks.get_mut(&key, ctx).map(|e| e.clone());
-    let old = if get {
-        string_of(existing.as_ref())?.map(Str::to_bytes)
-    } else {
-        None
-    };
+    let old = if get { string_of(existing.as_ref())?.map(Str::to_bytes) } else { None };
     let old_reply = |old: Option<Bytes>| old.map(Reply::Bulk).unwrap_or(Reply::Nil);
     if (nx && existing.is_some()) || (xx && existing.is_none()) {
         return Ok(if get { old_reply(old) } else { Reply::Nil });
@@ -94,14 +88,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         if nx {
             let ttl_ms = at.saturating_sub(ctx.log_time);
             let (owner, token) = (value_owner, ctx.version);
-            ctx.events.push(Event::Lease {
-                kind: LeaseEvent::Acquired,
-                key,
-                owner,
-                token,
-                ttl_ms,
-                held_ms: 0,
-            });
+            ctx.events.push(Event::Lease { kind: LeaseEvent::Acquired, key, owner, token, ttl_ms, held_ms: 0 });
         }
     }
     Ok(if get { old_reply(old) } else { Reply::ok() })
@@ -113,10 +100,7 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// The value, or nil if the key does not exist.
 pub fn get(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    Ok(string_of(ks.get(key, ctx.now))?
-        .map(Str::to_bytes)
-        .map(Reply::Bulk)
-        .unwrap_or(Reply::Nil))
+    Ok(string_of(ks.get(key, ctx.now))?.map(Str::to_bytes).map(Reply::Bulk).unwrap_or(Reply::Nil))
 }
 
 /// ```text
@@ -132,20 +116,11 @@ pub fn getdel(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
     Ok(Reply::Bulk(value))
 }
 
-fn add(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    key: Bytes,
-    delta: i64,
-    event: &'static str,
-) -> CmdResult {
+fn add(ks: &mut Keyspace, ctx: &mut ExecCtx, key: Bytes, delta: i64, event: &'static str) -> CmdResult {
     let (current, existed) = match ks.get_mut(&key, ctx) {
         None => (0, false),
         Some(entry) => match &entry.value {
-            Value::Str(s) => (
-                parse_i64(s).ok_or(CmdError::Arg(crate::protocol::ArgError::NotInteger))?,
-                true,
-            ),
+            Value::Str(s) => (parse_i64(s).ok_or(CmdError::Arg(crate::protocol::ArgError::NotInteger))?, true),
             _ => return Err(CmdError::WrongType),
         },
     };
@@ -200,10 +175,8 @@ pub fn decrby(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
 
 /// Runs `SET` with the given arguments (after the name).
 fn set_with(ks: &mut Keyspace, ctx: &mut ExecCtx, args: &[&[u8]]) -> CmdResult {
-    let argv: Vec<Bytes> = std::iter::once(&b"SET"[..])
-        .chain(args.iter().copied())
-        .map(Bytes::copy_from_slice)
-        .collect();
+    let argv: Vec<Bytes> =
+        std::iter::once(&b"SET"[..]).chain(args.iter().copied()).map(Bytes::copy_from_slice).collect();
     set(ks, ctx, Args::new(&argv))
 }
 
@@ -213,9 +186,7 @@ fn set_with(ks: &mut Keyspace, ctx: &mut ExecCtx, args: &[&[u8]]) -> CmdResult {
 /// 1 if the key was set, 0 if it existed.
 pub fn setnx(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let (key, value) = (args.next_bytes()?, args.next_bytes()?);
-    Ok(Reply::Int(
-        (set_with(ks, ctx, &[key, value, b"NX"])? != Reply::Nil) as i64,
-    ))
+    Ok(Reply::Int((set_with(ks, ctx, &[key, value, b"NX"])? != Reply::Nil) as i64))
 }
 
 /// ```text
@@ -274,10 +245,7 @@ pub fn mset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         return Err(CmdError::Arity("mset"));
     }
     for pair in pairs.chunks(2) {
-        ks.insert(
-            pair[0].clone(),
-            Entry::string(pair[1].clone(), ctx.version, ctx.log_time),
-        );
+        ks.insert(pair[0].clone(), Entry::string(pair[1].clone(), ctx.version, ctx.log_time));
         ctx.key_event('$', "set", &pair[0]);
     }
     Ok(Reply::ok())
@@ -288,11 +256,7 @@ pub fn mset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// ```
 pub fn strlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    Ok(Reply::Int(
-        string_of(ks.get(key, ctx.now))?
-            .map(|v| v.len())
-            .unwrap_or(0) as i64,
-    ))
+    Ok(Reply::Int(string_of(ks.get(key, ctx.now))?.map(|v| v.len()).unwrap_or(0) as i64))
 }
 
 /// ```text
@@ -302,8 +266,7 @@ pub fn strlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let suffix = args.next_bytes()?;
-    let mut joined =
-        string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map_or_else(Vec::new, |s| s.to_vec());
+    let mut joined = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map_or_else(Vec::new, |s| s.to_vec());
     joined.extend_from_slice(suffix);
     let len = joined.len();
     match ks.get_mut(&key, ctx) {
@@ -312,10 +275,7 @@ pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
             entry.value = Value::Str(Str::new(&joined));
             entry.rewritten(ctx.version, ctx.log_time);
         }
-        None => ks.insert(
-            key.clone(),
-            Entry::string(Bytes::from(joined), ctx.version, ctx.log_time),
-        ),
+        None => ks.insert(key.clone(), Entry::string(Bytes::from(joined), ctx.version, ctx.log_time)),
     }
     ctx.key_event('$', "append", &key);
     Ok(Reply::Int(len as i64))
@@ -351,9 +311,7 @@ pub fn incrbyfloat(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdR
         Some(s) => long_double::parse(s).ok_or_else(not_float)?,
     };
     let by = long_double::parse(by).ok_or_else(not_float)?;
-    let (Float::Finite(current), Float::Finite(by)) = (current, by) else {
-        return Err(not_finite());
-    };
+    let (Float::Finite(current), Float::Finite(by)) = (current, by) else { return Err(not_finite()) };
     let sum = long_double::add(current, by).ok_or_else(not_finite)?;
     let text = Bytes::from(long_double::to_human(sum));
     store_in_place(ks, ctx, &key, text.clone());
@@ -405,19 +363,14 @@ pub fn getex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
                 Change::At(match opt.as_str() {
                     "EX" => relative_expiry(ctx.log_time, n, 1000, "getex")?,
                     "PX" => relative_expiry(ctx.log_time, n, 1, "getex")?,
-                    "EXAT" => ctx.unix_to_log_time(
-                        n.checked_mul(1000)
-                            .ok_or(CmdError::InvalidExpire("getex"))?,
-                    ),
+                    "EXAT" => ctx.unix_to_log_time(n.checked_mul(1000).ok_or(CmdError::InvalidExpire("getex"))?),
                     _ => ctx.unix_to_log_time(n),
                 })
             }
             _ => return Err(syntax),
         };
     }
-    let Some(value) = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes) else {
-        return Ok(Reply::Nil);
-    };
+    let Some(value) = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map(Str::to_bytes) else { return Ok(Reply::Nil) };
     match change {
         Change::Keep => {}
         Change::At(at) if at <= ctx.log_time => {
@@ -428,10 +381,7 @@ pub fn getex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
             ctx.key_event('g', "expire", &key);
         }
         Change::Persist => {
-            if ks
-                .get(&key, ctx.log_time)
-                .is_some_and(|e| e.expires_at().is_some())
-            {
+            if ks.get(&key, ctx.log_time).is_some_and(|e| e.expires_at().is_some()) {
                 ks.set_expiry(&key, None);
                 ctx.key_event('g', "persist", &key);
             }
@@ -444,16 +394,8 @@ pub fn getex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
 /// the end), or `None` if it selects nothing.
 fn byte_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
-    };
-    let end = if end < 0 {
-        (len + end).max(0)
-    } else {
-        end.min(len - 1)
-    };
+    let start = if start < 0 { (len + start).max(0) } else { start };
+    let end = if end < 0 { (len + end).max(0) } else { end.min(len - 1) };
     (len > 0 && start <= end && start < len).then(|| (start as usize, end as usize + 1))
 }
 
@@ -464,18 +406,12 @@ fn byte_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 pub fn getrange(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let (start, end) = (args.next_i64()?, args.next_i64()?);
-    let value = string_of(ks.get(key, ctx.now))?
-        .map(Str::to_bytes)
-        .unwrap_or_default();
+    let value = string_of(ks.get(key, ctx.now))?.map(Str::to_bytes).unwrap_or_default();
     // As Redis: a negative start past a negative end selects nothing.
     if start < 0 && end < 0 && start > end {
         return Ok(Reply::Bulk(Bytes::new()));
     }
-    Ok(Reply::Bulk(
-        byte_range(start, end, value.len())
-            .map(|(a, b)| value.slice(a..b))
-            .unwrap_or_default(),
-    ))
+    Ok(Reply::Bulk(byte_range(start, end, value.len()).map(|(a, b)| value.slice(a..b)).unwrap_or_default()))
 }
 
 /// ```text
@@ -494,9 +430,7 @@ pub fn setrange(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResu
         return Ok(Reply::Int(current.map_or(0, |c| c.len()) as i64));
     }
     if offset as u64 + patch.len() as u64 > MAX_BUILT_STRING_LEN {
-        return Err(CmdError::Other(
-            "ERR string exceeds maximum allowed size (proto-max-bulk-len)".into(),
-        ));
+        return Err(CmdError::Other("ERR string exceeds maximum allowed size (proto-max-bulk-len)".into()));
     }
     let offset = offset as usize;
     let mut bytes = current.map_or_else(Vec::new, |c| c.to_vec());
@@ -515,9 +449,7 @@ pub fn setrange(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResu
 fn bit_offset(raw: &[u8], limit: u64) -> Result<u64, CmdError> {
     match parse_i64(raw) {
         Some(n) if (0..(limit * 8) as i64).contains(&n) => Ok(n as u64),
-        _ => Err(CmdError::Other(
-            "ERR bit offset is not an integer or out of range".into(),
-        )),
+        _ => Err(CmdError::Other("ERR bit offset is not an integer or out of range".into())),
     }
 }
 
@@ -532,24 +464,15 @@ pub fn setbit(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
     let on = match &args.next_bytes()?[..] {
         b"1" => true,
         b"0" => false,
-        _ => {
-            return Err(CmdError::Other(
-                "ERR bit is not an integer or out of range".into(),
-            ))
-        }
+        _ => return Err(CmdError::Other("ERR bit is not an integer or out of range".into())),
     };
-    let mut bytes =
-        string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map_or_else(Vec::new, |c| c.to_vec());
+    let mut bytes = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map_or_else(Vec::new, |c| c.to_vec());
     let (byte, mask) = ((offset / 8) as usize, 0x80u8 >> (offset % 8));
     if bytes.len() <= byte {
         bytes.resize(byte + 1, 0);
     }
     let old = bytes[byte] & mask != 0;
-    if on {
-        bytes[byte] |= mask
-    } else {
-        bytes[byte] &= !mask
-    }
+    if on { bytes[byte] |= mask } else { bytes[byte] &= !mask }
     store_in_place(ks, ctx, &key, Bytes::from(bytes));
     ctx.key_event('$', "setbit", &key);
     Ok(Reply::Int(old as i64))
@@ -563,9 +486,7 @@ pub fn getbit(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let offset = bit_offset(args.next_bytes()?, REDIS_MAX_STRING_LEN)?;
     let value = string_of(ks.get(key, ctx.now))?;
-    let bit = value
-        .and_then(|v| v.get((offset / 8) as usize))
-        .is_some_and(|b| b & (0x80 >> (offset % 8)) != 0);
+    let bit = value.and_then(|v| v.get((offset / 8) as usize)).is_some_and(|b| b & (0x80 >> (offset % 8)) != 0);
     Ok(Reply::Int(bit as i64))
 }
 
@@ -593,24 +514,19 @@ pub fn bitcount(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
             Some((start, end, bits))
         }
     };
-    let Some(value) = string_of(ks.get(key, ctx.now))? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(value) = string_of(ks.get(key, ctx.now))? else { return Ok(Reply::Int(0)) };
     let count = match range {
         None => value.iter().map(|b| b.count_ones() as i64).sum(),
         Some((start, end, false)) => match byte_range(start, end, value.len()) {
-            Some((a, b)) if !(start < 0 && end < 0 && start > end) => {
-                value[a..b].iter().map(|b| b.count_ones() as i64).sum()
-            }
+            Some((a, b)) if !(start < 0 && end < 0 && start > end) => value[a..b].iter().map(|b| b.count_ones() as i64).sum(),
             _ => 0,
         },
         Some((start, end, true)) => {
             let total = value.len() as u64 * 8;
             match byte_range(start, end, total.min(usize::MAX as u64) as usize) {
-                Some((a, b)) if !(start < 0 && end < 0 && start > end) => (a..b)
-                    .filter(|&i| value[i / 8] & (0x80 >> (i % 8)) != 0)
-                    .count()
-                    as i64,
+                Some((a, b)) if !(start < 0 && end < 0 && start > end) => {
+                    (a..b).filter(|&i| value[i / 8] & (0x80 >> (i % 8)) != 0).count() as i64
+                }
                 _ => 0,
             }
         }
@@ -625,52 +541,21 @@ mod tests {
     /// README: strings built in place stop at 64 MiB, with Redis's errors.
     #[test]
     fn setrange_and_setbit_build_at_most_64_mib() {
-        let argv = |words: &[&str]| {
-            words
-                .iter()
-                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-                .collect::<Vec<_>>()
-        };
+        let argv = |words: &[&str]| words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
         let mut ks = Keyspace::new();
         let mut ctx = ExecCtx::new(1, 0, 0);
         let limit = MAX_BUILT_STRING_LEN;
         let at_limit = (limit - 1).to_string();
-        assert_eq!(
-            setrange(
-                &mut ks,
-                &mut ctx,
-                Args::new(&argv(&["setrange", "k", &at_limit, "x"]))
-            ),
-            Ok(Reply::Int(limit as i64))
-        );
+        assert_eq!(setrange(&mut ks, &mut ctx, Args::new(&argv(&["setrange", "k", &at_limit, "x"]))), Ok(Reply::Int(limit as i64)));
         let past = limit.to_string();
-        let e = setrange(
-            &mut ks,
-            &mut ctx,
-            Args::new(&argv(&["setrange", "k", &past, "x"])),
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
-        );
+        let e = setrange(&mut ks, &mut ctx, Args::new(&argv(&["setrange", "k", &past, "x"]))).unwrap_err();
+        assert_eq!(e.to_string(), "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
         let bit = (limit * 8).to_string();
-        let e = setbit(
-            &mut ks,
-            &mut ctx,
-            Args::new(&argv(&["setbit", "k", &bit, "1"])),
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "ERR bit offset is not an integer or out of range"
-        );
+        let e = setbit(&mut ks, &mut ctx, Args::new(&argv(&["setbit", "k", &bit, "1"]))).unwrap_err();
+        assert_eq!(e.to_string(), "ERR bit offset is not an integer or out of range");
         // GETBIT reads Redis's whole range.
         let read = ReadCtx::at(0);
-        assert_eq!(
-            getbit(&ks, &read, Args::new(&argv(&["getbit", "k", &bit]))),
-            Ok(Reply::Int(0))
-        );
+        assert_eq!(getbit(&ks, &read, Args::new(&argv(&["getbit", "k", &bit]))), Ok(Reply::Int(0)));
     }
 
     #[test]

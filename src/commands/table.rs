@@ -8,10 +8,7 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{
-    hashes, keys, lists, locks, pubsub, scripts, server, sets, strings, transactions, zsets,
-    CmdResult,
-};
+use super::{hashes, keys, lists, locks, pubsub, scripts, server, sets, strings, transactions, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -49,11 +46,7 @@ pub struct CommandSpec {
 impl CommandSpec {
     pub fn arity_ok(&self, argc: usize) -> bool {
         let argc = argc as i64;
-        if self.arity >= 0 {
-            argc == self.arity
-        } else {
-            argc >= -self.arity
-        }
+        if self.arity >= 0 { argc == self.arity } else { argc >= -self.arity }
     }
 
     pub fn is_write(&self) -> bool {
@@ -73,34 +66,19 @@ impl CommandSpec {
     fn key_positions(&self, argv: &[Bytes]) -> impl Iterator<Item = usize> {
         let len = argv.len() as i64;
         let first = self.first_key;
-        let last = if self.last_key < 0 {
-            len + self.last_key
-        } else {
-            self.last_key.min(len - 1)
-        };
+        let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };
         let step = self.key_step.max(1);
-        let fixed = if first > 0 && first <= last {
-            (first..=last).step_by(step as usize)
-        } else {
-            (1..=0).step_by(1)
-        };
+        let fixed = if first > 0 && first <= last { (first..=last).step_by(step as usize) } else { (1..=0).step_by(1) };
         let counted = match self.numkeys_at {
             0 => 0..0,
             at => {
-                let n = argv
-                    .get(at)
-                    .and_then(|n| crate::protocol::parse_i64(n))
-                    .unwrap_or(0)
-                    .max(0) as usize;
+                let n = argv.get(at).and_then(|n| crate::protocol::parse_i64(n)).unwrap_or(0).max(0) as usize;
                 let from = (at + 1).min(argv.len());
                 from..from.saturating_add(n).min(argv.len())
             }
         };
         let argc = argv.len();
-        fixed
-            .map(|i| i as usize)
-            .filter(move |i| *i < argc)
-            .chain(counted)
+        fixed.map(|i| i as usize).filter(move |i| *i < argc).chain(counted)
     }
 
     /// A blocking pop's retry after a push to `key` woke it: `argv` with
@@ -110,10 +88,7 @@ impl CommandSpec {
     /// its keys). `None` if that changes nothing or the command's keys are
     /// not all sources (`BLMOVE` names its destination).
     pub fn with_key_first(&self, argv: &[Bytes], key: &Bytes) -> Option<Vec<Bytes>> {
-        if !matches!(
-            self.name,
-            "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop"
-        ) {
+        if !matches!(self.name, "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop") {
             return None;
         }
         let at: Vec<usize> = self.key_positions(argv).collect();
@@ -345,8 +320,7 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
 
 /// One command's `COMMAND INFO` entry, in Redis 7's shape.
 pub fn command_info(spec: &CommandSpec) -> Reply {
-    let statuses =
-        |items: &[&str]| Reply::Set(items.iter().map(|s| Reply::Status(s.to_string())).collect());
+    let statuses = |items: &[&str]| Reply::Set(items.iter().map(|s| Reply::Status(s.to_string())).collect());
     Reply::Array(vec![
         Reply::text(spec.name),
         Reply::Int(spec.arity),
@@ -355,12 +329,7 @@ pub fn command_info(spec: &CommandSpec) -> Reply {
         Reply::Int(spec.last_key),
         Reply::Int(spec.key_step),
         // ACL categories: the ones `ACL SETUSER +@cat` and `ACL CAT` use.
-        Reply::Set(
-            super::acl::categories(spec, None)
-                .iter()
-                .map(|c| Reply::Status(format!("@{c}")))
-                .collect(),
-        ),
+        Reply::Set(super::acl::categories(spec, None).iter().map(|c| Reply::Status(format!("@{c}"))).collect()),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
@@ -382,74 +351,37 @@ mod tests {
 
     #[test]
     fn a_woken_pop_retries_from_the_key_pushed_to() {
-        let argv = |s: &str| {
-            s.split(' ')
-                .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-                .collect::<Vec<_>>()
-        };
+        let argv = |s: &str| s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect::<Vec<_>>();
         let first = |cmd: &str, key: &str| {
             let a = argv(cmd);
-            lookup(&a[0])
-                .unwrap()
-                .with_key_first(&a, &Bytes::copy_from_slice(key.as_bytes()))
-                .map(|v| {
-                    v.iter()
-                        .map(|b| String::from_utf8_lossy(b).into_owned())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
+            lookup(&a[0]).unwrap().with_key_first(&a, &Bytes::copy_from_slice(key.as_bytes())).map(|v| {
+                v.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>().join(" ")
+            })
         };
-        assert_eq!(
-            first("BLPOP a b c 0", "c").as_deref(),
-            Some("BLPOP c a b 0")
-        );
-        assert_eq!(
-            first("BRPOP a b c 0", "b").as_deref(),
-            Some("BRPOP b a c 0")
-        );
-        assert_eq!(
-            first("BZPOPMIN a b 1.5", "b").as_deref(),
-            Some("BZPOPMIN b a 1.5")
-        );
-        assert_eq!(
-            first("BLMPOP 0 3 a b c LEFT COUNT 2", "c").as_deref(),
-            Some("BLMPOP 0 3 c a b LEFT COUNT 2")
-        );
+        assert_eq!(first("BLPOP a b c 0", "c").as_deref(), Some("BLPOP c a b 0"));
+        assert_eq!(first("BRPOP a b c 0", "b").as_deref(), Some("BRPOP b a c 0"));
+        assert_eq!(first("BZPOPMIN a b 1.5", "b").as_deref(), Some("BZPOPMIN b a 1.5"));
+        assert_eq!(first("BLMPOP 0 3 a b c LEFT COUNT 2", "c").as_deref(), Some("BLMPOP 0 3 c a b LEFT COUNT 2"));
         // Already first, not a key of the command, or not a source.
         assert_eq!(first("BLPOP a b 0", "a"), None);
         assert_eq!(first("BLPOP a b 0", "0"), None);
         assert_eq!(first("BLMPOP 0 1 a LEFT", "LEFT"), None);
         assert_eq!(first("BLMOVE a b LEFT RIGHT 0", "b"), None);
         // A count the arguments cannot hold names fewer keys.
-        assert_eq!(
-            first("BLMPOP 0 9 a b", "b").as_deref(),
-            Some("BLMPOP 0 9 b a")
-        );
+        assert_eq!(first("BLMPOP 0 9 a b", "b").as_deref(), Some("BLMPOP 0 9 b a"));
     }
 
     #[test]
     fn command_info_shows_the_acl_categories() {
         for c in COMMANDS {
-            let Reply::Array(info) = command_info(c) else {
-                panic!("{}", c.name)
-            };
-            let Reply::Set(cats) = &info[6] else {
-                panic!("{}", c.name)
-            };
+            let Reply::Array(info) = command_info(c) else { panic!("{}", c.name) };
+            let Reply::Set(cats) = &info[6] else { panic!("{}", c.name) };
             for cat in cats {
-                let Reply::Status(cat) = cat else {
-                    panic!("{}", c.name)
-                };
-                assert!(
-                    super::super::acl::CATEGORIES.contains(&&cat[1..]),
-                    "{}: {cat} is not an ACL category",
-                    c.name
-                );
+                let Reply::Status(cat) = cat else { panic!("{}", c.name) };
+                assert!(super::super::acl::CATEGORIES.contains(&&cat[1..]), "{}: {cat} is not an ACL category", c.name);
             }
         }
-        let Reply::Array(info) = command_info(lookup(b"lock.acquire").unwrap()) else {
-            unreachable!()
-        };
+        let Reply::Array(info) = command_info(lookup(b"lock.acquire").unwrap()) else { unreachable!() };
         assert!(matches!(&info[6], Reply::Set(c) if c.contains(&Reply::Status("@lock".into()))));
     }
 

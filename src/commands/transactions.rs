@@ -17,35 +17,19 @@ use super::{execute_write, CmdResult};
 /// As the client sees it: `OK`. Inside, this read returns the version of the
 /// last write to each key, which the connection keeps and `EXEC` compares.
 pub fn watch(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
-    Ok(Reply::Array(
-        args.rest()
-            .iter()
-            .map(|k| Reply::Int(ks.modified(k, ctx.now) as i64))
-            .collect(),
-    ))
+    Ok(Reply::Array(args.rest().iter().map(|k| Reply::Int(ks.modified(k, ctx.now) as i64)).collect()))
 }
 
 /// Applies a transaction: a nil array if a watched key changed; `-STALE` (and
 /// nothing applied) if a `LOCK.FENCE` in it is stale; otherwise every
 /// command's reply.
-pub fn exec(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    watched: &[(Bytes, Version)],
-    commands: &[Vec<Bytes>],
-) -> Reply {
-    if watched
-        .iter()
-        .any(|(key, seen)| ks.modified(key, ctx.log_time) != *seen)
-    {
+pub fn exec(ks: &mut Keyspace, ctx: &mut ExecCtx, watched: &[(Bytes, Version)], commands: &[Vec<Bytes>]) -> Reply {
+    if watched.iter().any(|(key, seen)| ks.modified(key, ctx.log_time) != *seen) {
         return Reply::NilArray;
     }
     // A transaction with a fence may have to be undone as a whole: the
     // keyspace records the entries it changes, as they were before.
-    let has_fence = commands.iter().any(|argv| {
-        argv.first()
-            .is_some_and(|n| n.eq_ignore_ascii_case(b"lock.fence"))
-    });
+    let has_fence = commands.iter().any(|argv| argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"lock.fence")));
     let before = has_fence.then(|| (ctx.version, ctx.events.len()));
     if has_fence {
         ks.begin_undoable();

@@ -24,8 +24,7 @@ use crate::keyspace::{Entry, ExecCtx, Keyspace, LogTime, ReadCtx, Rng, Value};
 use crate::protocol::{format_double, parse_i64, ArgError, Args, Reply};
 
 use super::containers::{
-    check, choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count,
-    read, scan_container, write,
+    check, choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read, scan_container, write,
 };
 use super::lists::{clamp_range, parse_block_timeout};
 use super::{CmdError, CmdResult};
@@ -65,9 +64,7 @@ fn strtod_all(text: &[u8]) -> Option<(f64, bool)> {
     } else if lower == b"nan"
         || (lower.starts_with(b"nan(")
             && lower.ends_with(b")")
-            && lower[4..lower.len() - 1]
-                .iter()
-                .all(|b| b.is_ascii_alphanumeric() || *b == b'_'))
+            && lower[4..lower.len() - 1].iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_'))
     {
         (f64::NAN, false)
     } else if lower.starts_with(b"0x") {
@@ -81,24 +78,13 @@ fn strtod_all(text: &[u8]) -> Option<(f64, bool)> {
 /// A decimal float with nothing before or after it: `digits[.digits][e[+-]digits]`,
 /// at least one mantissa digit.
 fn parse_decimal_float(s: &[u8]) -> Option<(f64, bool)> {
-    let mantissa_end = s
-        .iter()
-        .position(|b| !(b.is_ascii_digit() || *b == b'.'))
-        .unwrap_or(s.len());
+    let mantissa_end = s.iter().position(|b| !(b.is_ascii_digit() || *b == b'.')).unwrap_or(s.len());
     let mantissa = &s[..mantissa_end];
-    if mantissa.iter().filter(|b| **b == b'.').count() > 1
-        || !mantissa.iter().any(u8::is_ascii_digit)
-    {
+    if mantissa.iter().filter(|b| **b == b'.').count() > 1 || !mantissa.iter().any(u8::is_ascii_digit) {
         return None;
     }
-    if let Some(exponent) = s[mantissa_end..]
-        .strip_prefix(b"e")
-        .or_else(|| s[mantissa_end..].strip_prefix(b"E"))
-    {
-        let digits = exponent
-            .strip_prefix(b"+")
-            .or_else(|| exponent.strip_prefix(b"-"))
-            .unwrap_or(exponent);
+    if let Some(exponent) = s[mantissa_end..].strip_prefix(b"e").or_else(|| s[mantissa_end..].strip_prefix(b"E")) {
+        let digits = exponent.strip_prefix(b"+").or_else(|| exponent.strip_prefix(b"-")).unwrap_or(exponent);
         if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
             return None;
         }
@@ -152,9 +138,7 @@ fn parse_hex_float(s: &[u8]) -> Option<(f64, bool)> {
             return None;
         }
         // Saturates well beyond any finite double's exponent.
-        let e = digits
-            .iter()
-            .fold(0i64, |e, d| (e * 10 + i64::from(d - b'0')).min(1 << 20));
+        let e = digits.iter().fold(0i64, |e, d| (e * 10 + i64::from(d - b'0')).min(1 << 20));
         exp2 += sign * e;
     }
     let mut v = (mantissa | u64::from(sticky)) as f64;
@@ -190,9 +174,7 @@ fn parse_score(raw: &[u8]) -> Result<f64, CmdError> {
 /// A count that must not be negative (`ZPOPMIN key count`), with Redis's
 /// `getPositiveLongFromObjectOrReply` error.
 fn parse_positive(raw: &[u8], error: &str) -> Result<i64, CmdError> {
-    parse_i64(raw)
-        .filter(|n| *n >= 0)
-        .ok_or_else(|| CmdError::Other(error.into()))
+    parse_i64(raw).filter(|n| *n >= 0).ok_or_else(|| CmdError::Other(error.into()))
 }
 
 const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
@@ -203,9 +185,7 @@ const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
 
 /// Redis's order: by score (as numbers: `-0` ties with `0`), then by member.
 fn by_score(a: &Item, b: &Item) -> Ordering {
-    a.1.partial_cmp(&b.1)
-        .unwrap_or(Ordering::Equal)
-        .then_with(|| a.0.cmp(b.0))
+    a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal).then_with(|| a.0.cmp(b.0))
 }
 
 fn by_score_desc(a: &Item, b: &Item) -> Ordering {
@@ -220,21 +200,12 @@ fn items(z: &ZSet) -> Vec<Item<'_>> {
 /// Redis keeps every small set in (it stores an integral score as an
 /// integer). A reply computed on the way (ZINCRBY's, ZUNION's) keeps `-0`.
 fn stored(score: f64) -> f64 {
-    if score == 0.0 {
-        0.0
-    } else {
-        score
-    }
+    if score == 0.0 { 0.0 } else { score }
 }
 
 /// Places `from..to` of `items` in `order`, sorted: O(n + m log m) for the
 /// m chosen, instead of sorting everything.
-fn window<'a>(
-    mut items: Vec<Item<'a>>,
-    from: usize,
-    to: usize,
-    order: fn(&Item, &Item) -> Ordering,
-) -> Vec<Item<'a>> {
+fn window<'a>(mut items: Vec<Item<'a>>, from: usize, to: usize, order: fn(&Item, &Item) -> Ordering) -> Vec<Item<'a>> {
     let to = to.min(items.len());
     if from >= to {
         return Vec::new();
@@ -275,27 +246,16 @@ impl ScoreRange {
             (!v.is_nan()).then_some((v, exclusive))
         }
         match (bound(min), bound(max)) {
-            (Some((min, min_exclusive)), Some((max, max_exclusive))) => Ok(ScoreRange {
-                min,
-                min_exclusive,
-                max,
-                max_exclusive,
-            }),
+            (Some((min, min_exclusive)), Some((max, max_exclusive))) => {
+                Ok(ScoreRange { min, min_exclusive, max, max_exclusive })
+            }
             _ => Err(CmdError::Other("ERR min or max is not a float".into())),
         }
     }
 
     fn contains(&self, score: f64) -> bool {
-        let above_min = if self.min_exclusive {
-            score > self.min
-        } else {
-            score >= self.min
-        };
-        let below_max = if self.max_exclusive {
-            score < self.max
-        } else {
-            score <= self.max
-        };
+        let above_min = if self.min_exclusive { score > self.min } else { score >= self.min };
+        let below_max = if self.max_exclusive { score < self.max } else { score <= self.max };
         above_min && below_max
     }
 }
@@ -355,9 +315,7 @@ impl LexRange {
     fn parse(min: &Bytes, max: &Bytes) -> Result<LexRange, CmdError> {
         match (LexBound::parse(min), LexBound::parse(max)) {
             (Some(min), Some(max)) => Ok(LexRange { min, max }),
-            _ => Err(CmdError::Other(
-                "ERR min or max not valid string range item".into(),
-            )),
+            _ => Err(CmdError::Other("ERR min or max not valid string range item".into())),
         }
     }
 
@@ -414,29 +372,18 @@ impl LexRange {
 /// undefined) it walks the score order as Redis walks a small set: from
 /// the first member at or above `min` while members stay at or below `max`
 /// (from the highest score, the other way round, with `rev`).
-fn lex_walk<'a>(
-    z: &'a ZSet,
-    range: &LexRange,
-    rev: bool,
-) -> Box<dyn Iterator<Item = Item<'a>> + 'a> {
-    let Some(bounds) = range.bounds() else {
-        return Box::new(std::iter::empty());
-    };
+fn lex_walk<'a>(z: &'a ZSet, range: &LexRange, rev: bool) -> Box<dyn Iterator<Item = Item<'a>> + 'a> {
+    let Some(bounds) = range.bounds() else { return Box::new(std::iter::empty()) };
     let mut scores = z.values();
     let first = scores.next().copied();
     if scores.all(|s| Some(*s) == first) {
         let found = z.range::<[u8], _>(bounds).map(|(m, s)| (m, *s));
-        return if rev {
-            Box::new(found.rev())
-        } else {
-            Box::new(found)
-        };
+        return if rev { Box::new(found.rev()) } else { Box::new(found) };
     }
     let mut all = items(z);
     all.sort_unstable_by(by_score);
     // Redis first checks that the ends of the set overlap the range.
-    let overlaps = all.first().is_some_and(|(m, _)| range.below_max(m))
-        && all.last().is_some_and(|(m, _)| range.above_min(m));
+    let overlaps = all.first().is_some_and(|(m, _)| range.below_max(m)) && all.last().is_some_and(|(m, _)| range.above_min(m));
     if !overlaps {
         return Box::new(std::iter::empty());
     }
@@ -447,11 +394,7 @@ fn lex_walk<'a>(
     } else {
         (LexRange::above_min, LexRange::below_max)
     };
-    let found: Vec<Item> = all
-        .into_iter()
-        .skip_while(|(m, _)| !starts(range, m))
-        .take_while(|(m, _)| stays(range, m))
-        .collect();
+    let found: Vec<Item> = all.into_iter().skip_while(|(m, _)| !starts(range, m)).take_while(|(m, _)| stays(range, m)).collect();
     Box::new(found.into_iter())
 }
 
@@ -488,15 +431,8 @@ struct RangeQuery {
 /// commands (ZRANGEBYSCORE, ZREVRANGE, ...), which then refuse those words;
 /// `store` (ZRANGESTORE) refuses WITHSCORES. Options are checked before the
 /// range itself, and with REV a score or lex range is given `max min`.
-fn parse_range(
-    args: &[Bytes],
-    by: Option<RangeBy>,
-    rev: Option<bool>,
-    store: bool,
-) -> Result<RangeQuery, CmdError> {
-    let [first, second, options @ ..] = args else {
-        return Err(CmdError::Arg(ArgError::Syntax));
-    };
+fn parse_range(args: &[Bytes], by: Option<RangeBy>, rev: Option<bool>, store: bool) -> Result<RangeQuery, CmdError> {
+    let [first, second, options @ ..] = args else { return Err(CmdError::Arg(ArgError::Syntax)) };
     let (mut by, mut rev) = (by, rev);
     let (mut with_scores, mut offset, mut count) = (false, 0, -1);
     let mut i = 0;
@@ -524,20 +460,13 @@ fn parse_range(
     // As Redis, only a count other than -1 counts as a LIMIT here.
     if count != -1 && by == RangeBy::Rank {
         return Err(CmdError::Other(
-            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
-                .into(),
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX".into(),
         ));
     }
     if with_scores && by == RangeBy::Lex {
-        return Err(CmdError::Other(
-            "ERR syntax error, WITHSCORES not supported in combination with BYLEX".into(),
-        ));
+        return Err(CmdError::Other("ERR syntax error, WITHSCORES not supported in combination with BYLEX".into()));
     }
-    let (min, max) = if rev && by != RangeBy::Rank {
-        (second, first)
-    } else {
-        (first, second)
-    };
+    let (min, max) = if rev && by != RangeBy::Rank { (second, first) } else { (first, second) };
     let bounds = match by {
         RangeBy::Rank => Bounds::Rank(
             parse_i64(min).ok_or(ArgError::NotInteger)?,
@@ -546,13 +475,7 @@ fn parse_range(
         RangeBy::Score => Bounds::Score(ScoreRange::parse(min, max)?),
         RangeBy::Lex => Bounds::Lex(LexRange::parse(min, max)?),
     };
-    Ok(RangeQuery {
-        bounds,
-        rev,
-        with_scores,
-        offset,
-        count,
-    })
+    Ok(RangeQuery { bounds, rev, with_scores, offset, count })
 }
 
 /// Applies `LIMIT offset count` as Redis walks it: a negative offset walks
@@ -562,10 +485,7 @@ fn limited<'a>(found: impl Iterator<Item = Item<'a>>, offset: i64, count: i64) -
         return Vec::new();
     }
     let count = usize::try_from(count).unwrap_or(usize::MAX);
-    found
-        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-        .take(count)
-        .collect()
+    found.skip(usize::try_from(offset).unwrap_or(usize::MAX)).take(count).collect()
 }
 
 /// The members `q` selects from `z`, in reply order.
@@ -580,11 +500,7 @@ fn select<'a>(z: &'a ZSet, q: &RangeQuery) -> Vec<Item<'a>> {
             if q.offset < 0 || q.count == 0 {
                 return Vec::new();
             }
-            let matching: Vec<Item> = z
-                .iter()
-                .filter(|(_, s)| range.contains(**s))
-                .map(|(m, s)| (m, *s))
-                .collect();
+            let matching: Vec<Item> = z.iter().filter(|(_, s)| range.contains(**s)).map(|(m, s)| (m, *s)).collect();
             let from = usize::try_from(q.offset).unwrap_or(usize::MAX);
             let to = usize::try_from(q.count).map_or(usize::MAX, |c| from.saturating_add(c));
             window(matching, from, to, order)
@@ -598,24 +514,13 @@ fn items_reply(found: Vec<Item>, with_scores: bool) -> Reply {
     if with_scores {
         Reply::ScorePairs(found.into_iter().map(|(m, s)| (m.clone(), s)).collect())
     } else {
-        Reply::Array(
-            found
-                .into_iter()
-                .map(|(m, _)| Reply::Bulk(m.clone()))
-                .collect(),
-        )
+        Reply::Array(found.into_iter().map(|(m, _)| Reply::Bulk(m.clone())).collect())
     }
 }
 
 /// Replaces `dst` (whatever it held) with `result` and replies its size; an
 /// empty result deletes `dst` instead (with a `del` event if it existed).
-fn store(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    dst: &Bytes,
-    mut result: ZSet,
-    event: &'static str,
-) -> CmdResult {
+fn store(ks: &mut Keyspace, ctx: &mut ExecCtx, dst: &Bytes, mut result: ZSet, event: &'static str) -> CmdResult {
     result.values_mut().for_each(|s| *s = stored(*s));
     let size = result.len() as i64;
     // Looked up first so that an expired destination is expired (with its
@@ -627,10 +532,7 @@ fn store(
             ctx.key_event('g', "del", dst);
         }
     } else {
-        ks.insert(
-            dst.clone(),
-            Entry::new(Value::ZSet(result), ctx.version, ctx.log_time),
-        );
+        ks.insert(dst.clone(), Entry::new(Value::ZSet(result), ctx.version, ctx.log_time));
         ctx.key_event('z', event, dst);
     }
     Ok(Reply::Int(size))
@@ -638,13 +540,7 @@ fn store(
 
 /// Removes `members` from the set under `key` (which holds them all), with
 /// `event` and, if that empties it, the key's deletion.
-fn remove_members(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    key: &Bytes,
-    members: &[Bytes],
-    event: &'static str,
-) -> CmdResult {
+fn remove_members(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes, members: &[Bytes], event: &'static str) -> CmdResult {
     if members.is_empty() {
         return Ok(Reply::Int(0));
     }
@@ -672,8 +568,7 @@ fn owned(found: Vec<Item>) -> Vec<(Bytes, f64)> {
 /// score, or nil if a condition prevented the update.
 pub fn zadd(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
-    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
-        (false, false, false, false, false, false);
+    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) = (false, false, false, false, false, false);
     while let Some(opt) = args.peek() {
         match String::from_utf8_lossy(opt).to_ascii_uppercase().as_str() {
             "NX" => nx = true,
@@ -691,24 +586,16 @@ pub fn zadd(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         return Err(CmdError::Arg(ArgError::Syntax));
     }
     if nx && xx {
-        return Err(CmdError::Other(
-            "ERR XX and NX options at the same time are not compatible".into(),
-        ));
+        return Err(CmdError::Other("ERR XX and NX options at the same time are not compatible".into()));
     }
     if (gt && lt) || (nx && (gt || lt)) {
-        return Err(CmdError::Other(
-            "ERR GT, LT, and/or NX options at the same time are not compatible".into(),
-        ));
+        return Err(CmdError::Other("ERR GT, LT, and/or NX options at the same time are not compatible".into()));
     }
     if incr && rest.len() != 2 {
-        return Err(CmdError::Other(
-            "ERR INCR option supports a single increment-element pair".into(),
-        ));
+        return Err(CmdError::Other("ERR INCR option supports a single increment-element pair".into()));
     }
-    let pairs: Vec<(f64, Bytes)> = rest
-        .chunks(2)
-        .map(|p| Ok((parse_score(&p[0])?, p[1].clone())))
-        .collect::<Result<_, CmdError>>()?;
+    let pairs: Vec<(f64, Bytes)> =
+        rest.chunks(2).map(|p| Ok((parse_score(&p[0])?, p[1].clone()))).collect::<Result<_, CmdError>>()?;
     check::<ZSet>(ks, ctx, &key)?;
     if xx && read::<ZSet>(ks, ctx.log_time, &key)?.is_none() {
         return Ok(if incr { Reply::Nil } else { Reply::Int(0) });
@@ -721,15 +608,9 @@ pub fn zadd(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
         if (nx && current.is_some()) || (xx && current.is_none()) {
             continue;
         }
-        let new = if incr {
-            current.unwrap_or(0.0) + score
-        } else {
-            score
-        };
+        let new = if incr { current.unwrap_or(0.0) + score } else { score };
         if new.is_nan() {
-            return Err(CmdError::Other(
-                "ERR resulting score is not a number (NaN)".into(),
-            ));
+            return Err(CmdError::Other("ERR resulting score is not a number (NaN)".into()));
         }
         if let Some(cur) = current {
             if (gt && new <= cur) || (lt && new >= cur) {
@@ -766,9 +647,7 @@ pub fn zincrby(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     let z = write::<ZSet>(ks, ctx, &key, true)?.ok_or(CmdError::WrongType)?;
     let new = z.get(&member).copied().unwrap_or(0.0) + by;
     if new.is_nan() {
-        return Err(CmdError::Other(
-            "ERR resulting score is not a number (NaN)".into(),
-        ));
+        return Err(CmdError::Other("ERR resulting score is not a number (NaN)".into()));
     }
     z.insert(member, stored(new));
     ctx.key_event('z', "zincr", &key);
@@ -792,10 +671,7 @@ pub fn zscore(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn zmscore(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let z = read::<ZSet>(ks, ctx.now, key)?;
-    let scores = args.rest().iter().map(|m| {
-        z.and_then(|z| z.get(m))
-            .map_or(Reply::Nil, |s| Reply::Double(*s))
-    });
+    let scores = args.rest().iter().map(|m| z.and_then(|z| z.get(m)).map_or(Reply::Nil, |s| Reply::Double(*s)));
     Ok(Reply::Array(scores.collect()))
 }
 
@@ -805,9 +681,7 @@ pub fn zmscore(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn zrem(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let members = args.rest();
-    let Some(z) = write::<ZSet>(ks, ctx, &key, false)? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(z) = write::<ZSet>(ks, ctx, &key, false)? else { return Ok(Reply::Int(0)) };
     let removed = members.iter().filter(|m| z.remove(*m).is_some()).count();
     if removed > 0 {
         ctx.key_event('z', "zrem", &key);
@@ -821,29 +695,16 @@ pub fn zrem(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// ```
 pub fn zcard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
-    Ok(Reply::Int(
-        read::<ZSet>(ks, ctx.now, key)?
-            .map(|z| z.len())
-            .unwrap_or(0) as i64,
-    ))
+    Ok(Reply::Int(read::<ZSet>(ks, ctx.now, key)?.map(|z| z.len()).unwrap_or(0) as i64))
 }
 
 fn rank(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, rev: bool) -> CmdResult {
     let key = args.next_bytes()?;
     let member = args.next_bytes()?;
-    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else {
-        return Ok(Reply::Nil);
-    };
-    let Some(score) = z.get(member).copied() else {
-        return Ok(Reply::Nil);
-    };
-    let below = z
-        .iter()
-        .filter(|(m, s)| by_score(&(*m, **s), &(member, score)) == Ordering::Less)
-        .count();
-    Ok(Reply::Int(
-        if rev { z.len() - 1 - below } else { below } as i64
-    ))
+    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else { return Ok(Reply::Nil) };
+    let Some(score) = z.get(member).copied() else { return Ok(Reply::Nil) };
+    let below = z.iter().filter(|(m, s)| by_score(&(*m, **s), &(member, score)) == Ordering::Less).count();
+    Ok(Reply::Int(if rev { z.len() - 1 - below } else { below } as i64))
 }
 
 /// ```text
@@ -869,12 +730,8 @@ pub fn zrevrank(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
 pub fn zcount(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let range = ScoreRange::parse(args.next_bytes()?, args.next_bytes()?)?;
-    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else {
-        return Ok(Reply::Int(0));
-    };
-    Ok(Reply::Int(
-        z.values().filter(|s| range.contains(**s)).count() as i64,
-    ))
+    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else { return Ok(Reply::Int(0)) };
+    Ok(Reply::Int(z.values().filter(|s| range.contains(**s)).count() as i64))
 }
 
 /// ```text
@@ -884,24 +741,14 @@ pub fn zcount(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn zlexcount(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let range = LexRange::parse(args.next_bytes()?, args.next_bytes()?)?;
-    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else { return Ok(Reply::Int(0)) };
     Ok(Reply::Int(lex_walk(z, &range, false).count() as i64))
 }
 
-fn range_command(
-    ks: &Keyspace,
-    ctx: &ReadCtx,
-    mut args: Args,
-    by: Option<RangeBy>,
-    rev: Option<bool>,
-) -> CmdResult {
+fn range_command(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, by: Option<RangeBy>, rev: Option<bool>) -> CmdResult {
     let key = args.next_bytes()?;
     let q = parse_range(args.rest(), by, rev, false)?;
-    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else {
-        return Ok(Reply::Array(vec![]));
-    };
+    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else { return Ok(Reply::Array(vec![])) };
     Ok(items_reply(select(z, &q), q.with_scores))
 }
 
@@ -964,10 +811,7 @@ pub fn zrangestore(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdR
     let src = args.next_bytes()?;
     let q = parse_range(args.rest(), None, None, true)?;
     let result: ZSet = match read::<ZSet>(ks, ctx.log_time, src)? {
-        Some(z) => select(z, &q)
-            .into_iter()
-            .map(|(m, s)| (m.clone(), s))
-            .collect(),
+        Some(z) => select(z, &q).into_iter().map(|(m, s)| (m.clone(), s)).collect(),
         None => ZSet::new(),
     };
     store(ks, ctx, &dst, result, "zrangestore")
@@ -980,14 +824,9 @@ pub fn zrangestore(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdR
 pub fn zremrangebyrank(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let (start, stop) = (args.next_i64()?, args.next_i64()?);
-    let Some(z) = read::<ZSet>(ks, ctx.log_time, &key)? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(z) = read::<ZSet>(ks, ctx.log_time, &key)? else { return Ok(Reply::Int(0)) };
     let (from, to) = clamp_range(start, stop, z.len());
-    let gone: Vec<Bytes> = window(items(z), from, to, by_score)
-        .into_iter()
-        .map(|(m, _)| m.clone())
-        .collect();
+    let gone: Vec<Bytes> = window(items(z), from, to, by_score).into_iter().map(|(m, _)| m.clone()).collect();
     remove_members(ks, ctx, &key, &gone, "zremrangebyrank")
 }
 
@@ -998,14 +837,8 @@ pub fn zremrangebyrank(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> 
 pub fn zremrangebyscore(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let range = ScoreRange::parse(args.next_bytes()?, args.next_bytes()?)?;
-    let Some(z) = read::<ZSet>(ks, ctx.log_time, &key)? else {
-        return Ok(Reply::Int(0));
-    };
-    let gone: Vec<Bytes> = z
-        .iter()
-        .filter(|(_, s)| range.contains(**s))
-        .map(|(m, _)| m.clone())
-        .collect();
+    let Some(z) = read::<ZSet>(ks, ctx.log_time, &key)? else { return Ok(Reply::Int(0)) };
+    let gone: Vec<Bytes> = z.iter().filter(|(_, s)| range.contains(**s)).map(|(m, _)| m.clone()).collect();
     remove_members(ks, ctx, &key, &gone, "zremrangebyscore")
 }
 
@@ -1016,40 +849,19 @@ pub fn zremrangebyscore(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) ->
 pub fn zremrangebylex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let range = LexRange::parse(args.next_bytes()?, args.next_bytes()?)?;
-    let Some(z) = read::<ZSet>(ks, ctx.log_time, &key)? else {
-        return Ok(Reply::Int(0));
-    };
+    let Some(z) = read::<ZSet>(ks, ctx.log_time, &key)? else { return Ok(Reply::Int(0)) };
     let gone: Vec<Bytes> = lex_walk(z, &range, false).map(|(m, _)| m.clone()).collect();
     remove_members(ks, ctx, &key, &gone, "zremrangebylex")
 }
 
 /// Removes up to `n` members from the low (or `max`: high) end of the set
 /// under `key`; they are returned in that order.
-fn pop_ends(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    key: &Bytes,
-    n: usize,
-    max: bool,
-) -> Result<Vec<(Bytes, f64)>, CmdError> {
-    let Some(z) = read::<ZSet>(ks, ctx.log_time, key)? else {
-        return Ok(Vec::new());
-    };
-    let popped = owned(window(
-        items(z),
-        0,
-        n,
-        if max { by_score_desc } else { by_score },
-    ));
+fn pop_ends(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes, n: usize, max: bool) -> Result<Vec<(Bytes, f64)>, CmdError> {
+    let Some(z) = read::<ZSet>(ks, ctx.log_time, key)? else { return Ok(Vec::new()) };
+    let popped = owned(window(items(z), 0, n, if max { by_score_desc } else { by_score }));
     if !popped.is_empty() {
         let members: Vec<Bytes> = popped.iter().map(|(m, _)| m.clone()).collect();
-        remove_members(
-            ks,
-            ctx,
-            key,
-            &members,
-            if max { "zpopmax" } else { "zpopmin" },
-        )?;
+        remove_members(ks, ctx, key, &members, if max { "zpopmax" } else { "zpopmin" })?;
     }
     Ok(popped)
 }
@@ -1068,12 +880,7 @@ fn pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, max: bool) -> CmdRe
     let popped = pop_ends(ks, ctx, &key, n, max)?;
     Ok(match count {
         // One pop is a flat `[member, score]` in RESP3 too.
-        None => Reply::Array(
-            popped
-                .into_iter()
-                .flat_map(|(m, s)| [Reply::Bulk(m), Reply::Double(s)])
-                .collect(),
-        ),
+        None => Reply::Array(popped.into_iter().flat_map(|(m, s)| [Reply::Bulk(m), Reply::Double(s)]).collect()),
         Some(_) => Reply::ScorePairs(popped),
     })
 }
@@ -1096,17 +903,11 @@ pub fn zpopmax(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
 }
 
 fn blocking_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, max: bool) -> CmdResult {
-    let Some((timeout, keys)) = args.rest().split_last() else {
-        return Err(CmdError::Arg(ArgError::Syntax));
-    };
+    let Some((timeout, keys)) = args.rest().split_last() else { return Err(CmdError::Arg(ArgError::Syntax)) };
     parse_block_timeout(timeout)?;
     for key in keys {
         if let Some((member, score)) = pop_ends(ks, ctx, key, 1, max)?.pop() {
-            return Ok(Reply::Array(vec![
-                Reply::Bulk(key.clone()),
-                Reply::Bulk(member),
-                Reply::Double(score),
-            ]));
+            return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(member), Reply::Double(score)]));
         }
     }
     Ok(Reply::NilArray)
@@ -1237,26 +1038,21 @@ fn parse_set_op<'a>(
     let (numkeys, rest) = args.split_first().ok_or(ArgError::Syntax)?;
     let n = parse_i64(numkeys).ok_or(ArgError::NotInteger)?;
     if n < 1 {
-        return Err(CmdError::Other(format!(
-            "ERR at least 1 input key is needed for '{name}' command"
-        )));
+        return Err(CmdError::Other(format!("ERR at least 1 input key is needed for '{name}' command")));
     }
     let n = usize::try_from(n).unwrap_or(usize::MAX);
     if n > rest.len() {
         return Err(CmdError::Arg(ArgError::Syntax));
     }
     let (keys, mut options) = rest.split_at(n);
-    let mut sources: Vec<(Source, f64)> = keys
-        .iter()
-        .map(|k| Ok((Source::of(ks, now, k)?, 1.0)))
-        .collect::<Result<_, CmdError>>()?;
+    let mut sources: Vec<(Source, f64)> =
+        keys.iter().map(|k| Ok((Source::of(ks, now, k)?, 1.0))).collect::<Result<_, CmdError>>()?;
     let (mut aggregate, mut with_scores, mut limit) = (Aggregate::Sum, false, 0);
     let weighted = op != SetOp::Diff && !card_only;
     while let Some(opt) = options.first() {
         if weighted && options.len() > n && opt.eq_ignore_ascii_case(b"weights") {
             for (source, raw) in sources.iter_mut().zip(&options[1..=n]) {
-                source.1 = parse_float(raw)
-                    .ok_or_else(|| CmdError::Other("ERR weight value is not a float".into()))?;
+                source.1 = parse_float(raw).ok_or_else(|| CmdError::Other("ERR weight value is not a float".into()))?;
             }
             options = &options[n + 1..];
         } else if weighted && options.len() >= 2 && opt.eq_ignore_ascii_case(b"aggregate") {
@@ -1287,38 +1083,25 @@ fn parse_set_op<'a>(
         // order), which decides the order scores are aggregated in.
         sources.sort_by_key(|(s, _)| s.len());
     }
-    Ok(SetOpQuery {
-        sources,
-        aggregate,
-        with_scores,
-        limit,
-    })
+    Ok(SetOpQuery { sources, aggregate, with_scores, limit })
 }
 
 /// A weighted score; NaN (`0 * inf`) counts as 0, as Redis has it.
 fn weighted(score: f64, weight: f64) -> f64 {
     let v = score * weight;
-    if v.is_nan() {
-        0.0
-    } else {
-        v
-    }
+    if v.is_nan() { 0.0 } else { v }
 }
 
 /// The members of every input with their aggregated scores, stopping after
 /// `limit` (0: all). Walks the smallest input, looking each member up in
 /// the others.
 fn intersection<'a>(q: &SetOpQuery<'a>, limit: usize) -> Vec<(&'a Bytes, f64)> {
-    let Some(((first, first_weight), others)) = q.sources.split_first() else {
-        return Vec::new();
-    };
+    let Some(((first, first_weight), others)) = q.sources.split_first() else { return Vec::new() };
     let mut out = Vec::new();
     'members: for (member, score) in first.members() {
         let mut total = weighted(score, *first_weight);
         for (source, weight) in others {
-            let Some(s) = source.score(member) else {
-                continue 'members;
-            };
+            let Some(s) = source.score(member) else { continue 'members };
             // Not `weighted`: Redis folds a NaN product in as it is here.
             q.aggregate.fold(&mut total, s * weight);
         }
@@ -1332,10 +1115,7 @@ fn intersection<'a>(q: &SetOpQuery<'a>, limit: usize) -> Vec<(&'a Bytes, f64)> {
 
 fn combine(q: &SetOpQuery, op: SetOp) -> ZSet {
     match op {
-        SetOp::Inter => intersection(q, 0)
-            .into_iter()
-            .map(|(m, s)| (m.clone(), s))
-            .collect(),
+        SetOp::Inter => intersection(q, 0).into_iter().map(|(m, s)| (m.clone(), s)).collect(),
         SetOp::Union => {
             let mut out = ZSet::new();
             for (source, weight) in &q.sources {
@@ -1352,9 +1132,7 @@ fn combine(q: &SetOpQuery, op: SetOp) -> ZSet {
             out
         }
         SetOp::Diff => {
-            let Some(((first, _), others)) = q.sources.split_first() else {
-                return ZSet::new();
-            };
+            let Some(((first, _), others)) = q.sources.split_first() else { return ZSet::new() };
             first
                 .members()
                 .filter(|(m, _)| others.iter().all(|(s, _)| s.score(m).is_none()))
@@ -1372,18 +1150,9 @@ fn set_op(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, op: SetOp, name: &str) -
     Ok(items_reply(found, q.with_scores))
 }
 
-fn set_op_store(
-    ks: &mut Keyspace,
-    ctx: &mut ExecCtx,
-    mut args: Args,
-    op: SetOp,
-    name: &'static str,
-) -> CmdResult {
+fn set_op_store(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, op: SetOp, name: &'static str) -> CmdResult {
     let dst = args.next_bytes()?.clone();
-    let result = combine(
-        &parse_set_op(ks, ctx.log_time, name, args.rest(), op, true, false)?,
-        op,
-    );
+    let result = combine(&parse_set_op(ks, ctx.log_time, name, args.rest(), op, true, false)?, op);
     store(ks, ctx, &dst, result, name)
 }
 
@@ -1442,15 +1211,7 @@ pub fn zdiffstore(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult
 /// ```
 /// The size of the intersection, counting at most `limit` (0: no limit).
 pub fn zintercard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
-    let q = parse_set_op(
-        ks,
-        ctx.now,
-        "zintercard",
-        args.rest(),
-        SetOp::Inter,
-        false,
-        true,
-    )?;
+    let q = parse_set_op(ks, ctx.now, "zintercard", args.rest(), SetOp::Inter, false, true)?;
     Ok(Reply::Int(intersection(&q, q.limit).len() as i64))
 }
 
@@ -1471,9 +1232,7 @@ pub fn zrandmember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let mut rng = Rng::new(ctx.seed);
     let Some(raw) = args.peek() else {
         let z = read::<ZSet>(ks, ctx.now, key)?;
-        let chosen = z
-            .filter(|z| !z.is_empty())
-            .and_then(|z| z.keys().nth(rng.below(z.len())));
+        let chosen = z.filter(|z| !z.is_empty()).and_then(|z| z.keys().nth(rng.below(z.len())));
         return Ok(chosen.map_or(Reply::Nil, |m| Reply::Bulk(m.clone())));
     };
     let count = random_count(raw)?;
@@ -1485,23 +1244,14 @@ pub fn zrandmember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     if with_scores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
         return Err(CmdError::Other("ERR value is out of range".into()));
     }
-    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else {
-        return Ok(Reply::Array(vec![]));
-    };
+    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else { return Ok(Reply::Array(vec![])) };
     if count == 0 || z.is_empty() {
         return Ok(Reply::Array(vec![]));
     }
     let mut all = items(z);
     let chosen: Vec<Item> = if count < 0 {
         let per_item = if with_scores { 2 } else { 1 };
-        choose_repeated(
-            &all,
-            count.unsigned_abs(),
-            per_item,
-            |(m, _)| m.len() + 24,
-            &mut rng,
-            "members",
-        )?
+        choose_repeated(&all, count.unsigned_abs(), per_item, |(m, _)| m.len() + 24, &mut rng, "members")?
     } else if count as u64 >= all.len() as u64 {
         // Redis walks a sorted set from its highest score here.
         all.sort_unstable_by(by_score_desc);
@@ -1522,15 +1272,11 @@ pub fn zrandmember(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn zscan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let cursor = parse_cursor(args.next_bytes()?)?;
-    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else {
-        return Ok(empty_scan());
-    };
+    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else { return Ok(empty_scan()) };
     let mut all = items(z);
     all.sort_unstable_by(by_score);
     // Scores as strings, in RESP3 too.
-    let with_scores = all
-        .into_iter()
-        .map(|(m, s)| (m, vec![Reply::Bulk(Bytes::from(format_double(s)))]));
+    let with_scores = all.into_iter().map(|(m, s)| (m, vec![Reply::Bulk(Bytes::from(format_double(s)))]));
     scan_container(with_scores, z.len(), cursor, args)
 }
 
@@ -1539,24 +1285,15 @@ mod tests {
     use super::*;
 
     fn zset(pairs: &[(&str, f64)]) -> ZSet {
-        pairs
-            .iter()
-            .map(|(m, s)| (Bytes::copy_from_slice(m.as_bytes()), *s))
-            .collect()
+        pairs.iter().map(|(m, s)| (Bytes::copy_from_slice(m.as_bytes()), *s)).collect()
     }
 
     fn names(found: &[Item]) -> Vec<String> {
-        found
-            .iter()
-            .map(|(m, _)| String::from_utf8_lossy(m).into_owned())
-            .collect()
+        found.iter().map(|(m, _)| String::from_utf8_lossy(m).into_owned()).collect()
     }
 
     fn argv(words: &str) -> Vec<Bytes> {
-        words
-            .split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
+        words.split(' ').map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
     }
 
     #[test]
@@ -1578,47 +1315,25 @@ mod tests {
         ] {
             assert_eq!(parse_float(text.as_bytes()), Some(want), "{text}");
         }
-        for bad in [
-            "", " 1", "1 ", "abc", "1e", "1e+", "nan", "-nan", "1.2.3", "0x", "1e400", "-1e400",
-            "1e-400", "1\0", "0x1p",
-        ] {
+        for bad in ["", " 1", "1 ", "abc", "1e", "1e+", "nan", "-nan", "1.2.3", "0x", "1e400", "-1e400", "1e-400", "1\0", "0x1p"] {
             assert_eq!(parse_float(bad.as_bytes()), None, "{bad:?}");
         }
-        assert!(
-            parse_float(b"1e-310").is_some_and(|v| v > 0.0),
-            "subnormals are in range"
-        );
-        assert_eq!(
-            parse_float(b"0x1.fffffffffffff8p0"),
-            Some(2.0),
-            "hex rounds to nearest even"
-        );
+        assert!(parse_float(b"1e-310").is_some_and(|v| v > 0.0), "subnormals are in range");
+        assert_eq!(parse_float(b"0x1.fffffffffffff8p0"), Some(2.0), "hex rounds to nearest even");
     }
 
     #[test]
     fn score_ranges_parse_as_zsl_parse_range() {
         let r = ScoreRange::parse(b"(1", b"5").unwrap();
-        assert_eq!(
-            (r.min, r.min_exclusive, r.max, r.max_exclusive),
-            (1.0, true, 5.0, false)
-        );
+        assert_eq!((r.min, r.min_exclusive, r.max, r.max_exclusive), (1.0, true, 5.0, false));
         assert!(!r.contains(1.0) && r.contains(1.5) && r.contains(5.0) && !r.contains(5.5));
         // strtod's leniency: leading spaces, an empty text (0), overflow to inf,
         // and everything after a NUL ignored.
         assert_eq!(ScoreRange::parse(b" 2", b"(").unwrap().min, 2.0);
         assert_eq!(ScoreRange::parse(b"", b"1").unwrap().min, 0.0);
-        assert_eq!(
-            ScoreRange::parse(b"1e400", b"1").unwrap().min,
-            f64::INFINITY
-        );
+        assert_eq!(ScoreRange::parse(b"1e400", b"1").unwrap().min, f64::INFINITY);
         assert_eq!(ScoreRange::parse(b"3\0junk", b"4").unwrap().min, 3.0);
-        for (min, max) in [
-            ("a", "1"),
-            ("1", "(abc"),
-            ("1", "nan"),
-            ("((1", "2"),
-            ("1", " "),
-        ] {
+        for (min, max) in [("a", "1"), ("1", "(abc"), ("1", "nan"), ("((1", "2"), ("1", " ")] {
             assert_eq!(
                 ScoreRange::parse(min.as_bytes(), max.as_bytes()),
                 Err(CmdError::Other("ERR min or max is not a float".into())),
@@ -1629,12 +1344,7 @@ mod tests {
 
     #[test]
     fn lex_ranges_and_their_emptiness() {
-        let parse = |a: &str, b: &str| {
-            LexRange::parse(
-                &Bytes::copy_from_slice(a.as_bytes()),
-                &Bytes::copy_from_slice(b.as_bytes()),
-            )
-        };
+        let parse = |a: &str, b: &str| LexRange::parse(&Bytes::copy_from_slice(a.as_bytes()), &Bytes::copy_from_slice(b.as_bytes()));
         for bad in [("b", "d"), ("[b", "d"), ("", "+"), ("-x", "+"), ("++", "-")] {
             assert!(parse(bad.0, bad.1).is_err(), "{bad:?}");
         }
@@ -1659,40 +1369,19 @@ mod tests {
     fn lex_walk_over_equal_and_mixed_scores() {
         let z = zset(&[("a", 0.0), ("b", 0.0), ("c", 0.0), ("d", 0.0)]);
         let r = LexRange::parse(&Bytes::from("(a"), &Bytes::from("[c")).unwrap();
-        assert_eq!(
-            names(&lex_walk(&z, &r, false).collect::<Vec<_>>()),
-            ["b", "c"]
-        );
-        assert_eq!(
-            names(&lex_walk(&z, &r, true).collect::<Vec<_>>()),
-            ["c", "b"]
-        );
+        assert_eq!(names(&lex_walk(&z, &r, false).collect::<Vec<_>>()), ["b", "c"]);
+        assert_eq!(names(&lex_walk(&z, &r, true).collect::<Vec<_>>()), ["c", "b"]);
         // Mixed scores: walked in score order (c, a, b), as a small Redis set.
         let z = zset(&[("a", 1.0), ("b", 2.0), ("c", 0.0)]);
         let all = LexRange::parse(&Bytes::from("-"), &Bytes::from("+")).unwrap();
-        assert_eq!(
-            names(&lex_walk(&z, &all, false).collect::<Vec<_>>()),
-            ["c", "a", "b"]
-        );
+        assert_eq!(names(&lex_walk(&z, &all, false).collect::<Vec<_>>()), ["c", "a", "b"]);
         let r = LexRange::parse(&Bytes::from("[a"), &Bytes::from("[b")).unwrap();
-        assert!(
-            lex_walk(&z, &r, false).next().is_none(),
-            "the first member (c) is above max"
-        );
+        assert!(lex_walk(&z, &r, false).next().is_none(), "the first member (c) is above max");
         let r = LexRange::parse(&Bytes::from("[a"), &Bytes::from("+")).unwrap();
-        assert_eq!(
-            names(&lex_walk(&z, &r, false).collect::<Vec<_>>()),
-            ["c", "a", "b"]
-        );
-        assert_eq!(
-            names(&lex_walk(&z, &r, true).collect::<Vec<_>>()),
-            ["b", "a", "c"]
-        );
+        assert_eq!(names(&lex_walk(&z, &r, false).collect::<Vec<_>>()), ["c", "a", "b"]);
+        assert_eq!(names(&lex_walk(&z, &r, true).collect::<Vec<_>>()), ["b", "a", "c"]);
         let r = LexRange::parse(&Bytes::from("-"), &Bytes::from("[b")).unwrap();
-        assert!(
-            lex_walk(&z, &r, true).next().is_none(),
-            "the lowest-scored member (c) is above max"
-        );
+        assert!(lex_walk(&z, &r, true).next().is_none(), "the lowest-scored member (c) is above max");
     }
 
     #[test]
@@ -1713,66 +1402,21 @@ mod tests {
 
     #[test]
     fn range_options_parse_as_redis() {
-        let q = parse_range(
-            &argv("(5 2 BYSCORE REV LIMIT 1 2 WITHSCORES"),
-            None,
-            None,
-            false,
-        )
-        .unwrap();
-        let want = ScoreRange {
-            min: 2.0,
-            min_exclusive: false,
-            max: 5.0,
-            max_exclusive: true,
-        };
-        assert_eq!(
-            q,
-            RangeQuery {
-                bounds: Bounds::Score(want),
-                rev: true,
-                with_scores: true,
-                offset: 1,
-                count: 2
-            }
-        );
+        let q = parse_range(&argv("(5 2 BYSCORE REV LIMIT 1 2 WITHSCORES"), None, None, false).unwrap();
+        let want = ScoreRange { min: 2.0, min_exclusive: false, max: 5.0, max_exclusive: true };
+        assert_eq!(q, RangeQuery { bounds: Bounds::Score(want), rev: true, with_scores: true, offset: 1, count: 2 });
         // A count of -1 is no LIMIT, even by rank.
         assert!(parse_range(&argv("0 -1 LIMIT 5 -1"), None, None, false).is_ok());
         let syntax = Err(CmdError::Arg(ArgError::Syntax));
-        assert_eq!(
-            parse_range(&argv("0 -1 REV REV"), None, None, false),
-            syntax
-        );
-        assert_eq!(
-            parse_range(&argv("0 1 BYSCORE BYLEX"), None, None, false),
-            syntax
-        );
-        assert_eq!(
-            parse_range(
-                &argv("0 1 LIMIT 1"),
-                Some(RangeBy::Score),
-                Some(false),
-                false
-            ),
-            syntax
-        );
-        assert_eq!(
-            parse_range(&argv("0 1 REV"), Some(RangeBy::Score), Some(false), false),
-            syntax
-        );
-        assert_eq!(
-            parse_range(&argv("0 1 WITHSCORES"), None, None, true),
-            syntax
-        );
+        assert_eq!(parse_range(&argv("0 -1 REV REV"), None, None, false), syntax);
+        assert_eq!(parse_range(&argv("0 1 BYSCORE BYLEX"), None, None, false), syntax);
+        assert_eq!(parse_range(&argv("0 1 LIMIT 1"), Some(RangeBy::Score), Some(false), false), syntax);
+        assert_eq!(parse_range(&argv("0 1 REV"), Some(RangeBy::Score), Some(false), false), syntax);
+        assert_eq!(parse_range(&argv("0 1 WITHSCORES"), None, None, true), syntax);
         // Options are checked before the range.
         assert_eq!(parse_range(&argv("a b FOO"), None, None, false), syntax);
         assert_eq!(
-            parse_range(
-                &argv("0 1 LIMIT x 1"),
-                Some(RangeBy::Score),
-                Some(false),
-                false
-            ),
+            parse_range(&argv("0 1 LIMIT x 1"), Some(RangeBy::Score), Some(false), false),
             Err(CmdError::Arg(ArgError::NotInteger))
         );
     }
@@ -1781,22 +1425,8 @@ mod tests {
     fn limits_as_redis_walks_them() {
         let z = zset(&[("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 4.0), ("e", 5.0)]);
         let run = |offset, count, rev| {
-            let all = ScoreRange {
-                min: f64::NEG_INFINITY,
-                min_exclusive: false,
-                max: f64::INFINITY,
-                max_exclusive: false,
-            };
-            names(&select(
-                &z,
-                &RangeQuery {
-                    bounds: Bounds::Score(all),
-                    rev,
-                    with_scores: false,
-                    offset,
-                    count,
-                },
-            ))
+            let all = ScoreRange { min: f64::NEG_INFINITY, min_exclusive: false, max: f64::INFINITY, max_exclusive: false };
+            names(&select(&z, &RangeQuery { bounds: Bounds::Score(all), rev, with_scores: false, offset, count }))
         };
         assert_eq!(run(1, 2, false), ["b", "c"]);
         assert_eq!(run(1, -1, false), ["b", "c", "d", "e"]);
@@ -1824,67 +1454,23 @@ mod tests {
 
     #[test]
     fn stores_aggregate_weighted_scores() {
-        let (a, b) = (
-            zset(&[("x", 1.0), ("y", 2.0)]),
-            zset(&[("y", f64::INFINITY), ("z", 3.0)]),
-        );
+        let (a, b) = (zset(&[("x", 1.0), ("y", 2.0)]), zset(&[("y", f64::INFINITY), ("z", 3.0)]));
         let plain: BTreeSet<Bytes> = [Bytes::from("x")].into_iter().collect();
         fn q(sources: Vec<(Source, f64)>, aggregate: Aggregate) -> SetOpQuery {
-            SetOpQuery {
-                sources,
-                aggregate,
-                with_scores: false,
-                limit: 0,
-            }
+            SetOpQuery { sources, aggregate, with_scores: false, limit: 0 }
         }
-        let union = combine(
-            &q(
-                vec![(Source::Sorted(&a), 2.0), (Source::Sorted(&b), 1.0)],
-                Aggregate::Sum,
-            ),
-            SetOp::Union,
-        );
+        let union = combine(&q(vec![(Source::Sorted(&a), 2.0), (Source::Sorted(&b), 1.0)], Aggregate::Sum), SetOp::Union);
         assert_eq!(union, zset(&[("x", 2.0), ("y", f64::INFINITY), ("z", 3.0)]));
         // inf * 0 is NaN: 0 in a union, but a NaN sum (so 0) in an intersection.
-        let union = combine(
-            &q(
-                vec![(Source::Sorted(&a), 1.0), (Source::Sorted(&b), 0.0)],
-                Aggregate::Sum,
-            ),
-            SetOp::Union,
-        );
+        let union = combine(&q(vec![(Source::Sorted(&a), 1.0), (Source::Sorted(&b), 0.0)], Aggregate::Sum), SetOp::Union);
         assert_eq!(union.get(&Bytes::from("y")), Some(&2.0));
-        let inter = combine(
-            &q(
-                vec![(Source::Sorted(&a), 1.0), (Source::Sorted(&b), 0.0)],
-                Aggregate::Sum,
-            ),
-            SetOp::Inter,
-        );
+        let inter = combine(&q(vec![(Source::Sorted(&a), 1.0), (Source::Sorted(&b), 0.0)], Aggregate::Sum), SetOp::Inter);
         assert_eq!(inter, zset(&[("y", 0.0)]));
-        let inter = combine(
-            &q(
-                vec![(Source::Plain(&plain), 5.0), (Source::Sorted(&a), 1.0)],
-                Aggregate::Max,
-            ),
-            SetOp::Inter,
-        );
+        let inter = combine(&q(vec![(Source::Plain(&plain), 5.0), (Source::Sorted(&a), 1.0)], Aggregate::Max), SetOp::Inter);
         assert_eq!(inter, zset(&[("x", 5.0)]));
-        let diff = combine(
-            &q(
-                vec![(Source::Sorted(&a), 1.0), (Source::Plain(&plain), 1.0)],
-                Aggregate::Sum,
-            ),
-            SetOp::Diff,
-        );
+        let diff = combine(&q(vec![(Source::Sorted(&a), 1.0), (Source::Plain(&plain), 1.0)], Aggregate::Sum), SetOp::Diff);
         assert_eq!(diff, zset(&[("y", 2.0)]));
-        let missing = combine(
-            &q(
-                vec![(Source::Missing, 1.0), (Source::Sorted(&a), 1.0)],
-                Aggregate::Sum,
-            ),
-            SetOp::Inter,
-        );
+        let missing = combine(&q(vec![(Source::Missing, 1.0), (Source::Sorted(&a), 1.0)], Aggregate::Sum), SetOp::Inter);
         assert!(missing.is_empty());
     }
 }

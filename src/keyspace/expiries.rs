@@ -95,16 +95,12 @@ impl Expiries {
 
     /// Removes `key` from `at`; false if it was not there.
     pub fn remove(&mut self, at: LogTime, key: &[u8]) -> bool {
-        let Some(group) = self.by_time.get_mut(&at) else {
-            return false;
-        };
+        let Some(group) = self.by_time.get_mut(&at) else { return false };
         let last = match group {
             Group::One(k) if k[..] == *key => None,
             Group::One(_) => return false,
             Group::Few(keys) => {
-                let Ok(pos) = keys.binary_search_by(|k| k[..].cmp(key)) else {
-                    return false;
-                };
+                let Ok(pos) = keys.binary_search_by(|k| k[..].cmp(key)) else { return false };
                 let keys = Arc::make_mut(keys);
                 keys.remove(pos);
                 keys.first().filter(|_| keys.len() == 1).cloned()
@@ -216,34 +212,18 @@ mod tests {
                 let at = x % times;
                 let key = b(&format!("k{}", (x >> 8) % names));
                 // Removes win in some stretches, so groups shrink back.
-                let removing = if (step / 5000) % 2 == 1 {
-                    x % 3 != 0
-                } else {
-                    x % 3 == 0
-                };
+                let removing = if (step / 5000) % 2 == 1 { x % 3 != 0 } else { x % 3 == 0 };
                 if removing {
-                    assert_eq!(
-                        index.remove(at, &key),
-                        flat.remove(&(at, key.clone())),
-                        "step {step}"
-                    );
+                    assert_eq!(index.remove(at, &key), flat.remove(&(at, key.clone())), "step {step}");
                 } else {
-                    assert_eq!(
-                        index.insert(at, key.clone()),
-                        flat.insert((at, key)),
-                        "step {step}"
-                    );
+                    assert_eq!(index.insert(at, key.clone()), flat.insert((at, key)), "step {step}");
                 }
                 assert_eq!(index.len(), flat.len());
                 if step % 500 == 0 {
-                    let got: Vec<(LogTime, Key)> =
-                        index.iter().map(|(t, k)| (t, k.clone())).collect();
+                    let got: Vec<(LogTime, Key)> = index.iter().map(|(t, k)| (t, k.clone())).collect();
                     let want: Vec<(LogTime, Key)> = flat.iter().cloned().collect();
                     assert_eq!(got, want, "step {step}");
-                    assert_eq!(
-                        index.first().map(|(t, k)| (t, k.clone())),
-                        flat.first().cloned()
-                    );
+                    assert_eq!(index.first().map(|(t, k)| (t, k.clone())), flat.first().cloned());
                     assert_eq!(Expiries::from_sorted(want), index, "rebuilt from its pairs");
                 }
             }

@@ -40,11 +40,7 @@ pub struct Glob<'p> {
 impl<'p> Glob<'p> {
     pub fn new(pattern: &'p [u8]) -> Glob<'p> {
         let steps_left = STEPS_PER_BYTE.saturating_mul(pattern.len() as u64);
-        Glob {
-            pattern,
-            min_len: min_text_len(pattern),
-            steps_left,
-        }
+        Glob { pattern, min_len: min_text_len(pattern), steps_left }
     }
 
     /// Whether `text` matches, or `None` once the budget is spent (and from
@@ -53,9 +49,7 @@ impl<'p> Glob<'p> {
         if self.min_len > text.len() {
             return Some(false);
         }
-        let grant = STEPS_PER_BYTE
-            .saturating_mul(text.len() as u64)
-            .saturating_add(STEPS_PER_MATCH);
+        let grant = STEPS_PER_BYTE.saturating_mul(text.len() as u64).saturating_add(STEPS_PER_MATCH);
         self.steps_left = self.steps_left.saturating_add(grant);
         match_budgeted(self.pattern, text, &mut self.steps_left)
     }
@@ -173,11 +167,7 @@ fn class_match(pattern: &[u8], start: usize, c: u8) -> Option<(bool, usize)> {
                 matched |= pattern[i + 1] == c;
                 i += 2;
             }
-            Some(&lo)
-                if pattern.get(i + 1) == Some(&b'-')
-                    && i + 2 < pattern.len()
-                    && pattern[i + 2] != b']' =>
-            {
+            Some(&lo) if pattern.get(i + 1) == Some(&b'-') && i + 2 < pattern.len() && pattern[i + 2] != b']' => {
                 let hi = pattern[i + 2];
                 let (lo, hi) = if lo <= hi { (lo, hi) } else { (hi, lo) };
                 matched |= (lo..=hi).contains(&c);
@@ -251,10 +241,7 @@ mod tests {
         pattern.push(b'z');
         let mut glob = Glob::new(&pattern);
         let gave_up_at = (0..1_000_000).position(|_| glob.matches(b"key:000000").is_none());
-        assert!(
-            gave_up_at.is_some_and(|n| n < 1000),
-            "gave up at {gave_up_at:?}"
-        );
+        assert!(gave_up_at.is_some_and(|n| n < 1000), "gave up at {gave_up_at:?}");
         let mut star = Glob::new(b"key:*");
         assert!((0..100_000).all(|i| star.matches(format!("key:{i:06}").as_bytes()) == Some(true)));
     }

@@ -33,10 +33,7 @@ impl Inline {
         if bytes.len() > INLINE {
             return None;
         }
-        let mut inline = Inline {
-            len: bytes.len() as u8,
-            bytes: [0; INLINE],
-        };
+        let mut inline = Inline { len: bytes.len() as u8, bytes: [0; INLINE] };
         inline.bytes[..bytes.len()].copy_from_slice(bytes);
         Some(inline)
     }
@@ -232,13 +229,7 @@ mod tests {
     use super::*;
 
     fn names() -> Vec<Vec<u8>> {
-        let mut names = vec![
-            vec![],
-            b"a".to_vec(),
-            b"lock:000000000017".to_vec(),
-            vec![0xff; INLINE],
-            vec![0; INLINE],
-        ];
+        let mut names = vec![vec![], b"a".to_vec(), b"lock:000000000017".to_vec(), vec![0xff; INLINE], vec![0; INLINE]];
         names.push(vec![b'k'; INLINE + 1]);
         names.push([vec![b'k'; INLINE], vec![0]].concat());
         names.push(vec![0xff; 1000]);
@@ -286,17 +277,9 @@ mod tests {
         assert_eq!(a.as_ptr(), b.as_ptr(), "both views are of the one block");
         assert_eq!(a.as_ptr(), s.as_ptr());
         drop(s);
-        assert_eq!(
-            a,
-            vec![9; SHARED],
-            "a view keeps the block alive after the value is gone"
-        );
+        assert_eq!(a, vec![9; SHARED], "a view keeps the block alive after the value is gone");
         let short = Str::new(&[9; SHARED - 1]);
-        assert_ne!(
-            short.to_bytes().as_ptr(),
-            short.as_ptr(),
-            "a short one is copied"
-        );
+        assert_ne!(short.to_bytes().as_ptr(), short.as_ptr(), "a short one is copied");
         assert!(matches!(Str::new(&[7; INLINE]).0, StrRepr::Inline(_)));
         assert!(matches!(Str::new(&[7; INLINE + 1]).0, StrRepr::Owned(_)));
         assert!(matches!(Str::new(&[7; SHARED - 1]).0, StrRepr::Owned(_)));

@@ -124,13 +124,7 @@ struct EntryWireOut<'a> {
 
 impl From<EntryWire> for Entry {
     fn from(w: EntryWire) -> Entry {
-        let mut entry = Entry {
-            value: w.value,
-            expiry: NO_EXPIRY,
-            version: w.version,
-            since: w.since,
-            modified: w.modified,
-        };
+        let mut entry = Entry { value: w.value, expiry: NO_EXPIRY, version: w.version, since: w.since, modified: w.modified };
         entry.set_expires_at(w.expires_at);
         entry.set_lease(w.lease);
         entry
@@ -199,13 +193,7 @@ impl Entry {
     }
 
     pub fn new(value: Value, version: Version, since: LogTime) -> Entry {
-        Entry {
-            value,
-            expiry: NO_EXPIRY,
-            version,
-            since,
-            modified: version,
-        }
+        Entry { value, expiry: NO_EXPIRY, version, since, modified: version }
     }
 
     /// The command with `version` changed the value in place at `now` (INCR,
@@ -235,9 +223,7 @@ impl Entry {
 pub enum LeaseEvent {
     Acquired,
     /// `left_ms`: what was left of the lease when it was renewed.
-    Renewed {
-        left_ms: u64,
-    },
+    Renewed { left_ms: u64 },
     Released,
     Expired,
 }
@@ -259,35 +245,17 @@ impl LeaseEvent {
 pub enum Event {
     /// A keyspace notification: `class` is the `notify-keyspace-events`
     /// letter that enables it (`g`, `$`, `x`, ...), `name` the event (`set`).
-    Key {
-        class: char,
-        name: &'static str,
-        key: Bytes,
-    },
+    Key { class: char, name: &'static str, key: Bytes },
     /// A lease transition of the lease `token` held by `owner`. `held_ms` is
     /// how long the lease had been held (for releases and expiries), `ttl_ms`
     /// the lease length requested.
-    Lease {
-        kind: LeaseEvent,
-        key: Bytes,
-        owner: Bytes,
-        token: Version,
-        ttl_ms: u64,
-        held_ms: u64,
-    },
+    Lease { kind: LeaseEvent, key: Bytes, owner: Bytes, token: Version, ttl_ms: u64, held_ms: u64 },
     /// `PUBLISH channel message`.
     Publish { channel: Bytes, message: Bytes },
     /// A step of `owner`'s wait for `key`: queued, left, granted (a handoff)
     /// or timed out. On the last two its node (`client.node`) answers the
     /// connection blocked in `WAIT`.
-    Wait {
-        client: ClientId,
-        seq: u64,
-        key: Bytes,
-        owner: Bytes,
-        step: WaitStep,
-        waited_ms: u64,
-    },
+    Wait { client: ClientId, seq: u64, key: Bytes, owner: Bytes, step: WaitStep, waited_ms: u64 },
     /// Every key was deleted (`FLUSHALL`, `FLUSHDB`): clients that cache
     /// keys (`CLIENT TRACKING`) drop everything.
     Flushed,
@@ -315,14 +283,7 @@ pub struct ExecCtx {
 
 impl ExecCtx {
     pub fn new(version: Version, log_time: LogTime, unix_ms: u64) -> Self {
-        ExecCtx {
-            version,
-            log_time,
-            unix_ms,
-            events: Vec::new(),
-            blocking_origin: None,
-            draws: 0,
-        }
+        ExecCtx { version, log_time, unix_ms, events: Vec::new(), blocking_origin: None, draws: 0 }
     }
 
     /// A seed for a command that chooses at random (`SPOP`, `SRANDMEMBER`,
@@ -337,19 +298,11 @@ impl ExecCtx {
     /// `redis.call`, a transaction) gets.
     pub fn read_ctx(&mut self) -> ReadCtx {
         let seed = self.random_seed();
-        ReadCtx {
-            now: self.log_time,
-            unix_ms: self.unix_ms,
-            seed,
-        }
+        ReadCtx { now: self.log_time, unix_ms: self.unix_ms, seed }
     }
 
     pub fn key_event(&mut self, class: char, name: &'static str, key: &Bytes) {
-        self.events.push(Event::Key {
-            class,
-            name,
-            key: key.clone(),
-        });
+        self.events.push(Event::Key { class, name, key: key.clone() });
     }
 
     /// Converts an absolute Unix time in ms into log time.
@@ -372,11 +325,7 @@ pub struct ReadCtx {
 impl ReadCtx {
     /// A view at `now` for tests and internal checks that choose nothing at random.
     pub fn at(now: LogTime) -> ReadCtx {
-        ReadCtx {
-            now,
-            unix_ms: 0,
-            seed: 0,
-        }
+        ReadCtx { now, unix_ms: 0, seed: 0 }
     }
 }
 
@@ -489,10 +438,7 @@ impl<'de> Deserialize<'de> for DecodedEntries {
                 f.write_str("a sequence of keys and their entries")
             }
 
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<DecodedEntries, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<DecodedEntries, A::Error> {
                 let mut out = DecodedEntries::default();
                 let mut previous: Option<Key> = None;
                 // Every second key is inserted at once, the others after the
@@ -503,8 +449,7 @@ impl<'de> Deserialize<'de> for DecodedEntries {
                 // about 70 fewer bytes per key than one built in one pass.
                 // Room is reserved from the count the snapshot states, up
                 // to a bound (a corrupt count must not reserve gigabytes).
-                let mut later =
-                    Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_RESERVED_KEYS) / 2 + 1);
+                let mut later = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_RESERVED_KEYS) / 2 + 1);
                 let mut first_pass = true;
                 while let Some((key, entry)) = seq.next_element::<(Key, Entry)>()? {
                     // `encode` writes each key once, in key order. Anything
@@ -512,9 +457,7 @@ impl<'de> Deserialize<'de> for DecodedEntries {
                     // first's expiry indexed, and the expiry index is built
                     // on the keys coming in order (below).
                     if previous.as_ref().is_some_and(|p| *p >= key) {
-                        return Err(serde::de::Error::custom(
-                            "the snapshot's keys are not in order, or one appears twice",
-                        ));
+                        return Err(serde::de::Error::custom("the snapshot's keys are not in order, or one appears twice"));
                     }
                     previous = Some(key.clone());
                     if let Some(at) = entry.expires_at() {
@@ -641,10 +584,7 @@ impl Keyspace {
                 self.last_version = v;
                 Ok(())
             }
-            _ => Err(SnapshotError(format!(
-                "version {} cannot skip {gap} more",
-                self.last_version
-            ))),
+            _ => Err(SnapshotError(format!("version {} cannot skip {gap} more", self.last_version))),
         }
     }
 
@@ -663,11 +603,7 @@ impl Keyspace {
     /// The live entry under `key`, for modification; an expired entry is
     /// deleted first (emitting `expired`), as Redis expires keys lazily.
     pub fn get_mut(&mut self, key: &Bytes, ctx: &mut ExecCtx) -> Option<&mut Entry> {
-        if self
-            .entries
-            .get(&key[..])
-            .is_some_and(|e| e.is_expired(ctx.log_time))
-        {
+        if self.entries.get(&key[..]).is_some_and(|e| e.is_expired(ctx.log_time)) {
             self.expire_key(key, ctx);
         }
         self.remember(key);
@@ -677,10 +613,7 @@ impl Keyspace {
     /// From now on, records what changes so that [`Keyspace::undo`] can put
     /// it back (a transaction with a `LOCK.FENCE` that may turn out stale).
     pub fn begin_undoable(&mut self) {
-        self.undo = Some(Box::new(Undo {
-            last_version: self.last_version,
-            ..Undo::default()
-        }));
+        self.undo = Some(Box::new(Undo { last_version: self.last_version, ..Undo::default() }));
     }
 
     /// Keeps every change since [`Keyspace::begin_undoable`].
@@ -691,14 +624,7 @@ impl Keyspace {
     /// Puts back everything changed since [`Keyspace::begin_undoable`].
     pub fn undo(&mut self) {
         let Some(undo) = self.undo.take() else { return };
-        let Undo {
-            keys,
-            flushed,
-            scripts,
-            waiters,
-            sessions,
-            last_version,
-        } = *undo;
+        let Undo { keys, flushed, scripts, waiters, sessions, last_version } = *undo;
         if let Some((entries, expiries)) = flushed {
             self.entries = entries;
             self.expiries = expiries;
@@ -724,12 +650,9 @@ impl Keyspace {
     /// Notes `key`'s entry as it is now, the first time a transaction that
     /// may be undone changes it.
     fn remember(&mut self, key: &[u8]) {
-        let Some(undo) = self.undo.as_mut() else {
-            return;
-        };
+        let Some(undo) = self.undo.as_mut() else { return };
         if undo.flushed.is_none() && !undo.keys.contains_key(key) {
-            undo.keys
-                .insert(Bytes::copy_from_slice(key), self.entries.get(key).cloned());
+            undo.keys.insert(Bytes::copy_from_slice(key), self.entries.get(key).cloned());
         }
     }
 
@@ -769,9 +692,7 @@ impl Keyspace {
     /// Sets or clears the expiry of an existing key. Returns false if absent.
     pub fn set_expiry(&mut self, key: &Bytes, at: Option<LogTime>) -> bool {
         self.remember(key);
-        let Some((name, entry)) = self.entries.get_key_value_mut(&key[..]) else {
-            return false;
-        };
+        let Some((name, entry)) = self.entries.get_key_value_mut(&key[..]) else { return false };
         if let Some(old) = entry.expires_at() {
             self.expiries.remove(old, key);
         }
@@ -814,14 +735,7 @@ impl Keyspace {
                 let held_ms = ctx.log_time.saturating_sub(entry.since);
                 let ttl_ms = entry.expires_at().unwrap_or(0).saturating_sub(entry.since);
                 let (owner, token) = (entry.owner(), entry.version);
-                ctx.events.push(Event::Lease {
-                    kind: LeaseEvent::Expired,
-                    key,
-                    owner,
-                    token,
-                    ttl_ms,
-                    held_ms,
-                });
+                ctx.events.push(Event::Lease { kind: LeaseEvent::Expired, key, owner, token, ttl_ms, held_ms });
             }
         }
     }
@@ -832,30 +746,17 @@ impl Keyspace {
     }
 
     /// Live keys at `now` from `from` on, in key order.
-    pub fn iter_from<'a>(
-        &'a self,
-        from: &[u8],
-        now: LogTime,
-    ) -> impl Iterator<Item = (&'a Key, &'a Entry)> {
+    pub fn iter_from<'a>(&'a self, from: &[u8], now: LogTime) -> impl Iterator<Item = (&'a Key, &'a Entry)> {
         use std::ops::Bound;
-        self.entries
-            .range::<_, [u8]>((Bound::Included(from), Bound::Unbounded))
-            .filter(move |(_, e)| !e.is_expired(now))
+        self.entries.range::<_, [u8]>((Bound::Included(from), Bound::Unbounded)).filter(move |(_, e)| !e.is_expired(now))
     }
 
     /// A key name drawn between the first and the last key (`RANDOMKEY` on a
     /// large keyspace): their common prefix, then a byte between theirs and
     /// random bytes after it.
     pub fn random_point(&self, rng: &mut Rng) -> Bytes {
-        let (Some((first, _)), Some((last, _))) = (self.entries.get_min(), self.entries.get_max())
-        else {
-            return Bytes::new();
-        };
-        let common = first
-            .iter()
-            .zip(last.iter())
-            .take_while(|(a, b)| a == b)
-            .count();
+        let (Some((first, _)), Some((last, _))) = (self.entries.get_min(), self.entries.get_max()) else { return Bytes::new() };
+        let common = first.iter().zip(last.iter()).take_while(|(a, b)| a == b).count();
         let mut point = first[..common].to_vec();
         let low = first.get(common).copied().unwrap_or(0) as usize;
         let high = last.get(common).copied().unwrap_or(255) as usize;
@@ -983,14 +884,8 @@ impl Keyspace {
             scripts: self.scripts.iter().collect(),
             entries,
         };
-        let v2 = SnapshotV2Out {
-            v1,
-            sessions: self.sessions.to_list(),
-        };
-        let snap = SnapshotV3Out {
-            v2,
-            waiters: self.waiters.to_list(),
-        };
+        let v2 = SnapshotV2Out { v1, sessions: self.sessions.to_list() };
+        let snap = SnapshotV3Out { v2, waiters: self.waiters.to_list() };
         let serialise = "serialising plain data into memory cannot fail";
         // Straight into `out`: one copy of the keyspace, not two.
         if self.acl.users.is_empty() {
@@ -1014,11 +909,7 @@ impl Keyspace {
                 acl = snap.acl;
                 (snap.v3.v2.v1, snap.v3.v2.sessions, snap.v3.waiters)
             }
-            Some((1, rest)) => (
-                bincode::deserialize::<SnapshotV1>(rest).map_err(corrupt)?,
-                Vec::new(),
-                Vec::new(),
-            ),
+            Some((1, rest)) => (bincode::deserialize::<SnapshotV1>(rest).map_err(corrupt)?, Vec::new(), Vec::new()),
             Some((2, rest)) => {
                 let snap = bincode::deserialize::<SnapshotV2>(rest).map_err(corrupt)?;
                 (snap.v1, snap.sessions, Vec::new())
@@ -1039,10 +930,7 @@ impl Keyspace {
                 v1.last_version, v1.log_time
             )));
         }
-        let DecodedEntries {
-            map: entries,
-            expiries: mut at,
-        } = v1.entries;
+        let DecodedEntries { map: entries, expiries: mut at } = v1.entries;
         // The pairs are in key order already: a stable sort by time alone
         // puts them in (time, key) order comparing integers only (comparing
         // keys, scattered in memory, took most of the sort: at 10 M keys
@@ -1085,12 +973,7 @@ impl Keyspace {
 
     /// Takes `owner`'s place in `key`'s queue if `client` is the connection
     /// it answers.
-    pub fn remove_waiter(
-        &mut self,
-        key: &Bytes,
-        owner: &[u8],
-        client: &ClientId,
-    ) -> Option<Waiter> {
+    pub fn remove_waiter(&mut self, key: &Bytes, owner: &[u8], client: &ClientId) -> Option<Waiter> {
         self.remember_waiters();
         self.waiters.remove(key, owner, client)
     }
@@ -1121,17 +1004,9 @@ impl Keyspace {
             let waited_ms = ctx.log_time.saturating_sub(w.since);
             let (client, seq) = (w.client, w.seq);
             if ctx.log_time > w.deadline {
-                self.sessions
-                    .resolve(client, seq, &crate::protocol::Reply::Nil, ctx.log_time);
+                self.sessions.resolve(client, seq, &crate::protocol::Reply::Nil, ctx.log_time);
                 let (key, owner) = (key.clone(), w.owner);
-                ctx.events.push(Event::Wait {
-                    client,
-                    seq,
-                    key,
-                    owner,
-                    step: WaitStep::TimedOut,
-                    waited_ms,
-                });
+                ctx.events.push(Event::Wait { client, seq, key, owner, step: WaitStep::TimedOut, waited_ms });
                 continue;
             }
             let token = self.next_version(ctx.version);
@@ -1149,21 +1024,9 @@ impl Keyspace {
                 ttl_ms: w.ttl_ms,
                 held_ms: 0,
             });
-            self.sessions.resolve(
-                client,
-                seq,
-                &crate::protocol::Reply::Int(token as i64),
-                ctx.log_time,
-            );
+            self.sessions.resolve(client, seq, &crate::protocol::Reply::Int(token as i64), ctx.log_time);
             let (key, owner, step) = (key.clone(), w.owner, WaitStep::Granted { token });
-            ctx.events.push(Event::Wait {
-                client,
-                seq,
-                key,
-                owner,
-                step,
-                waited_ms,
-            });
+            ctx.events.push(Event::Wait { client, seq, key, owner, step, waited_ms });
             return;
         }
     }
@@ -1187,16 +1050,8 @@ impl Keyspace {
         for (key, w) in gone {
             let waited_ms = ctx.log_time.saturating_sub(w.since);
             let (client, seq, owner) = (w.client, w.seq, w.owner);
-            self.sessions
-                .resolve(client, seq, &crate::protocol::Reply::Nil, ctx.log_time);
-            ctx.events.push(Event::Wait {
-                client,
-                seq,
-                key,
-                owner,
-                step: WaitStep::TimedOut,
-                waited_ms,
-            });
+            self.sessions.resolve(client, seq, &crate::protocol::Reply::Nil, ctx.log_time);
+            ctx.events.push(Event::Wait { client, seq, key, owner, step: WaitStep::TimedOut, waited_ms });
         }
         n
     }
@@ -1256,11 +1111,7 @@ mod tests {
         // the bit above it is the lease flag, which no expiry may touch.
         for at in [u64::MAX, NO_EXPIRY, NO_EXPIRY + 1, LEASE] {
             e.set_expires_at(Some(at));
-            assert_eq!(
-                (e.expires_at(), e.is_lease()),
-                (Some(NO_EXPIRY - 1), true),
-                "{at}"
-            );
+            assert_eq!((e.expires_at(), e.is_lease()), (Some(NO_EXPIRY - 1), true), "{at}");
         }
         e.set_lease(false);
         e.set_expires_at(Some(u64::MAX));
@@ -1293,11 +1144,7 @@ mod tests {
         ks.skip_versions(1000).unwrap();
         let ks2 = Keyspace::decode(&ks.encode()).unwrap();
         let mut ks = ks2;
-        assert_eq!(
-            ks.next_version(11),
-            1011,
-            "above the gap, not the log index"
-        );
+        assert_eq!(ks.next_version(11), 1011, "above the gap, not the log index");
         assert!(ks.skip_versions(MAX_SNAPSHOT_VERSION).is_err());
         assert_eq!(ks.last_version(), 1011, "a refused skip changes nothing");
     }
@@ -1318,14 +1165,7 @@ mod tests {
         assert_eq!(ks.expire_due(&mut ctx), 0);
         let mut ctx = ExecCtx::new(3, 101, 0);
         assert_eq!(ks.expire_due(&mut ctx), 1);
-        assert_eq!(
-            ctx.events,
-            vec![Event::Key {
-                class: 'x',
-                name: "expired",
-                key: b("k")
-            }]
-        );
+        assert_eq!(ctx.events, vec![Event::Key { class: 'x', name: "expired", key: b("k") }]);
         assert_eq!(ks.next_expiry(), None);
     }
 
@@ -1338,14 +1178,7 @@ mod tests {
         ks.insert(b("lock"), e);
         let mut ctx = ExecCtx::new(9, 50, 0);
         assert!(ks.get_mut(&b("lock"), &mut ctx).is_none());
-        assert!(ctx.events.contains(&Event::Lease {
-            kind: LeaseEvent::Expired,
-            key: b("lock"),
-            owner: b("owner"),
-            token: 5,
-            ttl_ms: 30,
-            held_ms: 40
-        }));
+        assert!(ctx.events.contains(&Event::Lease { kind: LeaseEvent::Expired, key: b("lock"), owner: b("owner"), token: 5, ttl_ms: 30, held_ms: 40 }));
     }
 
     #[test]
@@ -1357,41 +1190,20 @@ mod tests {
         ks.insert(b("a"), e);
         ks.insert(b("b"), Entry::string(b("w"), 4, 0));
         ks.add_script("sha".into(), b("return 1"));
-        let client = ClientId {
-            node: 1,
-            boot: 2,
-            conn: 3,
-        };
-        ks.sessions_mut()
-            .record(client, 9, &crate::protocol::Reply::Int(4), 70);
+        let client = ClientId { node: 1, boot: 2, conn: 3 };
+        ks.sessions_mut().record(client, 9, &crate::protocol::Reply::Int(4), 70);
         for (owner, deadline) in [("w1", 900), ("w2", 600)] {
-            let waiter = Waiter {
-                owner: b(owner),
-                ttl_ms: 10,
-                deadline,
-                since: 70,
-                client,
-                seq: 9,
-            };
+            let waiter = Waiter { owner: b(owner), ttl_ms: 10, deadline, since: 70, client, seq: 9 };
             ks.enqueue_waiter(&b("a"), waiter);
         }
         let back = Keyspace::decode(&ks.encode()).unwrap();
         assert_eq!(back, ks);
-        assert_eq!(
-            back.waiters()
-                .queue(b"a")
-                .map(|w| w.owner.clone())
-                .collect::<Vec<_>>(),
-            vec![b("w1"), b("w2")]
-        );
+        assert_eq!(back.waiters().queue(b"a").map(|w| w.owner.clone()).collect::<Vec<_>>(), vec![b("w1"), b("w2")]);
         assert_eq!(back.waiters().next_deadline(), Some(600));
         assert_eq!(back.next_expiry(), Some(500));
         assert_eq!(back.log_time(), 77);
         assert_eq!(back.script("sha"), Some(&b("return 1")));
-        assert_eq!(
-            back.sessions().check(&client, 9),
-            Seen::Again(crate::protocol::Reply::Int(4))
-        );
+        assert_eq!(back.sessions().check(&client, 9), Seen::Again(crate::protocol::Reply::Int(4)));
         assert!(Keyspace::decode(&[9, 1, 2]).is_err());
     }
 
@@ -1418,10 +1230,7 @@ mod tests {
         ks.insert(b("b"), Entry::string(b("y"), 2, 0));
         let mut data = ks.encode();
         let b_key = [1u8, 0, 0, 0, 0, 0, 0, 0, b'b'];
-        let at = data
-            .windows(b_key.len())
-            .position(|w| w == b_key)
-            .expect("key b in the encoding");
+        let at = data.windows(b_key.len()).position(|w| w == b_key).expect("key b in the encoding");
         data[at + 8] = b'a';
         let err = Keyspace::decode(&data).expect_err("a key twice");
         assert!(err.0.contains("twice"), "{}", err.0);
@@ -1429,10 +1238,7 @@ mod tests {
         // their order, so they are refused too.
         let mut data = ks.encode();
         let a_key = [1u8, 0, 0, 0, 0, 0, 0, 0, b'a'];
-        let at = data
-            .windows(a_key.len())
-            .position(|w| w == a_key)
-            .expect("key a in the encoding");
+        let at = data.windows(a_key.len()).position(|w| w == a_key).expect("key a in the encoding");
         data[at + 8] = b'c';
         let err = Keyspace::decode(&data).expect_err("keys out of order");
         assert!(err.0.contains("not in order"), "{}", err.0);

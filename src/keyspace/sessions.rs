@@ -13,6 +13,7 @@
 //! [`SESSION_TTL_MS`] of log time without a command: far longer than any
 //! retry, which ends with the request timeout.
 
+
 use serde::{Deserialize, Serialize};
 
 use super::LogTime;
@@ -81,14 +82,7 @@ impl Sessions {
         } else {
             reply.clone()
         };
-        if let Some(old) = self.by_client.insert(
-            client,
-            Session {
-                seq,
-                reply: kept,
-                at: now,
-            },
-        ) {
+        if let Some(old) = self.by_client.insert(client, Session { seq, reply: kept, at: now }) {
             self.by_time.remove(&(old.at, client));
         }
         self.by_time.insert((now, client));
@@ -126,11 +120,7 @@ impl Sessions {
 
     /// For the snapshot: sorted, so equal states encode identically.
     pub(super) fn to_list(&self) -> Vec<(ClientId, u64, Reply, LogTime)> {
-        let mut list: Vec<_> = self
-            .by_client
-            .iter()
-            .map(|(c, s)| (*c, s.seq, s.reply.clone(), s.at))
-            .collect();
+        let mut list: Vec<_> = self.by_client.iter().map(|(c, s)| (*c, s.seq, s.reply.clone(), s.at)).collect();
         list.sort_by_key(|(c, ..)| *c);
         list
     }
@@ -138,9 +128,7 @@ impl Sessions {
     pub(super) fn from_list(list: Vec<(ClientId, u64, Reply, LogTime)>) -> Sessions {
         let mut sessions = Sessions::default();
         for (client, seq, reply, at) in list {
-            sessions
-                .by_client
-                .insert(client, Session { seq, reply, at });
+            sessions.by_client.insert(client, Session { seq, reply, at });
             sessions.by_time.insert((at, client));
         }
         sessions
@@ -156,9 +144,7 @@ fn values_in(reply: &Reply, limit: usize) -> usize {
         }
     };
     match reply {
-        Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => {
-            items.iter().for_each(|r| add(r, &mut count))
-        }
+        Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => items.iter().for_each(|r| add(r, &mut count)),
         Reply::Map(pairs) | Reply::Pairs(pairs) => pairs.iter().for_each(|(k, v)| {
             add(k, &mut count);
             add(v, &mut count);
@@ -174,16 +160,8 @@ fn values_in(reply: &Reply, limit: usize) -> usize {
 mod tests {
     use super::*;
 
-    const A: ClientId = ClientId {
-        node: 1,
-        boot: 7,
-        conn: 3,
-    };
-    const B: ClientId = ClientId {
-        node: 2,
-        boot: 9,
-        conn: 3,
-    };
+    const A: ClientId = ClientId { node: 1, boot: 7, conn: 3 };
+    const B: ClientId = ClientId { node: 2, boot: 9, conn: 3 };
 
     #[test]
     fn a_retry_gets_the_first_reply_and_older_commands_are_stale() {

@@ -74,17 +74,14 @@ impl Waiters {
         let queue = self.queues.entry(key.clone()).or_default();
         if let Some(i) = queue.iter().position(|w| w.owner == waiter.owner) {
             let old = queue.set(i, waiter.clone());
-            self.deadlines
-                .remove(&(old.deadline, key.clone(), old.owner));
-            self.deadlines
-                .insert((waiter.deadline, key.clone(), waiter.owner));
+            self.deadlines.remove(&(old.deadline, key.clone(), old.owner));
+            self.deadlines.insert((waiter.deadline, key.clone(), waiter.owner));
             return Enqueued::Renewed;
         }
         if queue.len() >= MAX_WAITERS_PER_KEY {
             return Enqueued::Full;
         }
-        self.deadlines
-            .insert((waiter.deadline, key.clone(), waiter.owner.clone()));
+        self.deadlines.insert((waiter.deadline, key.clone(), waiter.owner.clone()));
         queue.push_back(waiter);
         self.count += 1;
         Enqueued::Joined
@@ -103,11 +100,7 @@ impl Waiters {
     /// Takes the first waiter of `key`'s queue.
     pub fn pop_front(&mut self, key: &Bytes) -> Option<Waiter> {
         let queue = self.queues.get_mut(key)?;
-        let waiter = if crate::planted::active(crate::planted::Bug::WaitLifo) {
-            queue.pop_back()
-        } else {
-            queue.pop_front()
-        };
+        let waiter = if crate::planted::active(crate::planted::Bug::WaitLifo) { queue.pop_back() } else { queue.pop_front() };
         if queue.is_empty() {
             self.queues.remove(key);
         }
@@ -120,9 +113,7 @@ impl Waiters {
     /// it answers.
     pub fn remove(&mut self, key: &Bytes, owner: &[u8], client: &ClientId) -> Option<Waiter> {
         let queue = self.queues.get_mut(key)?;
-        let i = queue
-            .iter()
-            .position(|w| w.owner == owner && w.client == *client)?;
+        let i = queue.iter().position(|w| w.owner == owner && w.client == *client)?;
         let waiter = queue.remove(i);
         if queue.is_empty() {
             self.queues.remove(key);
@@ -132,8 +123,7 @@ impl Waiters {
     }
 
     fn forget(&mut self, key: &Bytes, waiter: &Waiter) {
-        self.deadlines
-            .remove(&(waiter.deadline, key.clone(), waiter.owner.clone()));
+        self.deadlines.remove(&(waiter.deadline, key.clone(), waiter.owner.clone()));
         self.count -= 1;
     }
 
@@ -148,12 +138,8 @@ impl Waiters {
             .collect();
         let mut out = Vec::with_capacity(due.len());
         for (key, owner) in due {
-            let Some(queue) = self.queues.get(&key) else {
-                continue;
-            };
-            let Some(client) = queue.iter().find(|w| w.owner == owner).map(|w| w.client) else {
-                continue;
-            };
+            let Some(queue) = self.queues.get(&key) else { continue };
+            let Some(client) = queue.iter().find(|w| w.owner == owner).map(|w| w.client) else { continue };
             if let Some(waiter) = self.remove(&key, &owner, &client) {
                 out.push((key, waiter));
             }
@@ -178,10 +164,7 @@ impl Waiters {
 
     /// For the snapshot: in key order, each queue in its order.
     pub(super) fn to_list(&self) -> Vec<(&Bytes, Vec<&Waiter>)> {
-        self.queues
-            .iter()
-            .map(|(k, q)| (k, q.iter().collect()))
-            .collect()
+        self.queues.iter().map(|(k, q)| (k, q.iter().collect())).collect()
     }
 
     pub(super) fn from_list(list: Vec<(Bytes, Vec<Waiter>)>) -> Waiters {
@@ -205,11 +188,7 @@ mod tests {
             ttl_ms: 1000,
             deadline,
             since: 0,
-            client: ClientId {
-                node: 1,
-                boot: 1,
-                conn,
-            },
+            client: ClientId { node: 1, boot: 1, conn },
             seq: 1,
         }
     }
@@ -223,37 +202,14 @@ mod tests {
         // `a` again, from another connection: same place, new connection.
         assert_eq!(q.enqueue(&key, w("a", 200, 3)), Enqueued::Renewed);
         assert_eq!(q.total(), 2);
-        let order: Vec<_> = q
-            .queue(b"k")
-            .map(|w| (w.owner.clone(), w.client.conn))
-            .collect();
+        let order: Vec<_> = q.queue(b"k").map(|w| (w.owner.clone(), w.client.conn)).collect();
         assert_eq!(order, vec![(Bytes::from("a"), 3), (Bytes::from("b"), 2)]);
         // The old connection cannot remove the renewed waiter.
-        assert!(q
-            .remove(
-                &key,
-                b"a",
-                &ClientId {
-                    node: 1,
-                    boot: 1,
-                    conn: 1
-                }
-            )
-            .is_none());
+        assert!(q.remove(&key, b"a", &ClientId { node: 1, boot: 1, conn: 1 }).is_none());
         assert_eq!(q.next_deadline(), Some(50));
         assert_eq!(q.pop_front(&key).unwrap().owner, Bytes::from("a"));
         assert_eq!(q.next_deadline(), Some(50));
-        assert!(q
-            .remove(
-                &key,
-                b"b",
-                &ClientId {
-                    node: 1,
-                    boot: 1,
-                    conn: 2
-                }
-            )
-            .is_some());
+        assert!(q.remove(&key, b"b", &ClientId { node: 1, boot: 1, conn: 2 }).is_some());
         assert!(!q.has(b"k"));
         assert_eq!((q.total(), q.next_deadline()), (0, None));
     }
@@ -267,27 +223,11 @@ mod tests {
         q.enqueue(&k2, w("c", 20, 3));
         q.enqueue(&k2, w("d", 40, 4));
         assert!(q.take_timed_out(10).is_empty());
-        let gone: Vec<_> = q
-            .take_timed_out(31)
-            .into_iter()
-            .map(|(k, w)| (k, w.owner))
-            .collect();
-        assert_eq!(
-            gone,
-            vec![
-                (k1.clone(), Bytes::from("b")),
-                (k2.clone(), Bytes::from("c")),
-                (k1.clone(), Bytes::from("a"))
-            ]
-        );
+        let gone: Vec<_> = q.take_timed_out(31).into_iter().map(|(k, w)| (k, w.owner)).collect();
+        assert_eq!(gone, vec![(k1.clone(), Bytes::from("b")), (k2.clone(), Bytes::from("c")), (k1.clone(), Bytes::from("a"))]);
         assert_eq!(q.total(), 1);
         assert!(!q.has(b"k1"));
-        let back = Waiters::from_list(
-            q.to_list()
-                .into_iter()
-                .map(|(k, v)| (k.clone(), v.into_iter().cloned().collect()))
-                .collect(),
-        );
+        let back = Waiters::from_list(q.to_list().into_iter().map(|(k, v)| (k.clone(), v.into_iter().cloned().collect())).collect());
         assert_eq!(back, q);
     }
 }

@@ -57,21 +57,14 @@ impl<'a> Args<'a> {
 
     /// Fails if arguments are left over.
     pub fn finish(&self) -> Result<(), ArgError> {
-        if self.remaining() == 0 {
-            Ok(())
-        } else {
-            Err(ArgError::Syntax)
-        }
+        if self.remaining() == 0 { Ok(()) } else { Err(ArgError::Syntax) }
     }
 }
 
 /// Parses a Redis integer argument: decimal, optional `-`, no spaces or `+`.
 pub fn parse_i64(raw: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(raw).ok()?;
-    if s.is_empty()
-        || s.starts_with('+')
-        || (s.len() > 1 && (s.starts_with('0') || s.starts_with("-0")))
-    {
+    if s.is_empty() || s.starts_with('+') || (s.len() > 1 && (s.starts_with('0') || s.starts_with("-0"))) {
         return None;
     }
     s.parse().ok()

@@ -58,22 +58,14 @@ pub struct RequestCodec {
 
 impl RequestCodec {
     pub fn new(limits: Limits) -> Self {
-        RequestCodec {
-            limits,
-            partial: None,
-        }
+        RequestCodec { limits, partial: None }
     }
 
     /// Finds the `\n` ending the line that starts at `from`; `Ok(None)` if
     /// it has not arrived yet. A line longer than `max_inline_len` (not
     /// counting its `\n`) is an error whether or not its end has arrived,
     /// so the verdict does not depend on how the bytes were split into reads.
-    fn line_end(
-        &self,
-        buf: &[u8],
-        from: usize,
-        what: &str,
-    ) -> Result<Option<usize>, ProtocolError> {
+    fn line_end(&self, buf: &[u8], from: usize, what: &str) -> Result<Option<usize>, ProtocolError> {
         let max = self.limits.max_inline_len;
         let window = &buf[from..buf.len().min(from.saturating_add(max).saturating_add(1))];
         match window.iter().position(|&b| b == b'\n') {
@@ -89,11 +81,8 @@ impl RequestCodec {
         let (mut pos, done, count) = match self.partial.take() {
             Some(state) => state,
             None => {
-                let Some(nl) = self.line_end(buf, 1, "mbulk count string")? else {
-                    return Ok(None);
-                };
-                let count =
-                    parse_len(&buf[1..nl]).ok_or_else(|| invalid("invalid multibulk length"))?;
+                let Some(nl) = self.line_end(buf, 1, "mbulk count string")? else { return Ok(None) };
+                let count = parse_len(&buf[1..nl]).ok_or_else(|| invalid("invalid multibulk length"))?;
                 if count > self.limits.max_args as i64 {
                     return Err(invalid("invalid multibulk length"));
                 }
@@ -106,10 +95,7 @@ impl RequestCodec {
                 return Ok(None);
             }
             if buf[pos] != b'$' {
-                return Err(invalid(format!(
-                    "expected '$', got '{}'",
-                    printable(buf[pos])
-                )));
+                return Err(invalid(format!("expected '$', got '{}'", printable(buf[pos]))));
             }
             let Some(nl) = self.line_end(buf, pos + 1, "bulk count string")? else {
                 self.partial = Some((pos, scanned, count));
@@ -134,9 +120,7 @@ impl RequestCodec {
     }
 
     fn decode_inline(&self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-        let Some(nl) = self.line_end(buf, 0, "inline request")? else {
-            return Ok(None);
-        };
+        let Some(nl) = self.line_end(buf, 0, "inline request")? else { return Ok(None) };
         let line = buf.split_to(nl + 1);
         let text = line.strip_suffix(b"\n").unwrap_or(&line);
         let text = text.strip_suffix(b"\r").unwrap_or(text);
@@ -190,11 +174,7 @@ impl Decoder for RequestCodec {
 }
 
 fn printable(b: u8) -> char {
-    if b.is_ascii_graphic() {
-        b as char
-    } else {
-        '?'
-    }
+    if b.is_ascii_graphic() { b as char } else { '?' }
 }
 
 /// Parses the decimal length in a `*N` or `$N` header, tolerating a `\r`.
@@ -231,11 +211,7 @@ fn split_inline(line: &[u8]) -> Result<Vec<Bytes>, ProtocolError> {
                         b'\\' if i < line.len() => {
                             let e = line[i];
                             i += 1;
-                            if e == b'x'
-                                && i + 1 < line.len()
-                                && line[i].is_ascii_hexdigit()
-                                && line[i + 1].is_ascii_hexdigit()
-                            {
+                            if e == b'x' && i + 1 < line.len() && line[i].is_ascii_hexdigit() && line[i + 1].is_ascii_hexdigit() {
                                 let hex = std::str::from_utf8(&line[i..i + 2]).unwrap_or("0");
                                 cur.push(u8::from_str_radix(hex, 16).unwrap_or(0));
                                 i += 2;
@@ -304,13 +280,7 @@ mod tests {
     #[test]
     fn multibulk_and_pipelines() {
         let got = decode_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n").unwrap();
-        assert_eq!(
-            got,
-            vec![
-                vec![Bytes::from("GET"), Bytes::from("k")],
-                vec![Bytes::from("PING")]
-            ]
-        );
+        assert_eq!(got, vec![vec![Bytes::from("GET"), Bytes::from("k")], vec![Bytes::from("PING")]]);
     }
 
     #[test]
@@ -326,15 +296,7 @@ mod tests {
     fn inline_commands_with_quotes() {
         let got = decode_all(b"PING\r\nSET k \"a b\\n\" 'c d'\r\n\r\n").unwrap();
         assert_eq!(got[0], vec![Bytes::from("PING")]);
-        assert_eq!(
-            got[1],
-            vec![
-                Bytes::from("SET"),
-                Bytes::from("k"),
-                Bytes::from("a b\n"),
-                Bytes::from("c d")
-            ]
-        );
+        assert_eq!(got[1], vec![Bytes::from("SET"), Bytes::from("k"), Bytes::from("a b\n"), Bytes::from("c d")]);
         assert!(decode_all(b"SET k \"unterminated\r\n").is_err());
     }
 
@@ -356,10 +318,7 @@ mod tests {
     /// in the same read or a later one; a line at the limit is accepted.
     #[test]
     fn line_limit_does_not_depend_on_reads() {
-        let limits = Limits {
-            max_inline_len: 16,
-            ..Limits::default()
-        };
+        let limits = Limits { max_inline_len: 16, ..Limits::default() };
         let run = |reads: &[&[u8]]| {
             let mut codec = RequestCodec::new(limits);
             let mut buf = BytesMut::new();
@@ -382,29 +341,18 @@ mod tests {
             let whole = run(&[input]);
             for split in 0..input.len() {
                 let (a, b) = input.split_at(split);
-                assert_eq!(
-                    run(&[a, b]),
-                    whole,
-                    "split at {split} of {:?}",
-                    String::from_utf8_lossy(input)
-                );
+                assert_eq!(run(&[a, b]), whole, "split at {split} of {:?}", String::from_utf8_lossy(input));
             }
         }
         assert_eq!(run(&[at_limit]).0.len(), 2);
         let (framed, err) = run(&[over]);
         assert_eq!(framed, vec![vec![Bytes::from("PING")]]);
-        assert_eq!(
-            err.as_deref(),
-            Some("Protocol error: too big inline request")
-        );
+        assert_eq!(err.as_deref(), Some("Protocol error: too big inline request"));
         // The same holds for multibulk headers.
         // The bulk header's line after '$' is 16 bytes ("000000000000003\r"), then 17.
         let header = b"*1\r\n$000000000000003\r\nfoo\r\n";
         assert_eq!(run(&[header]).0.len(), 1);
         let header = b"*1\r\n$0000000000000003\r\nfoo\r\n";
-        assert_eq!(
-            run(&[header]).1.as_deref(),
-            Some("Protocol error: too big bulk count string")
-        );
+        assert_eq!(run(&[header]).1.as_deref(), Some("Protocol error: too big bulk count string"));
     }
 }

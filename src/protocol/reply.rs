@@ -33,9 +33,7 @@ pub enum Reply {
     /// Not for the client: `LOCK.ACQUIRE ... WAIT` joined the lock's queue
     /// as command `seq` of its connection, which now blocks until its wait
     /// ends. Encoded as nil should it ever reach a client.
-    Queued {
-        seq: u64,
-    },
+    Queued { seq: u64 },
     /// Pairs that are not a map (`HRANDFIELD ... WITHVALUES`, which may
     /// repeat a field): RESP3 an array of two-element arrays, RESP2 one flat
     /// array. (Last, so that replies kept in snapshots before it decode.)
@@ -74,10 +72,7 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
     fn line(out: &mut BytesMut, kind: u8, text: &str) {
         out.put_u8(kind);
         // A line may not contain CR or LF; Redis replaces them with spaces.
-        out.extend(
-            text.bytes()
-                .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-        );
+        out.extend(text.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
         out.extend_from_slice(b"\r\n");
     }
     fn bulk(out: &mut BytesMut, data: &[u8]) {
@@ -118,11 +113,7 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
             }
         }
         Reply::Pairs(pairs) => {
-            header(
-                out,
-                b'*',
-                if resp3 { pairs.len() } else { 2 * pairs.len() } as i64,
-            );
+            header(out, b'*', if resp3 { pairs.len() } else { 2 * pairs.len() } as i64);
             for (k, v) in pairs {
                 if resp3 {
                     header(out, b'*', 2);
@@ -161,11 +152,7 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
 /// A double as Redis prints it: shortest round-trip form, `inf`, `-inf`.
 pub fn format_double(v: f64) -> String {
     if v.is_infinite() {
-        if v > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
-        }
+        if v > 0.0 { "inf".into() } else { "-inf".into() }
     } else {
         format!("{v}")
     }
@@ -187,41 +174,20 @@ mod tests {
 
     #[test]
     fn resp2_and_resp3() {
-        let map = Reply::Map(vec![
-            (Reply::text("owner"), Reply::text("a")),
-            (Reply::text("token"), Reply::Int(7)),
-        ]);
-        assert_eq!(
-            enc(&map, false),
-            "*4\r\n$5\r\nowner\r\n$1\r\na\r\n$5\r\ntoken\r\n:7\r\n"
-        );
-        assert_eq!(
-            enc(&map, true),
-            "%2\r\n$5\r\nowner\r\n$1\r\na\r\n$5\r\ntoken\r\n:7\r\n"
-        );
+        let map = Reply::Map(vec![(Reply::text("owner"), Reply::text("a")), (Reply::text("token"), Reply::Int(7))]);
+        assert_eq!(enc(&map, false), "*4\r\n$5\r\nowner\r\n$1\r\na\r\n$5\r\ntoken\r\n:7\r\n");
+        assert_eq!(enc(&map, true), "%2\r\n$5\r\nowner\r\n$1\r\na\r\n$5\r\ntoken\r\n:7\r\n");
         assert_eq!(enc(&Reply::Nil, false), "$-1\r\n");
         assert_eq!(enc(&Reply::Nil, true), "_\r\n");
         assert_eq!(enc(&Reply::error("ERR a\r\nb"), false), "-ERR a  b\r\n");
-        assert_eq!(
-            enc(&Reply::Push(vec![Reply::text("message")]), true),
-            ">1\r\n$7\r\nmessage\r\n"
-        );
+        assert_eq!(enc(&Reply::Push(vec![Reply::text("message")]), true), ">1\r\n$7\r\nmessage\r\n");
         assert_eq!(enc(&Reply::Double(1.5), true), ",1.5\r\n");
         assert_eq!(enc(&Reply::Double(2.0), false), "$1\r\n2\r\n");
         let pairs = Reply::ScorePairs(vec![(Bytes::from("a"), 1.0)]);
         assert_eq!(enc(&pairs, false), "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
         assert_eq!(enc(&pairs, true), "*1\r\n*2\r\n$1\r\na\r\n,1\r\n");
-        let pairs = Reply::Pairs(vec![
-            (Reply::text("f"), Reply::text("v")),
-            (Reply::text("f"), Reply::text("v")),
-        ]);
-        assert_eq!(
-            enc(&pairs, false),
-            "*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nf\r\n$1\r\nv\r\n"
-        );
-        assert_eq!(
-            enc(&pairs, true),
-            "*2\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
-        );
+        let pairs = Reply::Pairs(vec![(Reply::text("f"), Reply::text("v")), (Reply::text("f"), Reply::text("v"))]);
+        assert_eq!(enc(&pairs, false), "*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nf\r\n$1\r\nv\r\n");
+        assert_eq!(enc(&pairs, true), "*2\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n");
     }
 }

@@ -63,10 +63,7 @@ extern "C" fn on_abort(_signal: libc::c_int) {
         return;
     }
     let mut buf = [0u8; 512];
-    let mut w = Writer {
-        buf: &mut buf,
-        len: 0,
-    };
+    let mut w = Writer { buf: &mut buf, len: 0 };
     w.put(b"\nraftlock: the process is stopping while applying log entry ");
     w.put_u64(index);
     w.put(b" (command '");
@@ -74,9 +71,7 @@ extern "C" fn on_abort(_signal: libc::c_int) {
     for slot in &NAME[..len] {
         w.put(&[slot.load(Ordering::Relaxed)]);
     }
-    w.put(
-        b"'). Every node will stop at this entry. To recover, start every node with --skip-entry ",
-    );
+    w.put(b"'). Every node will stop at this entry. To recover, start every node with --skip-entry ");
     w.put_u64(index);
     w.put(b": that entry then replies an error and changes nothing.\n");
     let len = w.len;
@@ -124,10 +119,7 @@ mod tests {
     #[test]
     fn formats_numbers_without_allocating() {
         let mut buf = [0u8; 64];
-        let mut w = Writer {
-            buf: &mut buf,
-            len: 0,
-        };
+        let mut w = Writer { buf: &mut buf, len: 0 };
         w.put(b"entry ");
         w.put_u64(0);
         w.put(b" ");

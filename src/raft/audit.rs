@@ -23,10 +23,7 @@ impl AuditLog {
     /// Opens `path` for appending and records this start.
     pub fn open(path: &Path, node: NodeId) -> std::io::Result<AuditLog> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        let log = AuditLog {
-            node,
-            out: Mutex::new(BufWriter::new(file)),
-        };
+        let log = AuditLog { node, out: Mutex::new(BufWriter::new(file)) };
         let unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
@@ -45,34 +42,19 @@ impl AuditLog {
         let mut lines = String::new();
         for event in events {
             let (ev, key, owner, token, ttl, exp) = match event {
-                Event::Lease {
-                    kind,
-                    key,
-                    owner,
-                    token,
-                    ttl_ms,
-                    ..
-                } => {
+                Event::Lease { kind, key, owner, token, ttl_ms, .. } => {
                     let (ev, ttl) = match kind {
                         LeaseEvent::Acquired => ("acquired", *ttl_ms),
                         LeaseEvent::Renewed { .. } => ("renewed", *ttl_ms),
                         LeaseEvent::Released => ("released", 0),
                         LeaseEvent::Expired => ("expired", 0),
                     };
-                    let exp = if ttl > 0 {
-                        log_time.saturating_add(ttl)
-                    } else {
-                        0
-                    };
+                    let exp = if ttl > 0 { log_time.saturating_add(ttl) } else { 0 };
                     (ev, key, owner, *token, ttl, exp)
                 }
                 // A waiter's steps: `exp` of `queued` is its deadline.
-                Event::Wait {
-                    key, owner, step, ..
-                } => match step {
-                    WaitStep::Queued { deadline, ttl_ms } => {
-                        ("queued", key, owner, 0, *ttl_ms, *deadline)
-                    }
+                Event::Wait { key, owner, step, .. } => match step {
+                    WaitStep::Queued { deadline, ttl_ms } => ("queued", key, owner, 0, *ttl_ms, *deadline),
                     WaitStep::Left => ("dequeued", key, owner, 0, 0, 0),
                     WaitStep::Granted { token } => ("handoff", key, owner, *token, 0, 0),
                     WaitStep::TimedOut => ("timedout", key, owner, 0, 0, 0),
@@ -146,11 +128,7 @@ mod tests {
         };
         let events = [
             lease(LeaseEvent::Acquired, 500),
-            Event::Key {
-                class: 'g',
-                name: "del",
-                key: Bytes::from("k"),
-            },
+            Event::Key { class: 'g', name: "del", key: Bytes::from("k") },
             lease(LeaseEvent::Released, 500),
         ];
         log.record(9, 1000, &events);
@@ -174,24 +152,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let log = AuditLog::open(&path, 1).unwrap();
-        let client = crate::keyspace::ClientId {
-            node: 1,
-            boot: 1,
-            conn: 1,
-        };
-        let wait = |step| Event::Wait {
-            client,
-            seq: 1,
-            key: Bytes::from("k"),
-            owner: Bytes::from("w"),
-            step,
-            waited_ms: 5,
-        };
+        let client = crate::keyspace::ClientId { node: 1, boot: 1, conn: 1 };
+        let wait = |step| Event::Wait { client, seq: 1, key: Bytes::from("k"), owner: Bytes::from("w"), step, waited_ms: 5 };
         let steps = [
-            WaitStep::Queued {
-                deadline: 900,
-                ttl_ms: 300,
-            },
+            WaitStep::Queued { deadline: 900, ttl_ms: 300 },
             WaitStep::Granted { token: 12 },
             WaitStep::TimedOut,
             WaitStep::Left,

@@ -11,17 +11,18 @@
 //! every append to be acknowledged before it does anything else) sends them
 //! to the followers while the leader's disk writes them: the two fsyncs of a
 //! commit run side by side instead of one after the other. openraft then
-//! counts the leader towards a quorum early, so [`Durable`] makes up for it
-//! where it matters:
+//! counts the leader towards a quorum early, so [`Durable`] makes up for it:
 //! - the state machine applies an entry only once it is durable here
 //!   ([`Durable::wait`]), so no reply, read, event or snapshot shows an entry
 //!   before a majority holds it on disk (the leader and a follower that
 //!   acknowledged it after its own fsync);
 //! - the commit index sent to followers is never past the leader's durable
 //!   log ([`Durable::clamp`]), so no follower applies such an entry earlier;
-//! - a committed id saved past the log's end (the process died before the
-//!   write) reads back as the log's end, which a follower's acknowledgement
-//!   shows is committed;
+//! - no committed id past the durable log is saved;
+//! - the vote changes only once the early entries are on disk: under a new
+//!   vote openraft takes every entry the node holds as written;
+//! - a node whose saved vote is its own starts as a candidate, not as the
+//!   leader of that term again ([`LogStore::as_restarted`]);
 //! - membership entries, and every entry after one until it is durable, wait
 //!   for their fsync as before: a joint configuration must really be on a
 //!   majority of both configurations before the next change is proposed.
@@ -35,10 +36,10 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use tokio::sync::watch;
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftLogId, Vote};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::sync::watch;
 
 use super::types::{Entry, LogId, NodeId, StorageIoError, TypeConfig};
 use crate::clock::LogClock;
@@ -54,11 +55,7 @@ fn index_key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }
 
-fn io_err(
-    subject: ErrorSubject<NodeId>,
-    verb: ErrorVerb,
-    e: impl std::fmt::Display,
-) -> StorageIoError {
+fn io_err(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: impl std::fmt::Display) -> StorageIoError {
     StorageIoError::from_io_error(subject, verb, std::io::Error::other(e.to_string()))
 }
 
@@ -66,17 +63,12 @@ fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     bincode::serialize(v).expect("serialising plain data cannot fail")
 }
 
-fn decode<T: DeserializeOwned>(
-    raw: &[u8],
-    subject: ErrorSubject<NodeId>,
-) -> Result<T, StorageIoError> {
+fn decode<T: DeserializeOwned>(raw: &[u8], subject: ErrorSubject<NodeId>) -> Result<T, StorageIoError> {
     bincode::deserialize(raw).map_err(|e| io_err(subject, ErrorVerb::Read, e))
 }
 
 fn read_meta<T: DeserializeOwned>(db: &Storage, key: &[u8]) -> Result<Option<T>, StorageIoError> {
-    let raw = db
-        .get(Cf::Meta, key)
-        .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
+    let raw = db.get(Cf::Meta, key).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
     raw.map(|r| decode(&r, ErrorSubject::Store)).transpose()
 }
 
@@ -91,20 +83,10 @@ pub struct LogReader {
 }
 
 impl LogReader {
-    fn entries(
-        &self,
-        start: u64,
-        end_inclusive: Option<u64>,
-    ) -> Result<Vec<Entry>, StorageIoError> {
+    fn entries(&self, start: u64, end_inclusive: Option<u64>) -> Result<Vec<Entry>, StorageIoError> {
         let end = end_inclusive.map_or(u64::MAX, |e| e.saturating_add(1));
-        let records = self
-            .wal
-            .read(start, end)
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-        records
-            .iter()
-            .map(|(_, raw)| decode(raw, ErrorSubject::Logs))
-            .collect()
+        let records = self.wal.read(start, end).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+        records.iter().map(|(_, raw)| decode(raw, ErrorSubject::Logs)).collect()
     }
 
     /// The entry at `index`, if the log holds it.
@@ -290,6 +272,7 @@ pub struct LogStore {
     early_upto: Option<u64>,
 }
 
+
 impl LogStore {
     /// Opens the log of `db` and starts its writer thread, moving a log an
     /// older version kept in RocksDB into the log's files first. Recovers
@@ -425,6 +408,7 @@ impl LogStore {
         Ok(())
     }
 
+
     /// A reader of this log.
     pub(super) fn reader(&self) -> LogReader {
         self.reader.clone()
@@ -440,12 +424,8 @@ impl LogStore {
 
     /// The newest entry below `below` that carries a log time: (index, time).
     fn last_log_time(&self, below: u64) -> Result<Option<(u64, LogTime)>, StorageIoError> {
-        let Some(last) = self.reader.last_index() else {
-            return Ok(None);
-        };
-        let Some(mut index) = below.checked_sub(1).map(|b| b.min(last)) else {
-            return Ok(None);
-        };
+        let Some(last) = self.reader.last_index() else { return Ok(None) };
+        let Some(mut index) = below.checked_sub(1).map(|b| b.min(last)) else { return Ok(None) };
         let first = self.reader.wal.first_index();
         while index >= first {
             if let Some(entry) = self.reader.entry(index)? {
@@ -464,9 +444,7 @@ impl LogStore {
 
 /// Runs blocking `work` on the runtime's blocking pool (outside a runtime,
 /// here).
-async fn off_runtime<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
     match tokio::runtime::Handle::try_current() {
         Ok(rt) => rt.spawn_blocking(work).await.map_err(|e| e.to_string()),
         Err(_) => Ok(work()),
@@ -497,11 +475,7 @@ fn move_legacy_log(db: &Storage) -> Result<(), StorageIoError> {
         })
         .map_err(|e| err(&e))?;
         let moved = wal::import(db.log_dir(), records).map_err(|e| err(&e))?;
-        tracing::info!(
-            entries = moved,
-            "moved the Raft log out of RocksDB into {}",
-            db.log_dir().display()
-        );
+        tracing::info!(entries = moved, "moved the Raft log out of RocksDB into {}", db.log_dir().display());
     }
     let mut b = Batch::default();
     b.delete_range(Cf::Log, index_key(0), index_key(u64::MAX));
@@ -530,8 +504,7 @@ pub(super) fn reset(db: &Storage, last: LogId, vote: Vote<NodeId>) -> Result<(),
     b.put(Cf::Meta, LAST_PURGED, encode(&Some(last)));
     b.put(Cf::Meta, COMMITTED, encode(&Some(last)));
     b.put(Cf::Meta, VOTE, encode(&vote));
-    db.write(b, true)
-        .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))?;
+    db.write(b, true).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))?;
     wal::remove_all(db.log_dir()).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
 }
 
@@ -556,10 +529,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             },
             None => last_purged,
         };
-        Ok(LogState {
-            last_purged_log_id: last_purged,
-            last_log_id,
-        })
+        Ok(LogState { last_purged_log_id: last_purged, last_log_id })
     }
 
     async fn get_log_reader(&mut self) -> LogReader {
@@ -611,6 +581,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
     }
 
+
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageIoError> {
         let saved = read_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten();
         // openraft saves the committed id as soon as it learns it, which on
@@ -645,28 +616,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageIoError> {
         let err = |e: &dyn std::fmt::Display| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e);
-        let done = self
-            .reader
-            .wal
-            .truncate(log_id.index)
-            .map_err(|e| err(&e))?;
+        let done = self.reader.wal.truncate(log_id.index).map_err(|e| err(&e))?;
         // Waited for off the runtime's threads: the writer first finishes
         // the appends queued before the truncation.
-        off_runtime(move || done.recv())
-            .await
-            .map_err(|e| err(&e))?
-            .map_err(|e| err(&e))?
-            .map_err(|e| err(&e))?;
+        off_runtime(move || done.recv()).await.map_err(|e| err(&e))?.map_err(|e| err(&e))?.map_err(|e| err(&e))?;
         // The removed entries' times must not outlive them (a later election
         // would continue from them).
         let remaining = self.last_log_time(log_id.index)?;
         self.clock.log_truncated(log_id.index, remaining);
         let before = match log_id.index.checked_sub(1) {
-            Some(i) => self
-                .reader
-                .entry(i)?
-                .map(|e| e.log_id)
-                .or(read_purged(&self.db)?),
+            Some(i) => self.reader.entry(i)?.map(|e| e.log_id).or(read_purged(&self.db)?),
             None => None,
         };
         self.durable.truncated(before);
@@ -683,10 +642,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .await
             .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?
             .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-        self.reader
-            .wal
-            .purge(log_id.index)
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
+        self.reader.wal.purge(log_id.index).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 }
 
@@ -696,10 +652,7 @@ mod tests {
     use openraft::CommittedLeaderId;
 
     fn blank(index: u64) -> Entry {
-        Entry {
-            log_id: LogId::new(CommittedLeaderId::new(2, 1), index),
-            payload: EntryPayload::Blank,
-        }
+        Entry { log_id: LogId::new(CommittedLeaderId::new(2, 1), index), payload: EntryPayload::Blank }
     }
 
     /// A log an older version kept in RocksDB is moved into the log's files
@@ -723,20 +676,14 @@ mod tests {
         assert_eq!(state.last_log_id.map(|l| l.index), Some(11));
         assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(4));
         let got = log.try_get_log_entries(0..100).await.unwrap();
-        assert_eq!(
-            got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
-            (5..12).collect::<Vec<_>>()
-        );
+        assert_eq!(got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(), (5..12).collect::<Vec<_>>());
         let mut left = 0;
         db.scan(Cf::Log, &index_key(0), |_, _| {
             left += 1;
             Ok(true)
         })
         .unwrap();
-        assert_eq!(
-            left, 0,
-            "the RocksDB copy is deleted once the files hold it"
-        );
+        assert_eq!(left, 0, "the RocksDB copy is deleted once the files hold it");
         assert_eq!(log_on_disk(&db).unwrap(), Some((5, 11)));
     }
 
@@ -749,20 +696,10 @@ mod tests {
         wal::import(db.log_dir(), (0..6).map(|i| (i, encode(&blank(i))))).unwrap();
         let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system())).unwrap();
         assert_eq!(log.read_committed().await.unwrap(), None);
-        log.save_committed(Some(*blank(3).get_log_id()))
-            .await
-            .unwrap();
-        assert_eq!(
-            log.read_committed().await.unwrap().map(|l| l.index),
-            Some(3)
-        );
-        log.save_committed(Some(*blank(9).get_log_id()))
-            .await
-            .unwrap();
-        assert_eq!(
-            log.read_committed().await.unwrap().map(|l| l.index),
-            Some(5)
-        );
+        log.save_committed(Some(*blank(3).get_log_id())).await.unwrap();
+        assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(3));
+        log.save_committed(Some(*blank(9).get_log_id())).await.unwrap();
+        assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(5));
     }
 
     fn entry(term: u64, leader: NodeId, index: u64) -> Entry {

@@ -34,8 +34,8 @@ use crate::storage::Storage;
 
 pub use audit::AuditLog;
 pub use log_store::{log_on_disk, LogReader, LogStore};
-pub use network::Network;
 pub use peer::{clock_offsets as peer_clock_offsets, fill_random, PeerPool};
+pub use network::Network;
 pub use state_machine::{EventSink, SharedState, StateMachine};
 pub use types::{NodeId, NodeInfo, TypeConfig};
 
@@ -183,15 +183,10 @@ enum Route {
 struct ForwardedCommands(std::sync::Weak<Consensus>);
 
 impl peer::ForwardHandler for ForwardedCommands {
-    fn forward(
-        &self,
-        command: ClientCommand,
-    ) -> futures_util::future::BoxFuture<'static, (Result<Reply, ClusterError>, u64)> {
+    fn forward(&self, command: ClientCommand) -> futures_util::future::BoxFuture<'static, (Result<Reply, ClusterError>, u64)> {
         let consensus = self.0.upgrade();
         Box::pin(async move {
-            let Some(consensus) = consensus else {
-                return (Err(ClusterError::NoLeader), 0);
-            };
+            let Some(consensus) = consensus else { return (Err(ClusterError::NoLeader), 0) };
             let result = match consensus.leader_term() {
                 Ok(_) => consensus.execute_here(command).await,
                 Err(e) => Err(e),
@@ -218,11 +213,7 @@ impl Proposer {
     /// state machine produced on apply (one per command).
     async fn propose(&self, op: Op) -> Result<Vec<Reply>, ClusterError> {
         let term = self.leader_term()?;
-        let proposal = Proposal {
-            log_time: self.clock.stamp(term),
-            unix_ms: self.clock.unix_ms(),
-            op,
-        };
+        let proposal = Proposal { log_time: self.clock.stamp(term), unix_ms: self.clock.unix_ms(), op };
         let started = Instant::now();
         match tokio::time::timeout(self.request_timeout, self.raft.client_write(proposal)).await {
             Err(_) => Err(ClusterError::Timeout),
@@ -230,8 +221,7 @@ impl Proposer {
                 crate::metrics::record_commit(started.elapsed());
                 Ok(resp.data)
             }
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => match f.leader_id
-            {
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => match f.leader_id {
                 Some(id) if id != self.node_id => Err(ClusterError::NotLeader(id)),
                 _ => Err(ClusterError::NoLeader),
             },
@@ -253,9 +243,7 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
     let mut last_batch = 0;
     while let Some(first) = rx.recv().await {
         let waited = in_flight.available_permits() == 0;
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            return;
-        };
+        let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
         if waited || last_batch > 1 {
             // The entry that just finished has woken the clients it answered;
             // let them write their replies and read their next commands
@@ -315,18 +303,10 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
                     }
                 }
                 Ok(replies) => {
-                    let e = ClusterError::Fatal(format!(
-                        "{} replies for {} commands",
-                        replies.len(),
-                        waiters.len()
-                    ));
-                    waiters
-                        .into_iter()
-                        .for_each(|w| drop(w.send(Err(e.clone()))));
+                    let e = ClusterError::Fatal(format!("{} replies for {} commands", replies.len(), waiters.len()));
+                    waiters.into_iter().for_each(|w| drop(w.send(Err(e.clone()))));
                 }
-                Err(e) => waiters
-                    .into_iter()
-                    .for_each(|w| drop(w.send(Err(e.clone())))),
+                Err(e) => waiters.into_iter().for_each(|w| drop(w.send(Err(e.clone())))),
             }
             drop(permit);
         });
@@ -357,13 +337,12 @@ impl Consensus {
         }
         .validate()
         .map_err(|e| err(&e))?;
-        let log = LogStore::open(db.clone(), clock.clone())
-            .map_err(|e| err(&e))?
-            .for_node(settings.node_id);
+        let log = LogStore::open(db.clone(), clock.clone()).map_err(|e| err(&e))?.for_node(settings.node_id);
+        let durable = log.durable();
         let mut sm = StateMachine::open(db, clock.clone(), sink)
             .map_err(|e| err(&e))?
             .with_skipped_entries(settings.skip_entries.clone())
-            .with_durable(log.durable());
+            .with_durable(durable.clone());
         applying::install_crash_report();
         if let Some(path) = &settings.audit_log {
             let audit = AuditLog::open(path, settings.node_id)
@@ -371,17 +350,8 @@ impl Consensus {
             sm = sm.with_audit(Arc::new(audit));
         }
         let shared = sm.shared();
-        let pool = PeerPool::new(
-            settings.node_id,
-            settings.cluster_secret.clone(),
-            settings.tls.clone(),
-        );
-        let network = Network {
-            pool: pool.clone(),
-            node_id: settings.node_id,
-            durable: log.durable(),
-        };
-        let durable = log.durable();
+        let pool = PeerPool::new(settings.node_id, settings.cluster_secret.clone(), settings.tls.clone());
+        let network = Network { pool: pool.clone(), node_id: settings.node_id, durable: durable.clone() };
         let raft = types::Raft::new(settings.node_id, Arc::new(config), network, log, sm)
             .await
             .map_err(|e| err(&e))?;
@@ -398,22 +368,11 @@ impl Consensus {
                 }
             });
         }
-        let lowest = settings
-            .initial_members
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(settings.node_id);
+        let lowest = settings.initial_members.keys().next().copied().unwrap_or(settings.node_id);
         if !raft.is_initialized().await.map_err(|e| err(&e))? && lowest == settings.node_id {
             let n = settings.initial_members.len();
-            raft.initialize(settings.initial_members.clone())
-                .await
-                .map_err(|e| err(&e))?;
-            tracing::info!(
-                node_id = settings.node_id,
-                members = n,
-                "initialised a new cluster"
-            );
+            raft.initialize(settings.initial_members.clone()).await.map_err(|e| err(&e))?;
+            tracing::info!(node_id = settings.node_id, members = n, "initialised a new cluster");
         }
         let (reads, read_rx) = mpsc::unbounded_channel();
         tokio::spawn(read_batcher(raft.clone(), read_rx));
@@ -427,23 +386,10 @@ impl Consensus {
         });
         let (writes, write_rx) = mpsc::unbounded_channel();
         tokio::spawn(write_batcher(proposer.clone(), write_rx));
-        let consensus = Arc::new(Consensus {
-            proposer,
-            shared,
-            boot: boot_id(),
-            next_request: AtomicU64::new(1),
-            writes,
-            reads,
-            pool,
-        });
+        let consensus =
+            Arc::new(Consensus { proposer, shared, boot: boot_id(), next_request: AtomicU64::new(1), writes, reads, pool });
         let handler = Arc::new(ForwardedCommands(Arc::downgrade(&consensus)));
-        tokio::spawn(peer::serve(
-            peer_listener,
-            raft,
-            settings.cluster_secret,
-            handler,
-            settings.tls,
-        ));
+        tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler, settings.tls));
         Ok(consensus)
     }
 
@@ -458,8 +404,7 @@ impl Consensus {
     /// Waits until this node is leader or `limit` passes.
     pub async fn wait_for_leader(&self, limit: Duration) -> bool {
         let mut rx = self.proposer.metrics.clone();
-        let became_leader =
-            tokio::time::timeout(limit, rx.wait_for(|m| m.state == ServerState::Leader)).await;
+        let became_leader = tokio::time::timeout(limit, rx.wait_for(|m| m.state == ServerState::Leader)).await;
         matches!(became_leader, Ok(Ok(_)))
     }
 
@@ -506,22 +451,14 @@ impl Consensus {
     /// came from another node (the leader's applied index once it had
     /// answered): this node may not have applied that far yet. `None` when
     /// this node answered, or an older leader did not say.
-    pub async fn execute_seen(
-        &self,
-        conn: u64,
-        request: Request,
-    ) -> (Result<Reply, ClusterError>, Option<u64>) {
+    pub async fn execute_seen(&self, conn: u64, request: Request) -> (Result<Reply, ClusterError>, Option<u64>) {
         let seq = self.next_request.fetch_add(1, Ordering::Relaxed);
         self.execute_as(conn, seq, request).await
     }
 
     /// [`Consensus::execute`], for a caller that needs the command's number
     /// (`Origin::seq`): to name it later, should its answer be lost.
-    pub async fn execute_numbered(
-        &self,
-        conn: u64,
-        request: Request,
-    ) -> (u64, Result<Reply, ClusterError>) {
+    pub async fn execute_numbered(&self, conn: u64, request: Request) -> (u64, Result<Reply, ClusterError>) {
         let seq = self.next_request.fetch_add(1, Ordering::Relaxed);
         (seq, self.execute_as(conn, seq, request).await.0)
     }
@@ -543,26 +480,14 @@ impl Consensus {
         self.shared.on_applied(hook);
     }
 
-    async fn execute_as(
-        &self,
-        conn: u64,
-        seq: u64,
-        request: Request,
-    ) -> (Result<Reply, ClusterError>, Option<u64>) {
+    async fn execute_as(&self, conn: u64, seq: u64, request: Request) -> (Result<Reply, ClusterError>, Option<u64>) {
         if crate::planted::active(crate::planted::Bug::StaleReads) {
             if let Some(reply) = self.planted_local_read(&request) {
                 return (Ok(reply), None);
             }
         }
-        let client = ClientId {
-            node: self.proposer.node_id,
-            boot: self.boot,
-            conn,
-        };
-        let command = ClientCommand {
-            origin: Origin { client, seq },
-            request,
-        };
+        let client = ClientId { node: self.proposer.node_id, boot: self.boot, conn };
+        let command = ClientCommand { origin: Origin { client, seq }, request };
         // One deadline for finding the leader and hearing back from it.
         let deadline = Instant::now() + self.proposer.request_timeout;
         // RAFT.NODE changes membership outside the log's client sessions: a
@@ -584,32 +509,13 @@ impl Consensus {
                     // stopped (paused, partitioned away) is replaced within an
                     // election, and the command goes to its successor.
                     let left = deadline.saturating_duration_since(Instant::now());
-                    let ttl = if unrepeatable {
-                        left
-                    } else {
-                        left.min(FORWARD_ATTEMPT)
-                    }
-                    .max(Duration::from_millis(50));
-                    match self
-                        .pool
-                        .call_with_trailer(
-                            id,
-                            &addr,
-                            peer::PeerRequest::Forward(command.clone()),
-                            ttl,
-                        )
-                        .await
-                    {
-                        Ok(peer::Answer {
-                            response: peer::PeerResponse::Forward(result),
-                            applied,
-                        }) => {
+                    let ttl = if unrepeatable { left } else { left.min(FORWARD_ATTEMPT) }.max(Duration::from_millis(50));
+                    match self.pool.call_with_trailer(id, &addr, peer::PeerRequest::Forward(command.clone()), ttl).await {
+                        Ok(peer::Answer { response: peer::PeerResponse::Forward(result), applied }) => {
                             reflects = applied;
                             result
                         }
-                        Ok(_) => Err(ClusterError::Fatal(
-                            "unexpected answer to a forwarded command".into(),
-                        )),
+                        Ok(_) => Err(ClusterError::Fatal("unexpected answer to a forwarded command".into())),
                         Err(e) => {
                             may_have_run = !matches!(e, peer::PeerError::NotSent(..));
                             match e {
@@ -624,11 +530,7 @@ impl Consensus {
                 }
             };
             match outcome {
-                Err(e)
-                    if e.worth_retrying()
-                        && !(unrepeatable && may_have_run)
-                        && Instant::now() + pause < deadline =>
-                {
+                Err(e) if e.worth_retrying() && !(unrepeatable && may_have_run) && Instant::now() + pause < deadline => {
                     tracing::debug!(error = %e, "retrying a command");
                     // Sooner if this node learns of another leader meanwhile
                     // (a failover ends the moment it does).
@@ -654,20 +556,14 @@ impl Consensus {
     /// Planted bug `StaleReads`: a read answered from this node's applied
     /// state, whatever its role, with no leadership check.
     fn planted_local_read(&self, request: &Request) -> Option<Reply> {
-        let Request::Command(argv) = request else {
-            return None;
-        };
+        let Request::Command(argv) = request else { return None };
         let spec = crate::commands::resolve(argv).ok()?;
         if spec.is_write() || spec.name == "raft.node" {
             return None;
         }
         let applied = self.shared.lock();
         let now = applied.keyspace.log_time();
-        let ctx = ReadCtx {
-            now,
-            unix_ms: self.proposer.clock.unix_ms(),
-            seed: read_seed(),
-        };
+        let ctx = ReadCtx { now, unix_ms: self.proposer.clock.unix_ms(), seed: read_seed() };
         Some(crate::commands::execute_read(&applied.keyspace, argv, &ctx))
     }
 
@@ -675,19 +571,15 @@ impl Consensus {
     /// comparing replicas (`RAFT.DIGEST`).
     pub fn digest(&self) -> (u64, String) {
         let applied = self.shared.lock();
-        (
-            applied.last_applied.map(|l| l.index).unwrap_or(0),
-            applied.keyspace.digest(),
-        )
+        (applied.last_applied.map(|l| l.index).unwrap_or(0), applied.keyspace.digest())
     }
 
     /// Runs a command on this node, which must be the leader.
     async fn execute_here(&self, command: ClientCommand) -> Result<Reply, ClusterError> {
         let (argv, user) = match &command.request {
-            Request::Transaction { .. }
-            | Request::Pipeline(_)
-            | Request::Dequeue { .. }
-            | Request::Acl(_) => return self.write(command, false).await,
+            Request::Transaction { .. } | Request::Pipeline(_) | Request::Dequeue { .. } | Request::Acl(_) => {
+                return self.write(command, false).await
+            }
             Request::Command(argv) => (argv, None),
             Request::AsUser { user, request } => match &**request {
                 Request::Command(argv) => (argv, Some(user.as_str())),
@@ -698,9 +590,7 @@ impl Consensus {
             Err(reply) => Ok(reply),
             Ok(spec) if spec.name == "raft.node" => self.admin(argv).await,
             Ok(spec) if spec.is_write() => {
-                if crate::commands::is_lock_attempt(argv)
-                    && self.refused_without_writing(argv).await?
-                {
+                if crate::commands::is_lock_attempt(argv) && self.refused_without_writing(argv).await? {
                     return Ok(Reply::Nil);
                 }
                 let deferrable = {
@@ -712,14 +602,8 @@ impl Consensus {
             Ok(_) => {
                 self.read(move |ks, ctx| {
                     // A read-only script obeys its caller's permissions.
-                    let perms = user
-                        .map(|u| crate::commands::acl::perms_of(ks, u))
-                        .filter(|p| !p.unrestricted());
-                    let run = || {
-                        crate::commands::acl::with_user(perms, || {
-                            crate::commands::execute_read(ks, argv, ctx)
-                        })
-                    };
+                    let perms = user.map(|u| crate::commands::acl::perms_of(ks, u)).filter(|p| !p.unrestricted());
+                    let run = || crate::commands::acl::with_user(perms, || crate::commands::execute_read(ks, argv, ctx));
                     // `KEYS *` of millions of keys, a script up to its budget:
                     // the runtime's other tasks move to another thread first.
                     if crate::commands::may_run_long_command(ks, argv) {
@@ -760,38 +644,24 @@ impl Consensus {
         if !crate::commands::may_be_refused(&self.shared.lock().keyspace, argv) {
             return Ok(false);
         }
-        self.read(|ks, ctx| crate::commands::refused(ks, argv, ctx))
-            .await
+        self.read(|ks, ctx| crate::commands::refused(ks, argv, ctx)).await
     }
 
     /// The cluster-wide id of this node's client connection `conn`, as the
     /// origin of its commands names it.
     pub fn client_id(&self, conn: u64) -> ClientId {
-        ClientId {
-            node: self.proposer.node_id,
-            boot: self.boot,
-            conn,
-        }
+        ClientId { node: self.proposer.node_id, boot: self.boot, conn }
     }
 
     /// `RAFT.NODE ADD id peer-addr client-addr` / `RAFT.NODE REMOVE id`, on the leader.
     async fn admin(&self, argv: &[Bytes]) -> Result<Reply, ClusterError> {
         let text = |i: usize| argv.get(i).map(|a| String::from_utf8_lossy(a).into_owned());
-        let id = text(2)
-            .and_then(|s| s.parse::<NodeId>().ok())
-            .filter(|id| *id > 0);
+        let id = text(2).and_then(|s| s.parse::<NodeId>().ok()).filter(|id| *id > 0);
         let raft = &self.proposer.raft;
         let fatal = |e: &dyn std::fmt::Display| ClusterError::Fatal(e.to_string());
-        match (
-            text(1).map(|s| s.to_ascii_uppercase()).as_deref(),
-            id,
-            argv.len(),
-        ) {
+        match (text(1).map(|s| s.to_ascii_uppercase()).as_deref(), id, argv.len()) {
             (Some("ADD"), Some(id), 5) => {
-                let node = NodeInfo {
-                    peer_addr: text(3).unwrap_or_default(),
-                    client_addr: text(4).unwrap_or_default(),
-                };
+                let node = NodeInfo { peer_addr: text(3).unwrap_or_default(), client_addr: text(4).unwrap_or_default() };
                 // Joins as a learner and catches up (by snapshot if the log was
                 // purged) before it becomes a voter.
                 let added = match raft.add_learner(id, node, false).await {
@@ -808,11 +678,7 @@ impl Consensus {
                     .wait(Some(wait))
                     .metrics(
                         |m| {
-                            m.replication
-                                .as_ref()
-                                .and_then(|r| r.get(&id))
-                                .and_then(|l| l.as_ref())
-                                .is_some_and(|l| l.index >= added)
+                            m.replication.as_ref().and_then(|r| r.get(&id)).and_then(|l| l.as_ref()).is_some_and(|l| l.index >= added)
                         },
                         "the new learner acknowledged the log",
                     )
@@ -824,24 +690,15 @@ impl Consensus {
                     )));
                 }
                 let voters = std::collections::BTreeSet::from([id]);
-                match raft
-                    .change_membership(openraft::ChangeMembers::AddVoterIds(voters), false)
-                    .await
-                {
+                match raft.change_membership(openraft::ChangeMembers::AddVoterIds(voters), false).await {
                     Ok(_) => Ok(Reply::ok()),
                     Err(RaftError::Fatal(e)) => Err(fatal(&e)),
-                    Err(e) => Ok(Reply::Error(format!(
-                        "ERR cannot make node {id} a voter: {e}"
-                    ))),
+                    Err(e) => Ok(Reply::Error(format!("ERR cannot make node {id} a voter: {e}"))),
                 }
             }
             (Some("REMOVE"), Some(id), 3) => {
                 let m = self.proposer.metrics.borrow().clone();
-                let is_voter = m
-                    .membership_config
-                    .membership()
-                    .voter_ids()
-                    .any(|v| v == id);
+                let is_voter = m.membership_config.membership().voter_ids().any(|v| v == id);
                 let ids = std::collections::BTreeSet::from([id]);
                 let change = if is_voter {
                     openraft::ChangeMembers::RemoveVoters(ids)
@@ -866,14 +723,8 @@ impl Consensus {
     async fn write(&self, command: ClientCommand, deferrable: bool) -> Result<Reply, ClusterError> {
         self.leader_term()?;
         let (tx, rx) = oneshot::channel();
-        let pending = PendingWrite {
-            command,
-            reply: tx,
-            deferrable,
-        };
-        self.writes
-            .send(pending)
-            .map_err(|_| ClusterError::Fatal("write path stopped".into()))?;
+        let pending = PendingWrite { command, reply: tx, deferrable };
+        self.writes.send(pending).map_err(|_| ClusterError::Fatal("write path stopped".into()))?;
         // A command still queued when this gives up is dropped by the batcher
         // (its waiter is gone), so a timed-out command is never proposed late.
         match tokio::time::timeout(self.proposer.request_timeout, rx).await {
@@ -894,9 +745,7 @@ impl Consensus {
     async fn read_index(&self) -> Result<u64, ClusterError> {
         let term = self.leader_term()?;
         let (tx, rx) = oneshot::channel();
-        self.reads
-            .send(tx)
-            .map_err(|_| ClusterError::Fatal("read path stopped".into()))?;
+        self.reads.send(tx).map_err(|_| ClusterError::Fatal("read path stopped".into()))?;
         match tokio::time::timeout(self.proposer.request_timeout, rx).await {
             Err(_) => Err(ClusterError::Timeout),
             Ok(Err(_)) => Err(ClusterError::Fatal("read path stopped".into())),
@@ -918,41 +767,26 @@ impl Consensus {
             }
         }
         if RUNNING.swap(true, Ordering::AcqRel) {
-            return Err(ClusterError::Busy(
-                "a backup is being taken on this node already".into(),
-            ));
+            return Err(ClusterError::Busy("a backup is being taken on this node already".into()));
         }
         let _running = Running;
         let term = self.read_index().await?;
         let (keyspace, last, members) = {
             let applied = self.shared.lock();
-            let members = applied
-                .membership
-                .membership()
-                .nodes()
-                .map(|(id, n)| (*id, n.clone()))
-                .collect();
+            let members = applied.membership.membership().nodes().map(|(id, n)| (*id, n.clone())).collect();
             (applied.keyspace.clone(), applied.last_applied, members)
         };
-        let Some(last) = last else {
-            return Err(ClusterError::NoLeader);
-        };
+        let Some(last) = last else { return Err(ClusterError::NoLeader) };
         let node_id = self.proposer.node_id;
-        tokio::task::spawn_blocking(move || {
-            recovery::Backup::encode(node_id, term, last, members, &keyspace)
-        })
-        .await
-        .map_err(|e| ClusterError::Fatal(e.to_string()))
+        tokio::task::spawn_blocking(move || recovery::Backup::encode(node_id, term, last, members, &keyspace))
+            .await
+            .map_err(|e| ClusterError::Fatal(e.to_string()))
     }
 
     /// The client address of node `id`, if it is a member.
     pub fn client_addr_of(&self, id: NodeId) -> Option<String> {
         let m = self.proposer.metrics.borrow();
-        let addr = m
-            .membership_config
-            .nodes()
-            .find(|(nid, _)| **nid == id)
-            .map(|(_, n)| n.client_addr.clone());
+        let addr = m.membership_config.nodes().find(|(nid, _)| **nid == id).map(|(_, n)| n.client_addr.clone());
         addr
     }
 
@@ -976,15 +810,9 @@ impl Consensus {
         // so that an absolute expiry reads back as it was set (EXPIRETIME).
         let unix_ms = match applied.wall_clock {
             Some((log_time, unix_ms)) => unix_ms.saturating_add(now.saturating_sub(log_time)),
-            None => clock
-                .unix_ms()
-                .saturating_sub(clock.now(term).saturating_sub(now)),
+            None => clock.unix_ms().saturating_sub(clock.now(term).saturating_sub(now)),
         };
-        let ctx = ReadCtx {
-            now,
-            unix_ms,
-            seed: read_seed(),
-        };
+        let ctx = ReadCtx { now, unix_ms, seed: read_seed() };
         Ok(f(&applied.keyspace, &ctx))
     }
 
@@ -1009,23 +837,13 @@ impl Consensus {
 
     pub async fn status(&self) -> RaftStatus {
         let raft = &self.proposer.raft;
-        let committed = raft
-            .with_raft_state(|st| st.committed.map(|c| c.index))
-            .await
-            .ok()
-            .flatten();
+        let committed = raft.with_raft_state(|st| st.committed.map(|c| c.index)).await.ok().flatten();
         let m = self.proposer.metrics.borrow().clone();
-        let members: Vec<(NodeId, NodeInfo)> = m
-            .membership_config
-            .nodes()
-            .map(|(id, node)| (*id, node.clone()))
-            .collect();
-        let leader_addr = m.current_leader.and_then(|l| {
-            members
-                .iter()
-                .find(|(id, _)| *id == l)
-                .map(|(_, n)| n.client_addr.clone())
-        });
+        let members: Vec<(NodeId, NodeInfo)> =
+            m.membership_config.nodes().map(|(id, node)| (*id, node.clone())).collect();
+        let leader_addr = m
+            .current_leader
+            .and_then(|l| members.iter().find(|(id, _)| *id == l).map(|(_, n)| n.client_addr.clone()));
         RaftStatus {
             node_id: self.proposer.node_id,
             role: match m.state {
@@ -1074,12 +892,10 @@ async fn read_batcher(raft: types::Raft, mut rx: mpsc::UnboundedReceiver<ReadWai
         }
         let result = match raft.ensure_linearizable().await {
             Ok(_) => Ok(()),
-            Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f))) => {
-                match f.leader_id {
-                    Some(id) => Err(ClusterError::NotLeader(id)),
-                    None => Err(ClusterError::NoLeader),
-                }
-            }
+            Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f))) => match f.leader_id {
+                Some(id) => Err(ClusterError::NotLeader(id)),
+                None => Err(ClusterError::NoLeader),
+            },
             Err(RaftError::APIError(_)) => Err(ClusterError::NoLeader),
             Err(e) => Err(ClusterError::Fatal(e.to_string())),
         };
@@ -1122,19 +938,8 @@ async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, Nod
                 .nodes()
                 .filter(|(id, _)| **id != m.id)
                 .map(|(id, _)| {
-                    let matched = m
-                        .replication
-                        .as_ref()
-                        .and_then(|r| r.get(id).copied().flatten())
-                        .map_or(0, |l| l.index);
-                    (
-                        *id,
-                        if m.replication.is_some() {
-                            last_log.saturating_sub(matched)
-                        } else {
-                            0
-                        },
-                    )
+                    let matched = m.replication.as_ref().and_then(|r| r.get(id).copied().flatten()).map_or(0, |l| l.index);
+                    (*id, if m.replication.is_some() { last_log.saturating_sub(matched) } else { 0 })
                 })
                 .collect();
             reported.extend(lags.iter().map(|(id, _)| *id));

@@ -2,13 +2,11 @@
 
 use std::sync::Arc;
 
-use openraft::error::{
-    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, Timeout, Unreachable,
-};
+use openraft::error::{InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, Timeout, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
 };
 use openraft::RaftTypeConfig;
 
@@ -51,27 +49,18 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 type RpcErr<E = openraft::error::Infallible> = RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>;
 
 impl PeerClient {
-    async fn call<E: std::error::Error>(
-        &self,
-        request: PeerRequest,
-        option: &RPCOption,
-    ) -> Result<PeerResponse, RpcErr<E>> {
+    async fn call<E: std::error::Error>(&self, request: PeerRequest, option: &RPCOption) -> Result<PeerResponse, RpcErr<E>> {
         let ttl = option.hard_ttl();
-        self.pool
-            .call(self.target, &self.addr, request, ttl)
-            .await
-            .map_err(|e| match e {
-                PeerError::NotSent(..) | PeerError::Unreachable(..) => {
-                    RPCError::Unreachable(Unreachable::new(&e))
-                }
-                PeerError::Timeout(_) => RPCError::Timeout(Timeout {
-                    action: openraft::network::RPCTypes::AppendEntries,
-                    id: self.node_id,
-                    target: self.target,
-                    timeout: ttl,
-                }),
-                PeerError::Refused(..) => RPCError::Network(NetworkError::new(&e)),
-            })
+        self.pool.call(self.target, &self.addr, request, ttl).await.map_err(|e| match e {
+            PeerError::NotSent(..) | PeerError::Unreachable(..) => RPCError::Unreachable(Unreachable::new(&e)),
+            PeerError::Timeout(_) => RPCError::Timeout(Timeout {
+                action: openraft::network::RPCTypes::AppendEntries,
+                id: self.node_id,
+                target: self.target,
+                timeout: ttl,
+            }),
+            PeerError::Refused(..) => RPCError::Network(NetworkError::new(&e)),
+        })
     }
 
     fn unexpected<E: std::error::Error>(&self) -> RpcErr<E> {
@@ -80,16 +69,8 @@ impl PeerClient {
     }
 }
 
-fn remote<E: std::error::Error>(
-    target: NodeId,
-    node: &NodeInfo,
-    e: RaftError<NodeId, E>,
-) -> RpcErr<E> {
-    RPCError::RemoteError(openraft::error::RemoteError::new_with_node(
-        target,
-        node.clone(),
-        e,
-    ))
+fn remote<E: std::error::Error>(target: NodeId, node: &NodeInfo, e: RaftError<NodeId, E>) -> RpcErr<E> {
+    RPCError::RemoteError(openraft::error::RemoteError::new_with_node(target, node.clone(), e))
 }
 
 impl RaftNetwork<TypeConfig> for PeerClient {
@@ -109,13 +90,8 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         // same entries would be sent again forever: ask openraft for fewer
         // (one entry always fits: client requests and entries are capped).
         let entries = rpc.entries.len() as u64;
-        if entries > 1
-            && bincode::serialized_size(&rpc)
-                .map_or(true, |n| n as usize > super::peer::MAX_FRAME / 2)
-        {
-            return Err(RPCError::PayloadTooLarge(
-                PayloadTooLarge::new_entries_hint(entries / 2),
-            ));
+        if entries > 1 && bincode::serialized_size(&rpc).map_or(true, |n| n as usize > super::peer::MAX_FRAME / 2) {
+            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(entries / 2)));
         }
         match self.call(PeerRequest::AppendEntries(rpc), &option).await? {
             PeerResponse::AppendEntries(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
@@ -127,14 +103,8 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         &mut self,
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<
-        InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>,
-    > {
-        match self
-            .call(PeerRequest::InstallSnapshot(rpc), &option)
-            .await?
-        {
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>> {
+        match self.call(PeerRequest::InstallSnapshot(rpc), &option).await? {
             PeerResponse::InstallSnapshot(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
             _ => Err(self.unexpected()),
         }
@@ -154,9 +124,6 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 
 impl PeerClient {
     fn node(&self) -> <TypeConfig as RaftTypeConfig>::Node {
-        NodeInfo {
-            peer_addr: self.addr.clone(),
-            client_addr: String::new(),
-        }
+        NodeInfo { peer_addr: self.addr.clone(), client_addr: String::new() }
     }
 }

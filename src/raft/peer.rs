@@ -24,8 +24,8 @@ use futures_util::future::BoxFuture;
 use futures_util::{SinkExt, StreamExt};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
 };
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -50,10 +50,7 @@ const MAX_COALESCED: usize = 256;
 pub enum PeerRequest {
     /// The caller's first frame. The node id comes last (the chaos
     /// harness's proxy reads it from the frame's last 8 bytes).
-    Hello {
-        nonce: [u8; 32],
-        node_id: NodeId,
-    },
+    Hello { nonce: [u8; 32], node_id: NodeId },
     /// The caller's HMAC of both nonces (after it checked the peer's).
     Proof([u8; 32]),
     AppendEntries(AppendEntriesRequest<TypeConfig>),
@@ -68,15 +65,10 @@ pub enum PeerRequest {
 pub enum PeerResponse {
     HelloOk,
     /// The peer's nonce, and its HMAC of both nonces.
-    Challenge {
-        nonce: [u8; 32],
-        proof: [u8; 32],
-    },
+    Challenge { nonce: [u8; 32], proof: [u8; 32] },
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
-    InstallSnapshot(
-        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
-    ),
+    InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     /// The command's reply, or why the leader could not run it (then the
     /// follower tries again, wherever the leader is by then).
     Forward(Result<Reply, ClusterError>),
@@ -102,10 +94,7 @@ pub enum PeerError {
 pub trait ForwardHandler: Send + Sync + 'static {
     /// The command's outcome, and this node's applied index once it was
     /// reached (at least the index the reply reflects).
-    fn forward(
-        &self,
-        command: ClientCommand,
-    ) -> BoxFuture<'static, (Result<Reply, ClusterError>, u64)>;
+    fn forward(&self, command: ClientCommand) -> BoxFuture<'static, (Result<Reply, ClusterError>, u64)>;
 }
 
 fn encode(id: u64, body: &impl Serialize) -> Bytes {
@@ -131,9 +120,7 @@ fn encode_stamped(id: u64, body: &PeerResponse, applied: Option<u64>) -> Bytes {
 /// What follows the response in `frame`: the peer's wall clock, and the
 /// applied index of a forwarded command's answer, each if there.
 fn trailer_of(frame: &[u8], id: u64, response: &PeerResponse) -> (Option<u64>, Option<u64>) {
-    let Some(size) = bincode::serialized_size(&(id, response)).ok() else {
-        return (None, None);
-    };
+    let Some(size) = bincode::serialized_size(&(id, response)).ok() else { return (None, None) };
     let field = |at: usize| -> Option<u64> {
         let bytes: [u8; 8] = frame.get(size as usize + at..)?.get(..8)?.try_into().ok()?;
         Some(u64::from_le_bytes(bytes))
@@ -150,12 +137,8 @@ pub struct Answer {
 
 /// The last clock offset measured of each peer, in ms (see [`ClockEstimate`]).
 pub fn clock_offsets() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<NodeId, i64>> {
-    static OFFSETS: std::sync::OnceLock<Mutex<std::collections::BTreeMap<NodeId, i64>>> =
-        std::sync::OnceLock::new();
-    OFFSETS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    static OFFSETS: std::sync::OnceLock<Mutex<std::collections::BTreeMap<NodeId, i64>>> = std::sync::OnceLock::new();
+    OFFSETS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How far a peer's wall clock is from ours, from the calls made to it: each
@@ -176,11 +159,7 @@ impl ClockEstimate {
     const WINDOW: Duration = Duration::from_secs(1);
 
     fn new(peer: NodeId) -> ClockEstimate {
-        ClockEstimate {
-            peer,
-            since: Instant::now(),
-            best: None,
-        }
+        ClockEstimate { peer, since: Instant::now(), best: None }
     }
 
     /// A response stamped `peer_us`, to a call sent at `sent_us` on our wall
@@ -208,9 +187,7 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> PeerStream for T {}
 type PeerSocket = Box<dyn PeerStream>;
 
 fn codec() -> LengthDelimitedCodec {
-    LengthDelimitedCodec::builder()
-        .max_frame_length(MAX_FRAME)
-        .new_codec()
+    LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec()
 }
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
@@ -219,8 +196,7 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 /// called, `b"client"` for the caller) shows to prove it knows `secret`.
 fn proof(secret: &str, role: &[u8], caller_nonce: &[u8; 32], peer_nonce: &[u8; 32]) -> HmacSha256 {
     use hmac::Mac;
-    let mut mac =
-        HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
     mac.update(b"raftlock peer handshake ");
     mac.update(role);
     mac.update(caller_nonce);
@@ -230,24 +206,13 @@ fn proof(secret: &str, role: &[u8], caller_nonce: &[u8; 32], peer_nonce: &[u8; 3
 
 fn prove(secret: &str, role: &[u8], caller_nonce: &[u8; 32], peer_nonce: &[u8; 32]) -> [u8; 32] {
     use hmac::Mac;
-    proof(secret, role, caller_nonce, peer_nonce)
-        .finalize()
-        .into_bytes()
-        .into()
+    proof(secret, role, caller_nonce, peer_nonce).finalize().into_bytes().into()
 }
 
 /// Checks a proof in constant time.
-fn proven(
-    secret: &str,
-    role: &[u8],
-    caller_nonce: &[u8; 32],
-    peer_nonce: &[u8; 32],
-    shown: &[u8; 32],
-) -> bool {
+fn proven(secret: &str, role: &[u8], caller_nonce: &[u8; 32], peer_nonce: &[u8; 32], shown: &[u8; 32]) -> bool {
     use hmac::Mac;
-    proof(secret, role, caller_nonce, peer_nonce)
-        .verify_slice(shown)
-        .is_ok()
+    proof(secret, role, caller_nonce, peer_nonce).verify_slice(shown).is_ok()
 }
 
 /// Fills `out` with random bytes from the kernel.
@@ -255,8 +220,7 @@ pub fn fill_random(out: &mut [u8]) -> std::io::Result<()> {
     let mut filled = 0;
     while filled < out.len() {
         // SAFETY: writes at most the rest of `out`.
-        let n =
-            unsafe { libc::getrandom(out[filled..].as_mut_ptr().cast(), out.len() - filled, 0) };
+        let n = unsafe { libc::getrandom(out[filled..].as_mut_ptr().cast(), out.len() - filled, 0) };
         if n > 0 {
             filled += n as usize;
         } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
@@ -292,22 +256,17 @@ pub async fn serve(
         };
         let _ = socket.set_nodelay(true);
         let (raft, secret, handler) = (raft.clone(), secret.clone(), handler.clone());
-        let acceptor = tls
-            .as_ref()
-            .and_then(|t| t.peer())
-            .map(|(acceptor, _)| acceptor);
+        let acceptor = tls.as_ref().and_then(|t| t.peer()).map(|(acceptor, _)| acceptor);
         tokio::spawn(async move {
             let socket: PeerSocket = match acceptor {
                 None => Box::new(socket),
-                Some(acceptor) => {
-                    match crate::tls::accept(&acceptor, socket, TLS_HANDSHAKE_TIMEOUT).await {
-                        Ok(stream) => Box::new(stream),
-                        Err(why) => {
-                            tracing::warn!(%addr, "refused a peer connection: {why}");
-                            return;
-                        }
+                Some(acceptor) => match crate::tls::accept(&acceptor, socket, TLS_HANDSHAKE_TIMEOUT).await {
+                    Ok(stream) => Box::new(stream),
+                    Err(why) => {
+                        tracing::warn!(%addr, "refused a peer connection: {why}");
+                        return;
                     }
-                }
+                },
             };
             if let Err(e) = serve_conn(socket, raft, secret, handler).await {
                 tracing::debug!(%addr, "peer connection closed: {e}");
@@ -316,12 +275,7 @@ pub async fn serve(
     }
 }
 
-async fn serve_conn(
-    socket: PeerSocket,
-    raft: Raft,
-    secret: String,
-    handler: Arc<dyn ForwardHandler>,
-) -> Result<(), String> {
+async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc<dyn ForwardHandler>) -> Result<(), String> {
     let (mut sink, mut stream) = Framed::new(socket, codec()).split();
     let mut next_frame = async || -> Result<Bytes, String> {
         Ok(tokio::time::timeout(Duration::from_secs(5), stream.next())
@@ -332,39 +286,21 @@ async fn serve_conn(
             .freeze())
     };
     let first = next_frame().await?;
-    let Ok((id, PeerRequest::Hello { nonce: caller, .. })) =
-        bincode::deserialize::<(u64, PeerRequest)>(&first)
-    else {
-        let _ = sink
-            .send(encode(0, &PeerResponse::Refused("no hello".into())))
-            .await;
+    let Ok((id, PeerRequest::Hello { nonce: caller, .. })) = bincode::deserialize::<(u64, PeerRequest)>(&first) else {
+        let _ = sink.send(encode(0, &PeerResponse::Refused("no hello".into()))).await;
         return Err("a peer connection did not start with hello".into());
     };
     let ours = nonce();
-    let challenge = PeerResponse::Challenge {
-        nonce: ours,
-        proof: prove(&secret, b"server", &caller, &ours),
-    };
-    sink.send(encode(id, &challenge))
-        .await
-        .map_err(|e| e.to_string())?;
+    let challenge = PeerResponse::Challenge { nonce: ours, proof: prove(&secret, b"server", &caller, &ours) };
+    sink.send(encode(id, &challenge)).await.map_err(|e| e.to_string())?;
     let second = next_frame().await?;
     match bincode::deserialize::<(u64, PeerRequest)>(&second) {
-        Ok((id, PeerRequest::Proof(shown)))
-            if proven(&secret, b"client", &caller, &ours, &shown) =>
-        {
-            sink.send(encode(id, &PeerResponse::HelloOk))
-                .await
-                .map_err(|e| e.to_string())?;
+        Ok((id, PeerRequest::Proof(shown))) if proven(&secret, b"client", &caller, &ours, &shown) => {
+            sink.send(encode(id, &PeerResponse::HelloOk)).await.map_err(|e| e.to_string())?;
         }
         _ => {
             tracing::warn!("refused a peer connection: wrong cluster secret");
-            let _ = sink
-                .send(encode(
-                    0,
-                    &PeerResponse::Refused("wrong cluster secret".into()),
-                ))
-                .await;
+            let _ = sink.send(encode(0, &PeerResponse::Refused("wrong cluster secret".into()))).await;
             return Err("peer presented a wrong cluster secret".into());
         }
     }
@@ -387,24 +323,16 @@ async fn serve_conn(
     });
     while let Some(frame) = stream.next().await {
         let frame = frame.map_err(|e| e.to_string())?;
-        let (id, request): (u64, PeerRequest) =
-            bincode::deserialize(&frame).map_err(|e| e.to_string())?;
+        let (id, request): (u64, PeerRequest) = bincode::deserialize(&frame).map_err(|e| e.to_string())?;
         let (raft, handler, tx) = (raft.clone(), handler.clone(), tx.clone());
         tokio::spawn(async move {
             let (response, applied) = match request {
-                PeerRequest::Hello { .. } | PeerRequest::Proof(_) => (
-                    PeerResponse::Refused("already past the handshake".into()),
-                    None,
-                ),
-                PeerRequest::AppendEntries(rpc) => (
-                    PeerResponse::AppendEntries(raft.append_entries(rpc).await),
-                    None,
-                ),
+                PeerRequest::Hello { .. } | PeerRequest::Proof(_) => {
+                    (PeerResponse::Refused("already past the handshake".into()), None)
+                }
+                PeerRequest::AppendEntries(rpc) => (PeerResponse::AppendEntries(raft.append_entries(rpc).await), None),
                 PeerRequest::Vote(rpc) => (PeerResponse::Vote(raft.vote(rpc).await), None),
-                PeerRequest::InstallSnapshot(rpc) => (
-                    PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await),
-                    None,
-                ),
+                PeerRequest::InstallSnapshot(rpc) => (PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await), None),
                 PeerRequest::Forward(command) => {
                     let (result, applied) = handler.forward(command).await;
                     (PeerResponse::Forward(result), Some(applied))
@@ -433,17 +361,8 @@ pub struct PeerPool {
 }
 
 impl PeerPool {
-    pub fn new(
-        node_id: NodeId,
-        secret: String,
-        tls: Option<Arc<crate::tls::Tls>>,
-    ) -> Arc<PeerPool> {
-        Arc::new(PeerPool {
-            node_id,
-            secret,
-            tls,
-            conns: Mutex::new(HashMap::new()),
-        })
+    pub fn new(node_id: NodeId, secret: String, tls: Option<Arc<crate::tls::Tls>>) -> Arc<PeerPool> {
+        Arc::new(PeerPool { node_id, secret, tls, conns: Mutex::new(HashMap::new()) })
     }
 
     fn conn(&self, target: NodeId, addr: &str) -> Arc<PeerConn> {
@@ -452,40 +371,19 @@ impl PeerPool {
             .entry((target, addr.to_string()))
             .or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(4096);
-                tokio::spawn(run_conn(
-                    target,
-                    addr.to_string(),
-                    self.node_id,
-                    self.secret.clone(),
-                    self.tls.clone(),
-                    rx,
-                ));
+                tokio::spawn(run_conn(target, addr.to_string(), self.node_id, self.secret.clone(), self.tls.clone(), rx));
                 Arc::new(PeerConn { requests: tx })
             })
             .clone()
     }
 
     /// Sends `request` to `target` at `addr` and waits up to `ttl` for the answer.
-    pub async fn call(
-        &self,
-        target: NodeId,
-        addr: &str,
-        request: PeerRequest,
-        ttl: Duration,
-    ) -> Result<PeerResponse, PeerError> {
-        self.call_with_trailer(target, addr, request, ttl)
-            .await
-            .map(|a| a.response)
+    pub async fn call(&self, target: NodeId, addr: &str, request: PeerRequest, ttl: Duration) -> Result<PeerResponse, PeerError> {
+        self.call_with_trailer(target, addr, request, ttl).await.map(|a| a.response)
     }
 
     /// [`PeerPool::call`], with what the answer carried after it.
-    pub async fn call_with_trailer(
-        &self,
-        target: NodeId,
-        addr: &str,
-        request: PeerRequest,
-        ttl: Duration,
-    ) -> Result<Answer, PeerError> {
+    pub async fn call_with_trailer(&self, target: NodeId, addr: &str, request: PeerRequest, ttl: Duration) -> Result<Answer, PeerError> {
         let conn = self.conn(target, addr);
         let (tx, rx) = oneshot::channel();
         conn.requests
@@ -493,10 +391,7 @@ impl PeerPool {
             .map_err(|_| PeerError::NotSent(target, "too many requests queued".into()))?;
         match tokio::time::timeout(ttl, rx).await {
             Err(_) => Err(PeerError::Timeout(target)),
-            Ok(Err(_)) => Err(PeerError::Unreachable(
-                target,
-                "connection task stopped".into(),
-            )),
+            Ok(Err(_)) => Err(PeerError::Unreachable(target, "connection task stopped".into())),
             Ok(Ok(result)) => result,
         }
     }
@@ -524,9 +419,7 @@ async fn run_conn(
                 let _ = first.1.send(Err(PeerError::NotSent(target, e)));
                 // Fail what queued meanwhile, then wait before trying again.
                 let until = Instant::now() + backoff;
-                while let Ok(Some((_, w))) =
-                    tokio::time::timeout_at(until.into(), requests.recv()).await
-                {
+                while let Ok(Some((_, w))) = tokio::time::timeout_at(until.into(), requests.recv()).await {
                     let _ = w.send(Err(PeerError::NotSent(target, "reconnecting".into())));
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(1));
@@ -588,10 +481,7 @@ async fn run_conn(
             }
         }
         for (_, (w, _, _)) in inflight.drain() {
-            let _ = w.send(Err(PeerError::Unreachable(
-                target,
-                "connection lost".into(),
-            )));
+            let _ = w.send(Err(PeerError::Unreachable(target, "connection lost".into())));
         }
     }
 }
@@ -609,22 +499,11 @@ async fn connect(
     let _ = socket.set_nodelay(true);
     let socket: PeerSocket = match tls.and_then(|t| t.peer()) {
         None => Box::new(socket),
-        Some((_, connector)) => {
-            Box::new(crate::tls::connect(&connector, addr, socket, TLS_HANDSHAKE_TIMEOUT).await?)
-        }
+        Some((_, connector)) => Box::new(crate::tls::connect(&connector, addr, socket, TLS_HANDSHAKE_TIMEOUT).await?),
     };
     let mut framed = Framed::new(socket, codec());
     let ours = nonce();
-    framed
-        .send(encode(
-            0,
-            &PeerRequest::Hello {
-                nonce: ours,
-                node_id,
-            },
-        ))
-        .await
-        .map_err(|e| e.to_string())?;
+    framed.send(encode(0, &PeerRequest::Hello { nonce: ours, node_id })).await.map_err(|e| e.to_string())?;
     let (peer, shown) = match answer(&mut framed).await? {
         PeerResponse::Challenge { nonce, proof } => (nonce, proof),
         PeerResponse::Refused(why) => return Err(why),
@@ -633,19 +512,10 @@ async fn connect(
     // Nothing that depends on the secret leaves this node before the peer
     // has shown it knows the secret.
     if !proven(secret, b"server", &ours, &peer, &shown) {
-        tracing::warn!(
-            addr,
-            "refused a peer: it could not prove the cluster secret (wrong cluster secret)"
-        );
+        tracing::warn!(addr, "refused a peer: it could not prove the cluster secret (wrong cluster secret)");
         return Err("wrong cluster secret: the peer does not know the cluster secret".into());
     }
-    framed
-        .send(encode(
-            0,
-            &PeerRequest::Proof(prove(secret, b"client", &ours, &peer)),
-        ))
-        .await
-        .map_err(|e| e.to_string())?;
+    framed.send(encode(0, &PeerRequest::Proof(prove(secret, b"client", &ours, &peer)))).await.map_err(|e| e.to_string())?;
     match answer(&mut framed).await? {
         PeerResponse::HelloOk => Ok(framed),
         PeerResponse::Refused(why) => Err(why),
@@ -654,17 +524,13 @@ async fn connect(
 }
 
 /// The next frame of the handshake, as the called peer's answer.
-async fn answer(
-    framed: &mut Framed<PeerSocket, LengthDelimitedCodec>,
-) -> Result<PeerResponse, String> {
+async fn answer(framed: &mut Framed<PeerSocket, LengthDelimitedCodec>) -> Result<PeerResponse, String> {
     let frame = tokio::time::timeout(CONNECT_TIMEOUT, framed.next())
         .await
         .map_err(|_| "the handshake timed out".to_string())?
         .ok_or("closed during the handshake")?
         .map_err(|e| e.to_string())?;
-    bincode::deserialize::<(u64, PeerResponse)>(&frame)
-        .map(|(_, r)| r)
-        .map_err(|e| e.to_string())
+    bincode::deserialize::<(u64, PeerResponse)>(&frame).map(|(_, r)| r).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -677,10 +543,7 @@ mod tests {
         assert_ne!(a, b);
         let p = prove("s3cret", b"server", &a, &b);
         assert!(proven("s3cret", b"server", &a, &b, &p));
-        assert!(
-            !proven("s3cret", b"client", &a, &b, &p),
-            "a server's proof must not pass as a client's"
-        );
+        assert!(!proven("s3cret", b"client", &a, &b, &p), "a server's proof must not pass as a client's");
         assert!(!proven("other", b"server", &a, &b, &p));
         assert!(!proven("s3cret", b"server", &b, &a, &p));
     }
@@ -699,31 +562,19 @@ mod tests {
             let mut heard = Vec::new();
             let hello = framed.next().await.unwrap().unwrap();
             heard.extend_from_slice(&hello);
-            let bluff = PeerResponse::Challenge {
-                nonce: nonce(),
-                proof: nonce(),
-            };
+            let bluff = PeerResponse::Challenge { nonce: nonce(), proof: nonce() };
             framed.send(encode(0, &bluff)).await.unwrap();
             // Whatever else the node sends before it hangs up.
-            while let Ok(Some(Ok(frame))) =
-                tokio::time::timeout(Duration::from_millis(300), framed.next()).await
-            {
+            while let Ok(Some(Ok(frame))) = tokio::time::timeout(Duration::from_millis(300), framed.next()).await {
                 heard.extend_from_slice(&frame);
             }
             (hello.len(), heard)
         });
         let secret = "topsecret-7f3a9c";
         let result = connect(&addr, 1, secret, None).await;
-        assert!(
-            matches!(&result, Err(e) if e.contains("does not know the cluster secret")),
-            "{:?}",
-            result.err()
-        );
+        assert!(matches!(&result, Err(e) if e.contains("does not know the cluster secret")), "{:?}", result.err());
         let (hello_len, heard) = stranger.await.unwrap();
         assert_eq!(heard.len(), hello_len, "the node sent more than its hello");
-        assert!(
-            !heard.windows(secret.len()).any(|w| w == secret.as_bytes()),
-            "the secret crossed the wire"
-        );
+        assert!(!heard.windows(secret.len()).any(|w| w == secret.as_bytes()), "the secret crossed the wire");
     }
 }

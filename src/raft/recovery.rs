@@ -58,11 +58,7 @@ const VERSIONS_PER_MS: u64 = 1000;
 /// The jump for a keyspace whose last entry was at Unix time `last_ms`.
 fn token_gap(last_ms: u64) -> u64 {
     let now_ms = crate::clock::wall_unix_us() / 1000;
-    TOKEN_GAP.saturating_add(
-        now_ms
-            .saturating_sub(last_ms)
-            .saturating_mul(VERSIONS_PER_MS),
-    )
+    TOKEN_GAP.saturating_add(now_ms.saturating_sub(last_ms).saturating_mul(VERSIONS_PER_MS))
 }
 
 /// The meta key under which a node keeps a salted digest of the cluster
@@ -80,9 +76,7 @@ fn secret_digest(salt: &[u8], secret: &str) -> Vec<u8> {
 /// Whether `secret` is the one this node last ran with (as far as it
 /// recorded one: older versions did not).
 fn is_last_secret(db: &Storage, secret: &str) -> Result<bool, RecoveryError> {
-    let Some(stored) = db.get(Cf::Meta, SECRET_DIGEST).map_err(fail)? else {
-        return Ok(false);
-    };
+    let Some(stored) = db.get(Cf::Meta, SECRET_DIGEST).map_err(fail)? else { return Ok(false) };
     let (salt, digest) = stored.split_at(stored.len().min(16));
     Ok(secret_digest(salt, secret) == digest)
 }
@@ -141,13 +135,7 @@ impl Backup {
         members: BTreeMap<NodeId, NodeInfo>,
         keyspace: &Keyspace,
     ) -> Vec<u8> {
-        let meta = BackupMeta {
-            taken_unix_ms: crate::clock::wall_unix_us() / 1000,
-            node_id,
-            term,
-            last_log_id,
-            members,
-        };
+        let meta = BackupMeta { taken_unix_ms: crate::clock::wall_unix_us() / 1000, node_id, term, last_log_id, members };
         let meta = bincode::serialize(&meta).expect("serialising plain data cannot fail");
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
@@ -168,9 +156,7 @@ impl Backup {
         }
         let version = u32::from_le_bytes(raw[16..20].try_into().expect("4 bytes"));
         if version != VERSION {
-            return Err(fail(format!(
-                "backup format version {version}; this raftlock reads version {VERSION}"
-            )));
+            return Err(fail(format!("backup format version {version}; this raftlock reads version {VERSION}")));
         }
         let body = &raw[HEADER..];
         if Sha256::digest(body)[..] != raw[20..HEADER] {
@@ -178,20 +164,12 @@ impl Backup {
         }
         let meta_len = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
         let rest = &body[8..];
-        let meta_len = usize::try_from(meta_len)
-            .ok()
-            .filter(|n| *n <= rest.len())
-            .ok_or_else(|| fail("the backup's header is damaged"))?;
-        let meta: BackupMeta = bincode::deserialize(&rest[..meta_len])
-            .map_err(|e| fail(format!("the backup does not decode: {e}")))?;
+        let meta_len = usize::try_from(meta_len).ok().filter(|n| *n <= rest.len()).ok_or_else(|| fail("the backup's header is damaged"))?;
+        let meta: BackupMeta =
+            bincode::deserialize(&rest[..meta_len]).map_err(|e| fail(format!("the backup does not decode: {e}")))?;
         let data = &rest[meta_len..];
-        let keyspace = Keyspace::decode(data)
-            .map_err(|e| fail(format!("the backup's keyspace does not decode: {e}")))?;
-        Ok(Backup {
-            meta,
-            keyspace,
-            keyspace_bytes: data.len(),
-        })
+        let keyspace = Keyspace::decode(data).map_err(|e| fail(format!("the backup's keyspace does not decode: {e}")))?;
+        Ok(Backup { meta, keyspace, keyspace_bytes: data.len() })
     }
 
     /// One line for an operator: where and when it was taken, and what it holds.
@@ -234,12 +212,7 @@ fn is_empty_dir(dir: &Path) -> Result<bool, RecoveryError> {
 /// Built beside it (`DIR.restoring`) and renamed into place once complete:
 /// an interrupted restore leaves no `DIR`, never one that would start as
 /// an empty cluster (handing out tokens again from 1).
-pub fn restore(
-    backup: &Backup,
-    dir: &Path,
-    id: NodeId,
-    node: NodeInfo,
-) -> Result<(), RecoveryError> {
+pub fn restore(backup: &Backup, dir: &Path, id: NodeId, node: NodeInfo) -> Result<(), RecoveryError> {
     if !is_empty_dir(dir)? {
         return Err(fail(format!(
             "{} is not empty: restore makes a new node and never overwrites data (choose a new --data-dir)",
@@ -248,29 +221,17 @@ pub fn restore(
     }
     let mut keyspace = backup.keyspace.clone();
     keyspace.drop_waiters();
-    keyspace
-        .skip_versions(token_gap(backup.meta.taken_unix_ms))
-        .map_err(fail)?;
-    let name = dir
-        .file_name()
-        .ok_or_else(|| fail(format!("{}: not a directory name", dir.display())))?;
+    keyspace.skip_versions(token_gap(backup.meta.taken_unix_ms)).map_err(fail)?;
+    let name = dir.file_name().ok_or_else(|| fail(format!("{}: not a directory name", dir.display())))?;
     let building = dir.with_file_name(format!("{}.restoring", name.to_string_lossy()));
     let io = |what: &str, e: std::io::Error| fail(format!("{what}: {e}"));
     if building.exists() {
-        std::fs::remove_dir_all(&building)
-            .map_err(|e| io(&format!("{}", building.display()), e))?;
+        std::fs::remove_dir_all(&building).map_err(|e| io(&format!("{}", building.display()), e))?;
     }
     {
         let db = Storage::open(&building).map_err(fail)?;
         let last = backup.meta.last_log_id;
-        install_alone(
-            &db,
-            last,
-            last.leader_id.term.max(backup.meta.term),
-            id,
-            node,
-            &keyspace.encode(),
-        )?;
+        install_alone(&db, last, last.leader_id.term.max(backup.meta.term), id, node, &keyspace.encode())?;
         db.sync_wal().map_err(fail)?;
         db.stop_background_work();
     }
@@ -279,13 +240,8 @@ pub fn restore(
         std::fs::remove_dir(dir).map_err(|e| io(&format!("{}", dir.display()), e))?;
     }
     std::fs::rename(&building, dir).map_err(|e| io("rename into place", e))?;
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::File::open(parent)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io("fsync the parent directory", e))
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| io("fsync the parent directory", e))
 }
 
 /// What a forced start did.
@@ -316,9 +272,7 @@ pub async fn force_new_cluster(
     secret: &str,
 ) -> Result<Forced, RecoveryError> {
     let sink: state_machine::EventSink = Arc::new(|_, _| 0);
-    let mut sm = StateMachine::open(db.clone(), clock.clone(), sink)
-        .map_err(fail)?
-        .with_skipped_entries(skipped);
+    let mut sm = StateMachine::open(db.clone(), clock.clone(), sink).map_err(fail)?.with_skipped_entries(skipped);
     if let Some(audit) = audit {
         sm = sm.with_audit(audit);
     }
@@ -330,10 +284,7 @@ pub async fn force_new_cluster(
     let mut replayed = 0;
     let log_end = reader.last_index();
     while log_end.is_some_and(|end| next <= end) {
-        let entries = reader
-            .try_get_log_entries(next..next + REPLAY_CHUNK)
-            .await
-            .map_err(fail)?;
+        let entries = reader.try_get_log_entries(next..next + REPLAY_CHUNK).await.map_err(fail)?;
         for (i, entry) in entries.iter().enumerate() {
             if entry.log_id.index != next + i as u64 {
                 return Err(fail(format!(
@@ -344,9 +295,7 @@ pub async fn force_new_cluster(
             }
         }
         if entries.is_empty() {
-            return Err(fail(format!(
-                "the log has a gap: no entry {next} below its last; nothing was changed"
-            )));
+            return Err(fail(format!("the log has a gap: no entry {next} below its last; nothing was changed")));
         }
         next += entries.len() as u64;
         replayed += entries.len() as u64;
@@ -356,12 +305,9 @@ pub async fn force_new_cluster(
     drop(reader);
     let (last, membership) = sm.applied_state().await.map_err(fail)?;
     let Some(last) = last else {
-        return Err(fail(
-            "this node has no data: there is nothing to force a cluster from",
-        ));
+        return Err(fail("this node has no data: there is nothing to force a cluster from"));
     };
-    let previous_members: Vec<NodeId> =
-        membership.membership().nodes().map(|(id, _)| *id).collect();
+    let previous_members: Vec<NodeId> = membership.membership().nodes().map(|(id, _)| *id).collect();
     let marker = dir.join(FORCED_MARKER);
     if previous_members == [id] {
         // Already a one-node cluster of this node (forced before, or never
@@ -370,19 +316,10 @@ pub async fn force_new_cluster(
         if !marker.exists() {
             write_marker(&marker, last.index)?;
         }
-        return Ok(Forced {
-            replayed,
-            last_index: last.index,
-            previous_members,
-            changed: false,
-        });
+        return Ok(Forced { replayed, last_index: last.index, previous_members, changed: false });
     }
     if let Ok(text) = std::fs::read_to_string(&marker) {
-        let forced_at: u64 = text
-            .split_whitespace()
-            .next()
-            .and_then(|t| t.parse().ok())
-            .unwrap_or(0);
+        let forced_at: u64 = text.split_whitespace().next().and_then(|t| t.parse().ok()).unwrap_or(0);
         let changed_at = membership.log_id().map_or(0, |l| l.index);
         if changed_at > forced_at {
             return Err(fail(format!(
@@ -397,18 +334,13 @@ pub async fn force_new_cluster(
         ));
     }
     let vote = log_store::read_vote(&db).map_err(fail)?;
-    let term = vote
-        .map_or(0, |v| v.leader_id().term)
-        .max(last.leader_id.term);
+    let term = vote.map_or(0, |v| v.leader_id().term).max(last.leader_id.term);
     let shared = sm.shared();
     let data = {
         let mut applied = shared.lock();
         let last_ms = applied.wall_clock.map_or(0, |(_, unix_ms)| unix_ms);
         applied.keyspace.drop_waiters();
-        applied
-            .keyspace
-            .skip_versions(token_gap(last_ms))
-            .map_err(fail)?;
+        applied.keyspace.skip_versions(token_gap(last_ms)).map_err(fail)?;
         applied.keyspace.encode()
     };
     // The marker first: a crash after it and before the data is complete
@@ -416,12 +348,7 @@ pub async fn force_new_cluster(
     // changed since); a crash after the data finds the node alone.
     write_marker(&marker, last.index)?;
     install_alone(&db, last, term, id, node, &data)?;
-    Ok(Forced {
-        replayed,
-        last_index: last.index,
-        previous_members,
-        changed: true,
-    })
+    Ok(Forced { replayed, last_index: last.index, previous_members, changed: true })
 }
 
 /// Writes the snapshot of `keyspace` (encoded) at `last`, naming node `id`
@@ -440,20 +367,14 @@ fn install_alone(
     let meta = SnapshotMeta {
         last_log_id: Some(last),
         last_membership: StoredMembership::new(Some(last), membership),
-        snapshot_id: format!(
-            "alone-{}-{}-{}",
-            last.leader_id.term, last.leader_id.node_id, last.index
-        ),
+        snapshot_id: format!("alone-{}-{}-{}", last.leader_id.term, last.leader_id.node_id, last.index),
     };
     state_machine::write_snapshot_of(db, meta, keyspace).map_err(fail)?;
     log_store::reset(db, last, Vote::new(term, id)).map_err(fail)
 }
 
 fn write_marker(marker: &Path, index: u64) -> Result<(), RecoveryError> {
-    let note = format!(
-        "{index} forced at this log index, unix time {} ms\n",
-        crate::clock::wall_unix_us() / 1000
-    );
+    let note = format!("{index} forced at this log index, unix time {} ms\n", crate::clock::wall_unix_us() / 1000);
     write_synced(marker, note.as_bytes()).map_err(|e| fail(format!("{}: {e}", marker.display())))
 }
 

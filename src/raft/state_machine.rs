@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, SnapshotMeta, StorageError,
-    StoredMembership,
+    EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -30,8 +29,7 @@ const CURRENT: &[u8] = b"current";
 
 /// Receives the events of applied entries; returns how many subscribers got
 /// the `PUBLISH` messages among them (the reply `PUBLISH` gives).
-pub type EventSink =
-    Arc<dyn Fn(Vec<Event>, Option<crate::keyspace::ClientId>) -> usize + Send + Sync>;
+pub type EventSink = Arc<dyn Fn(Vec<Event>, Option<crate::keyspace::ClientId>) -> usize + Send + Sync>;
 
 /// The applied state, shared with the read path.
 pub struct Applied {
@@ -92,19 +90,13 @@ impl SharedState {
 
     /// Publishes `keyspace`'s ACL users if they changed.
     fn publish_acl(&self, keyspace: &Keyspace) {
-        if Arc::ptr_eq(
-            &self.acl.read().unwrap_or_else(|p| p.into_inner()),
-            keyspace.acl(),
-        ) {
+        if Arc::ptr_eq(&self.acl.read().unwrap_or_else(|p| p.into_inner()), keyspace.acl()) {
             return;
         }
         let mut current = self.acl.write().unwrap_or_else(|p| p.into_inner());
         if !Arc::ptr_eq(&current, keyspace.acl()) {
             *current = keyspace.acl().clone();
-            let epoch = self
-                .acl_epoch
-                .fetch_add(1, std::sync::atomic::Ordering::Release)
-                + 1;
+            let epoch = self.acl_epoch.fetch_add(1, std::sync::atomic::Ordering::Release) + 1;
             self.acl_watch.send_replace(epoch);
         }
     }
@@ -128,8 +120,7 @@ impl SharedState {
     /// Read after a command's reply, it is at least the index the reply
     /// reflects.
     pub fn applied_index(&self) -> u64 {
-        self.applied_index
-            .load(std::sync::atomic::Ordering::Acquire)
+        self.applied_index.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Sets the one hook told the applied index after each applied batch
@@ -142,8 +133,7 @@ impl SharedState {
     /// Called under the state lock.
     fn batch_applied(&self, applied: &Applied) {
         let index = applied.last_applied.map_or(0, |id| id.index);
-        self.applied_index
-            .store(index, std::sync::atomic::Ordering::Release);
+        self.applied_index.store(index, std::sync::atomic::Ordering::Release);
         if let Some(hook) = self.applied_hook.get() {
             hook(index);
         }
@@ -169,19 +159,13 @@ struct StoredSnapshotRef<'a> {
 /// meanwhile, so a long apply cannot cost this node its leadership.
 pub(super) fn cpu_bound<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
-        Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
+        Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
         _ => work(),
     }
 }
 
 fn io_err(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageIoError {
-    StorageError::from_io_error(
-        ErrorSubject::StateMachine,
-        verb,
-        std::io::Error::other(e.to_string()),
-    )
+    StorageError::from_io_error(ErrorSubject::StateMachine, verb, std::io::Error::other(e.to_string()))
 }
 
 /// The state machine handed to openraft.
@@ -202,29 +186,14 @@ pub struct StateMachine {
 
 impl StateMachine {
     /// Opens the state machine, restoring the last snapshot if there is one.
-    pub fn open(
-        db: Arc<Storage>,
-        clock: Arc<LogClock>,
-        sink: EventSink,
-    ) -> Result<StateMachine, StorageIoError> {
-        let mut applied = Applied {
-            keyspace: Keyspace::new(),
-            last_applied: None,
-            membership: StoredMembership::default(),
-            wall_clock: None,
-        };
-        let raw = db
-            .read_snapshot_file(CURRENT)
-            .map_err(|e| io_err(ErrorVerb::Read, e))?;
+    pub fn open(db: Arc<Storage>, clock: Arc<LogClock>, sink: EventSink) -> Result<StateMachine, StorageIoError> {
+        let mut applied = Applied { keyspace: Keyspace::new(), last_applied: None, membership: StoredMembership::default(), wall_clock: None };
+        let raw = db.read_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
         // Decoded from the file's bytes as read: the keyspace's part is not
         // copied out first (a gigabyte at 10 M keys).
-        let stored = raw
-            .as_deref()
-            .map(bincode::deserialize::<StoredSnapshotRef>)
-            .transpose();
+        let stored = raw.as_deref().map(bincode::deserialize::<StoredSnapshotRef>).transpose();
         if let Some(snap) = stored.map_err(|e| io_err(ErrorVerb::Read, e))? {
-            applied.keyspace =
-                Keyspace::decode(snap.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+            applied.keyspace = Keyspace::decode(snap.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
             if planted::active(Bug::TokenReuse) {
                 applied.keyspace.planted_forget_last_version();
             }
@@ -243,15 +212,7 @@ impl StateMachine {
             applied_hook: Default::default(),
         });
         shared.batch_applied(&shared.lock());
-        Ok(StateMachine {
-            shared,
-            db,
-            clock,
-            sink,
-            audit: None,
-            skipped: Arc::default(),
-            durable: None,
-        })
+        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default(), durable: None })
     }
 
     /// Applies an entry only once `durable` shows it on disk.
@@ -274,17 +235,8 @@ impl StateMachine {
 
     /// Hands a command's events to the node; `PUBLISH` replies the number of
     /// subscribers that received the message here.
-    fn deliver(
-        &self,
-        outcome: commands::Applied,
-        origin: Option<crate::keyspace::ClientId>,
-    ) -> Reply {
-        let commands::Applied {
-            mut reply,
-            events,
-            is_publish,
-            repeated,
-        } = outcome;
+    fn deliver(&self, outcome: commands::Applied, origin: Option<crate::keyspace::ClientId>) -> Reply {
+        let commands::Applied { mut reply, events, is_publish, repeated } = outcome;
         if repeated {
             crate::metrics::record_repeated_command();
         }
@@ -302,23 +254,18 @@ impl StateMachine {
     }
 
     fn read_snapshot(db: &Storage) -> Result<Option<StoredSnapshot>, StorageIoError> {
-        let raw = db
-            .read_snapshot_file(CURRENT)
-            .map_err(|e| io_err(ErrorVerb::Read, e))?;
-        raw.map(|r| bincode::deserialize(&r).map_err(|e| io_err(ErrorVerb::Read, e)))
-            .transpose()
+        let raw = db.read_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        raw.map(|r| bincode::deserialize(&r).map_err(|e| io_err(ErrorVerb::Read, e))).transpose()
     }
+
 }
 
 /// Stores `snap` as the current snapshot (durably). Blocking: call it from a
 /// blocking thread.
 fn write_snapshot(db: &Storage, snap: &StoredSnapshot) -> Result<(), StorageIoError> {
     // Streamed into the file: no second copy of the snapshot in memory.
-    db.write_snapshot_file(
-        |w| bincode::serialize_into(w, snap).map_err(std::io::Error::other),
-        CURRENT,
-    )
-    .map_err(|e| io_err(ErrorVerb::Write, e))
+    db.write_snapshot_file(|w| bincode::serialize_into(w, snap).map_err(std::io::Error::other), CURRENT)
+        .map_err(|e| io_err(ErrorVerb::Write, e))
 }
 
 /// Stores a snapshot of the encoded keyspace `data` with `meta` as the
@@ -328,24 +275,13 @@ pub(super) fn write_snapshot_of(
     meta: SnapshotMeta<NodeId, NodeInfo>,
     data: &[u8],
 ) -> Result<(), StorageIoError> {
-    write_snapshot(
-        db,
-        &StoredSnapshot {
-            meta,
-            data: data.to_vec(),
-        },
-    )
+    write_snapshot(db, &StoredSnapshot { meta, data: data.to_vec() })
 }
 
 /// Runs `work` on the runtime's blocking pool (outside a runtime, here).
-async fn off_runtime<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, StorageIoError> {
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, StorageIoError> {
     match tokio::runtime::Handle::try_current() {
-        Ok(rt) => rt
-            .spawn_blocking(work)
-            .await
-            .map_err(|e| io_err(ErrorVerb::Write, e)),
+        Ok(rt) => rt.spawn_blocking(work).await.map_err(|e| io_err(ErrorVerb::Write, e)),
         Err(_) => Ok(work()),
     }
 }
@@ -357,33 +293,19 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         // blocking thread.
         let (keyspace, last_log_id, last_membership) = {
             let applied = self.shared.lock();
-            (
-                applied.keyspace.clone(),
-                applied.last_applied,
-                applied.membership.clone(),
-            )
+            (applied.keyspace.clone(), applied.last_applied, applied.membership.clone())
         };
         let snapshot_id = match last_log_id {
-            Some(id) => format!(
-                "{}-{}-{}",
-                id.leader_id.term, id.leader_id.node_id, id.index
-            ),
+            Some(id) => format!("{}-{}-{}", id.leader_id.term, id.leader_id.node_id, id.index),
             None => "empty".to_string(),
         };
-        let meta = SnapshotMeta {
-            last_log_id,
-            last_membership,
-            snapshot_id,
-        };
+        let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
         let db = self.db.clone();
         let started = std::time::Instant::now();
         let stored = off_runtime({
             let meta = meta.clone();
             move || {
-                let stored = StoredSnapshot {
-                    meta,
-                    data: keyspace.encode(),
-                };
+                let stored = StoredSnapshot { meta, data: keyspace.encode() };
                 drop(keyspace);
                 write_snapshot(&db, &stored).map(|()| stored)
             }
@@ -391,10 +313,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         .await??;
         tracing::debug!(bytes = stored.data.len(), elapsed = ?started.elapsed(), "snapshot built");
         crate::metrics::record_snapshot(stored.data.len(), started.elapsed());
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(stored.data)),
-        })
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
     }
 }
 
@@ -417,10 +336,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let entries: Vec<Entry> = entries.into_iter().collect();
         if let (Some(durable), Some(last)) = (&self.durable, entries.last()) {
             if !planted::active(Bug::AppliedBeforeDurable) {
-                durable
-                    .wait(last.log_id.index)
-                    .await
-                    .map_err(|e| io_err(ErrorVerb::Write, e))?;
+                durable.wait(last.log_id.index).await.map_err(|e| io_err(ErrorVerb::Write, e))?;
             }
         }
         let mut applied = self.shared.lock();
@@ -439,23 +355,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         let index = entry.log_id.index;
                         applying::begin(index, commands::suspect_command(&proposal));
                         let outcomes = if self.skipped.contains(&index) {
-                            tracing::warn!(
-                                index,
-                                "skipping log entry {index} as --skip-entry asks"
-                            );
+                            tracing::warn!(index, "skipping log entry {index} as --skip-entry asks");
                             commands::skip(index, &proposal)
-                        } else if planted::active(Bug::WallClockLease)
-                            || planted::active(Bug::TokenReuse)
-                        {
+                        } else if planted::active(Bug::WallClockLease) || planted::active(Bug::TokenReuse) {
                             let mut p = proposal.clone();
                             if planted::active(Bug::WallClockLease) {
                                 p.log_time += planted::wall_clock_skew(p.log_time, p.unix_ms);
                             }
-                            let index = if planted::active(Bug::TokenReuse) {
-                                0
-                            } else {
-                                index
-                            };
+                            let index = if planted::active(Bug::TokenReuse) { 0 } else { index };
                             commands::apply(&mut applied.keyspace, index, &p)
                         } else {
                             commands::apply(&mut applied.keyspace, index, &proposal)
@@ -467,17 +374,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         }
                         applying::end();
                         let origins: Vec<_> = match &proposal.op {
-                            commands::Op::Commands(cmds) => {
-                                cmds.iter().map(|c| Some(c.origin.client)).collect()
-                            }
+                            commands::Op::Commands(cmds) => cmds.iter().map(|c| Some(c.origin.client)).collect(),
                             commands::Op::Expire => Vec::new(),
                         };
                         let origin_of = |i: usize| origins.get(i).copied().flatten();
-                        outcomes
-                            .into_iter()
-                            .enumerate()
-                            .map(|(i, outcome)| self.deliver(outcome, origin_of(i)))
-                            .collect()
+                        outcomes.into_iter().enumerate().map(|(i, outcome)| self.deliver(outcome, origin_of(i))).collect()
                     }
                     EntryPayload::Membership(m) => {
                         applied.membership = StoredMembership::new(Some(entry.log_id), m);
@@ -520,13 +421,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> Result<(), StorageIoError> {
         let data = snapshot.into_inner();
         let db = self.db.clone();
-        let stored = StoredSnapshot {
-            meta: meta.clone(),
-            data,
-        };
+        let stored = StoredSnapshot { meta: meta.clone(), data };
         let keyspace = off_runtime(move || {
-            let mut keyspace =
-                Keyspace::decode(&stored.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+            let mut keyspace = Keyspace::decode(&stored.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
             if planted::active(Bug::TokenReuse) {
                 keyspace.planted_forget_last_version();
             }
@@ -550,15 +447,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(
-        &mut self,
-    ) -> Result<Option<Snapshot<TypeConfig>>, StorageIoError> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageIoError> {
         let db = self.db.clone();
         Ok(off_runtime(move || Self::read_snapshot(&db))
             .await??
-            .map(|s| Snapshot {
-                meta: s.meta,
-                snapshot: Box::new(Cursor::new(s.data)),
-            }))
+            .map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
     }
 }

@@ -13,9 +13,7 @@ use crate::storage::Storage;
 struct RocksBuilder;
 
 impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for RocksBuilder {
-    async fn build(
-        &self,
-    ) -> Result<(TempDir, LogStore, StateMachine), openraft::StorageError<NodeId>> {
+    async fn build(&self) -> Result<(TempDir, LogStore, StateMachine), openraft::StorageError<NodeId>> {
         let io = |e: &dyn std::fmt::Display| {
             openraft::StorageError::from_io_error(
                 openraft::ErrorSubject::Store,
@@ -34,9 +32,6 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for RocksBuilder 
 
 #[test]
 fn rocksdb_store_passes_the_openraft_suite() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("info")
-        .with_test_writer()
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
     Suite::test_all(RocksBuilder).unwrap();
 }

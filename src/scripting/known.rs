@@ -77,18 +77,7 @@ use T::{Command, Local, Name, Num, Sym};
 /// `redis.call(<cmd>, KEYS[1]` — the opening of every call in the templates.
 macro_rules! call_key1 {
     ($cmd:literal) => {
-        [
-            Name("redis"),
-            Sym("."),
-            Name("call"),
-            Sym("("),
-            Command($cmd),
-            Sym(","),
-            Name("KEYS"),
-            Sym("["),
-            Num("1"),
-            Sym("]"),
-        ]
+        [Name("redis"), Sym("."), Name("call"), Sym("("), Command($cmd), Sym(","), Name("KEYS"), Sym("["), Num("1"), Sym("]")]
     };
 }
 
@@ -121,11 +110,7 @@ const IF_GET_EQUALS_RETURN: [T; 19] = concat(&[
     &[Name("then"), Name("return")],
 ]);
 /// `local <name> = redis.call("get", KEYS[1])`
-const LOCAL_GET: [T; 14] = concat(&[
-    &[Name("local"), Local, Sym("=")],
-    &call_key1!("get"),
-    &[Sym(")")],
-]);
+const LOCAL_GET: [T; 14] = concat(&[&[Name("local"), Local, Sym("=")], &call_key1!("get"), &[Sym(")")]]);
 /// redis-py's guard: `if not <name> or <name> ~= ARGV[1] then return 0 end`
 const UNLESS_LOCAL_EQUALS_RETURN_0: [T; 14] = concat(&[
     &[Name("if"), Name("not"), Local, Name("or"), Local, Sym("~=")],
@@ -135,17 +120,8 @@ const UNLESS_LOCAL_EQUALS_RETURN_0: [T; 14] = concat(&[
 /// `redis.call("del", KEYS[1])`
 const DEL_CALL: [T; 11] = concat(&[&call_key1!("del"), &[Sym(")")]]);
 /// `redis.call("pexpire", KEYS[1], ARGV[2])`
-const PEXPIRE_CALL: [T; 16] = concat(&[
-    &call_key1!("pexpire"),
-    &[
-        Sym(","),
-        Name("ARGV"),
-        Sym("["),
-        Num("2"),
-        Sym("]"),
-        Sym(")"),
-    ],
-]);
+const PEXPIRE_CALL: [T; 16] =
+    concat(&[&call_key1!("pexpire"), &[Sym(","), Name("ARGV"), Sym("["), Num("2"), Sym("]"), Sym(")")]]);
 const ELSE_RETURN_0_END: [T; 4] = [Name("else"), Name("return"), Num("0"), Name("end")];
 
 /// The compare-and-delete of Redis's documentation (`SET` page), Jedis and
@@ -154,8 +130,7 @@ const ELSE_RETURN_0_END: [T; 4] = [Name("else"), Name("return"), Num("0"), Name(
 const DEL_IF_EQUAL: [T; 34] = concat(&[&IF_GET_EQUALS_RETURN, &DEL_CALL, &ELSE_RETURN_0_END]);
 
 /// The same, extending: redsync's touch script.
-const PEXPIRE_IF_EQUAL: [T; 39] =
-    concat(&[&IF_GET_EQUALS_RETURN, &PEXPIRE_CALL, &ELSE_RETURN_0_END]);
+const PEXPIRE_IF_EQUAL: [T; 39] = concat(&[&IF_GET_EQUALS_RETURN, &PEXPIRE_CALL, &ELSE_RETURN_0_END]);
 
 /// redsync's delete script:
 /// `local val = redis.call("GET", KEYS[1]) if val == ARGV[1] then return redis.call("DEL", KEYS[1])
@@ -166,62 +141,25 @@ const REDSYNC_DELETE: [T; 46] = concat(&[
     &ARGV1,
     &[Name("then"), Name("return")],
     &DEL_CALL,
-    &[
-        Name("elseif"),
-        Local,
-        Sym("=="),
-        Name("false"),
-        Name("then"),
-        Name("return"),
-        Sym("-"),
-        Num("1"),
-    ],
+    &[Name("elseif"), Local, Sym("=="), Name("false"), Name("then"), Name("return"), Sym("-"), Num("1")],
     &ELSE_RETURN_0_END,
 ]);
 
 /// redis-py's `Lock` release: `local token = redis.call('get', KEYS[1])
 /// if not token or token ~= ARGV[1] then return 0 end redis.call('del', KEYS[1]) return 1`.
-const REDIS_PY_RELEASE: [T; 41] = concat(&[
-    &LOCAL_GET,
-    &UNLESS_LOCAL_EQUALS_RETURN_0,
-    &DEL_CALL,
-    &[Name("return"), Num("1")],
-]);
+const REDIS_PY_RELEASE: [T; 41] =
+    concat(&[&LOCAL_GET, &UNLESS_LOCAL_EQUALS_RETURN_0, &DEL_CALL, &[Name("return"), Num("1")]]);
 
 /// redis-py's `Lock.reacquire`: the same with `redis.call('pexpire', KEYS[1], ARGV[2])`.
-const REDIS_PY_REACQUIRE: [T; 46] = concat(&[
-    &LOCAL_GET,
-    &UNLESS_LOCAL_EQUALS_RETURN_0,
-    &PEXPIRE_CALL,
-    &[Name("return"), Num("1")],
-]);
+const REDIS_PY_REACQUIRE: [T; 46] =
+    concat(&[&LOCAL_GET, &UNLESS_LOCAL_EQUALS_RETURN_0, &PEXPIRE_CALL, &[Name("return"), Num("1")]]);
 
 const TEMPLATES: &[Template] = &[
-    Template {
-        tokens: &DEL_IF_EQUAL,
-        recipe: Recipe::ReturnWrite { when_missing: 0 },
-        write: Write::Del,
-    },
-    Template {
-        tokens: &PEXPIRE_IF_EQUAL,
-        recipe: Recipe::ReturnWrite { when_missing: 0 },
-        write: Write::Pexpire,
-    },
-    Template {
-        tokens: &REDSYNC_DELETE,
-        recipe: Recipe::ReturnWrite { when_missing: -1 },
-        write: Write::Del,
-    },
-    Template {
-        tokens: &REDIS_PY_RELEASE,
-        recipe: Recipe::WriteThenOne,
-        write: Write::Del,
-    },
-    Template {
-        tokens: &REDIS_PY_REACQUIRE,
-        recipe: Recipe::WriteThenOne,
-        write: Write::Pexpire,
-    },
+    Template { tokens: &DEL_IF_EQUAL, recipe: Recipe::ReturnWrite { when_missing: 0 }, write: Write::Del },
+    Template { tokens: &PEXPIRE_IF_EQUAL, recipe: Recipe::ReturnWrite { when_missing: 0 }, write: Write::Pexpire },
+    Template { tokens: &REDSYNC_DELETE, recipe: Recipe::ReturnWrite { when_missing: -1 }, write: Write::Del },
+    Template { tokens: &REDIS_PY_RELEASE, recipe: Recipe::WriteThenOne, write: Write::Del },
+    Template { tokens: &REDIS_PY_REACQUIRE, recipe: Recipe::WriteThenOne, write: Write::Pexpire },
 ];
 
 /// One token of a script, with the line it is on.
@@ -235,8 +173,8 @@ enum Tok<'a> {
 
 /// Lua 5.1's reserved words: never a local's name.
 const KEYWORDS: &[&str] = &[
-    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "if", "in", "local",
-    "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
+    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "if", "in", "local", "nil", "not", "or",
+    "repeat", "return", "then", "true", "until", "while",
 ];
 
 /// Splits `body` into tokens as Lua 5.1's lexer would, with each token's line;
@@ -251,11 +189,7 @@ fn tokens(body: &[u8]) -> Option<Vec<(Tok<'_>, u32)>> {
             b'\n' | b'\r' => {
                 // "\n", "\r", "\r\n" and "\n\r" are one line break each.
                 let next = body.get(i + 1).copied();
-                i += if matches!(next, Some(n) if (n == b'\n' || n == b'\r') && n != c) {
-                    2
-                } else {
-                    1
-                };
+                i += if matches!(next, Some(n) if (n == b'\n' || n == b'\r') && n != c) { 2 } else { 1 };
                 line += 1;
             }
             b' ' | b'\t' | 0x0b | 0x0c => i += 1,
@@ -287,9 +221,7 @@ fn tokens(body: &[u8]) -> Option<Vec<(Tok<'_>, u32)>> {
                     i += 1;
                 }
                 // Decimals, exponents, hex: not handled.
-                if i < body.len()
-                    && (body[i].is_ascii_alphanumeric() || body[i] == b'_' || body[i] == b'.')
-                {
+                if i < body.len() && (body[i].is_ascii_alphanumeric() || body[i] == b'_' || body[i] == b'.') {
                     return None;
                 }
                 out.push((Tok::Num(&body[start..i]), line));
@@ -381,15 +313,8 @@ fn matches<'a>(template: &'static Template, toks: &[(Tok<'a>, u32)]) -> Option<M
             _ => return None,
         }
     }
-    let [(get_name, _), (write_name, write_line)] = commands[..] else {
-        return None;
-    };
-    Some(Matched {
-        template,
-        get_name,
-        write_name,
-        write_line,
-    })
+    let [(get_name, _), (write_name, write_line)] = commands[..] else { return None };
+    Some(Matched { template, get_name, write_name, write_line })
 }
 
 /// Runs `body` here if it is one of the templates and the case is plain;
@@ -407,11 +332,7 @@ pub(super) fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], call: &mut CallFn
         Write::Pexpire => 2,
     };
     let argument_bytes: usize = keys.iter().chain(argv).map(|a| a.len()).sum();
-    if keys.is_empty()
-        || argv.len() < needs_argv
-        || argument_bytes > MAX_ARGUMENT_BYTES
-        || keys.len() + argv.len() > 64
-    {
+    if keys.is_empty() || argv.len() < needs_argv || argument_bytes > MAX_ARGUMENT_BYTES || keys.len() + argv.len() > 64 {
         return None;
     }
     let key = &keys[0];
@@ -434,16 +355,8 @@ pub(super) fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], call: &mut CallFn
     Some(match call(&write) {
         Reply::Error(e) => {
             // As the VM reports a `redis.call` that raised.
-            let msg = if e.trim().is_empty() {
-                "ERR unknown error"
-            } else {
-                e.as_str()
-            };
-            Reply::Error(format!(
-                "{msg} script: {}, on @user_script:{}.",
-                super::sha1hex(body),
-                m.write_line
-            ))
+            let msg = if e.trim().is_empty() { "ERR unknown error" } else { e.as_str() };
+            Reply::Error(format!("{msg} script: {}, on @user_script:{}.", super::sha1hex(body), m.write_line))
         }
         reply => match m.template.recipe {
             Recipe::WriteThenOne => Reply::Int(1),
@@ -462,8 +375,7 @@ pub(super) fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], call: &mut CallFn
 /// Whether `body` is one of the templates, which [`run`] runs here (unless a
 /// case is not plain: then after one `GET`, in the VM).
 pub(super) fn recognised(body: &[u8]) -> bool {
-    (60..=1024).contains(&body.len())
-        && tokens(body).is_some_and(|toks| TEMPLATES.iter().any(|t| matches(t, &toks).is_some()))
+    (60..=1024).contains(&body.len()) && tokens(body).is_some_and(|toks| TEMPLATES.iter().any(|t| matches(t, &toks).is_some()))
 }
 
 #[cfg(test)]
@@ -523,25 +435,15 @@ mod tests {
             }
             let key = &args[1];
             if self.wrong_type.contains(key) {
-                return Reply::error(
-                    "WRONGTYPE Operation against a key holding the wrong kind of value",
-                );
+                return Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value");
             }
             match name.as_str() {
-                "get" => self
-                    .strings
-                    .get(key)
-                    .cloned()
-                    .map(Reply::Bulk)
-                    .unwrap_or(Reply::Nil),
+                "get" => self.strings.get(key).cloned().map(Reply::Bulk).unwrap_or(Reply::Nil),
                 "del" => {
                     self.ttl.remove(key);
                     Reply::Int(self.strings.remove(key).is_some() as i64)
                 }
-                "pexpire" => match std::str::from_utf8(&args[2])
-                    .ok()
-                    .and_then(|s| s.parse::<i64>().ok())
-                {
+                "pexpire" => match std::str::from_utf8(&args[2]).ok().and_then(|s| s.parse::<i64>().ok()) {
                     None => Reply::error("ERR value is not an integer or out of range"),
                     Some(ms) if self.strings.contains_key(key) => {
                         self.ttl.insert(key.clone(), ms);
@@ -555,36 +457,16 @@ mod tests {
     }
 
     fn b(items: &[&str]) -> Vec<Bytes> {
-        items
-            .iter()
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect()
+        items.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()
     }
 
     /// Every state and argument list the tests run each script against.
     fn cases() -> Vec<(Store, Vec<Bytes>, Vec<Bytes>)> {
         let big = Bytes::from(vec![b't'; MAX_VALUE_BYTES + 1]);
         let mut states = Vec::new();
-        for value in [
-            None,
-            Some(Bytes::from("tok")),
-            Some(Bytes::from("other")),
-            Some(Bytes::new()),
-            Some(big.clone()),
-        ] {
-            for failing in [
-                vec![],
-                vec![(
-                    "del",
-                    "NOPERM this user has no permissions to run the 'del' command",
-                )],
-                vec![("pexpire", "")],
-                vec![("get", "ERR get refused")],
-            ] {
-                let mut s = Store {
-                    failing,
-                    ..Store::default()
-                };
+        for value in [None, Some(Bytes::from("tok")), Some(Bytes::from("other")), Some(Bytes::new()), Some(big.clone())] {
+            for failing in [vec![], vec![("del", "NOPERM this user has no permissions to run the 'del' command")], vec![("pexpire", "")], vec![("get", "ERR get refused")]] {
+                let mut s = Store { failing, ..Store::default() };
                 if let Some(v) = &value {
                     s.strings.insert(Bytes::from("k"), v.clone());
                 }
@@ -623,37 +505,17 @@ mod tests {
         let mut native = 0;
         for (store, keys, argv) in cases() {
             let mut in_vm = store.clone();
-            let want = run_in_vm(
-                body.as_bytes(),
-                &keys,
-                &argv,
-                INSTRUCTION_BUDGET,
-                &mut |a: &[Bytes]| in_vm.call(a),
-            );
+            let want = run_in_vm(body.as_bytes(), &keys, &argv, INSTRUCTION_BUDGET, &mut |a: &[Bytes]| in_vm.call(a));
             let mut here = store.clone();
-            match run(body.as_bytes(), &keys, &argv, &mut |a: &[Bytes]| {
-                here.call(a)
-            }) {
+            match run(body.as_bytes(), &keys, &argv, &mut |a: &[Bytes]| here.call(a)) {
                 Some(got) => {
                     native += 1;
-                    assert_eq!(
-                        got,
-                        want,
-                        "{body:?} keys {keys:?} argv {:?}",
-                        argv.iter().map(|a| a.len()).collect::<Vec<_>>()
-                    );
-                    assert_eq!(
-                        here, in_vm,
-                        "{body:?}: the store and the commands made differ"
-                    );
+                    assert_eq!(got, want, "{body:?} keys {keys:?} argv {:?}", argv.iter().map(|a| a.len()).collect::<Vec<_>>());
+                    assert_eq!(here, in_vm, "{body:?}: the store and the commands made differ");
                 }
                 None => {
                     // Given up: at most the GET was made, nothing written.
-                    assert!(
-                        here.log.len() <= 1,
-                        "{body:?}: gave up after {:?}",
-                        here.log
-                    );
+                    assert!(here.log.len() <= 1, "{body:?}: gave up after {:?}", here.log);
                     assert!(here.log.iter().all(|c| c[0].eq_ignore_ascii_case(b"get")));
                     assert_eq!(here.strings, store.strings);
                 }
@@ -684,38 +546,15 @@ mod tests {
     #[test]
     fn a_value_the_vm_cannot_hold_fails_as_in_the_vm() {
         let mut store = Store::default();
-        store
-            .strings
-            .insert(Bytes::from("k"), Bytes::from(vec![b'v'; 80 << 20]));
+        store.strings.insert(Bytes::from("k"), Bytes::from(vec![b'v'; 80 << 20]));
         let body = RECOGNISED[0].as_bytes();
         let (keys, argv) = (b(&["k"]), b(&["tok"]));
         let mut in_vm = store.clone();
-        let want = run_in_vm(
-            body,
-            &keys,
-            &argv,
-            INSTRUCTION_BUDGET,
-            &mut |a: &[Bytes]| in_vm.call(a),
-        );
-        assert!(
-            matches!(&want, Reply::Error(e) if e.contains("not enough memory")),
-            "{want:?}"
-        );
+        let want = run_in_vm(body, &keys, &argv, INSTRUCTION_BUDGET, &mut |a: &[Bytes]| in_vm.call(a));
+        assert!(matches!(&want, Reply::Error(e) if e.contains("not enough memory")), "{want:?}");
         let mut here = store.clone();
-        assert_eq!(
-            run(body, &keys, &argv, &mut |a: &[Bytes]| here.call(a)),
-            None
-        );
+        assert_eq!(run(body, &keys, &argv, &mut |a: &[Bytes]| here.call(a)), None);
         let mut both = store.clone();
-        assert_eq!(
-            crate::scripting::run(
-                body,
-                &keys,
-                &argv,
-                INSTRUCTION_BUDGET,
-                &mut |a: &[Bytes]| both.call(a)
-            ),
-            want
-        );
+        assert_eq!(crate::scripting::run(body, &keys, &argv, INSTRUCTION_BUDGET, &mut |a: &[Bytes]| both.call(a)), want);
     }
 }

@@ -24,9 +24,7 @@ use std::rc::Rc;
 
 use mlua::{ffi, Function, LightUserData, Lua, MultiValue, Table, Value};
 
-use super::patterns::{
-    arg_error_at, lua_function, lua_function_through, type_name, Args, Charge, Fail,
-};
+use super::patterns::{arg_error_at, lua_function, lua_function_through, type_name, Args, Charge, Fail};
 
 /// Lua 5.1's `LUAI_MAXCSTACK`: the stack slots a C function may use. Redis's
 /// libraries fail past it (with the texts reproduced here), and mlua cannot
@@ -47,16 +45,8 @@ const CHUNK_BYTES: u64 = 160_000;
 /// through `charge`; output longer than what is left of `memory_limit` is
 /// refused. Returns the function that puts `cjson`'s configuration back to
 /// its defaults (for the next run).
-pub(super) fn install(
-    lua: &Lua,
-    globals: &Table,
-    charge: Rc<Charge>,
-    memory_limit: usize,
-) -> mlua::Result<Function> {
-    let env = Env {
-        charge,
-        memory_limit,
-    };
+pub(super) fn install(lua: &Lua, globals: &Table, charge: Rc<Charge>, memory_limit: usize) -> mlua::Result<Function> {
+    let env = Env { charge, memory_limit };
     let config = Rc::new(Cell::new(JsonConfig::DEFAULT));
     globals.raw_set("cjson", cjson_table(lua, &env, config.clone())?)?;
     globals.raw_set("cmsgpack", cmsgpack_table(lua, &env)?)?;
@@ -135,10 +125,7 @@ where
     let env = env.clone();
     let body = move |lua: &Lua, args: &Args, work: &mut Work| {
         let (results, n) = body(lua, args, work)?;
-        Ok(MultiValue::from_vec(vec![
-            Value::Table(results),
-            Value::Integer(n as i64),
-        ]))
+        Ok(MultiValue::from_vec(vec![Value::Table(results), Value::Integer(n as i64)]))
     };
     lua_function_through(lua, move |lua, args| run(lua, &env, args, &body), spread)
 }
@@ -149,11 +136,7 @@ where
 {
     let args = Args::new(lua, args);
     let room = env.memory_limit.saturating_sub(lua.used_memory());
-    let mut work = Work {
-        charge: &*env.charge,
-        pending_bytes: 0,
-        room,
-    };
+    let mut work = Work { charge: &*env.charge, pending_bytes: 0, room };
     let result = body(lua, &args, &mut work);
     let paid = work.flush();
     let values = result?;
@@ -195,10 +178,7 @@ struct Results {
 
 impl Results {
     fn new(lua: &Lua) -> mlua::Result<Results> {
-        Ok(Results {
-            table: lua.create_table()?,
-            n: 0,
-        })
+        Ok(Results { table: lua.create_table()?, n: 0 })
     }
 
     fn push(&mut self, value: Value) -> Result<(), Fail> {
@@ -268,22 +248,12 @@ fn lua_null() -> Value {
 fn bit_table(lua: &Lua, env: &Env) -> mlua::Result<Table> {
     let bit = lua.create_table()?;
     type Op = fn(u32, u32) -> u32;
-    let unary: [(&str, fn(u32) -> u32); 3] = [
-        ("tobit", |b| b),
-        ("bnot", |b| !b),
-        ("bswap", u32::swap_bytes),
-    ];
+    let unary: [(&str, fn(u32) -> u32); 3] =
+        [("tobit", |b| b), ("bnot", |b| !b), ("bswap", u32::swap_bytes)];
     for (name, op) in unary {
-        bit.raw_set(
-            name,
-            function(lua, env, move |_, args, _| Ok(bits(op(bit_arg(args, 1)?))))?,
-        )?;
+        bit.raw_set(name, function(lua, env, move |_, args, _| Ok(bits(op(bit_arg(args, 1)?))))?)?;
     }
-    let folds: [(&str, Op); 3] = [
-        ("band", |a, b| a & b),
-        ("bor", |a, b| a | b),
-        ("bxor", |a, b| a ^ b),
-    ];
+    let folds: [(&str, Op); 3] = [("band", |a, b| a & b), ("bor", |a, b| a | b), ("bxor", |a, b| a ^ b)];
     for (name, op) in folds {
         bit.raw_set(
             name,
@@ -319,11 +289,7 @@ fn bit_table(lua: &Lua, env: &Env) -> mlua::Result<Table> {
         "tohex",
         function(lua, env, |lua, args, _| {
             let mut b = bit_arg(args, 1)?;
-            let mut n = if args.get(2).is_none() {
-                8
-            } else {
-                bit_arg(args, 2)? as i32
-            };
+            let mut n = if args.get(2).is_none() { 8 } else { bit_arg(args, 2)? as i32 };
             let mut digits = b"0123456789abcdef";
             n = n.max(i32::MIN + 1);
             if n < 0 {
@@ -336,9 +302,7 @@ fn bit_table(lua: &Lua, env: &Env) -> mlua::Result<Table> {
                 buf[i] = digits[(b & 15) as usize];
                 b >>= 4;
             }
-            Ok(MultiValue::from_vec(vec![Value::String(
-                lua.create_string(&buf[..n])?,
-            )]))
+            Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(&buf[..n])?)]))
         })?,
     )?;
     Ok(bit)
@@ -390,12 +354,7 @@ impl Format {
     /// The format as C reads it: up to the first NUL.
     fn new(fmt: &[u8]) -> Format {
         let end = fmt.iter().position(|&b| b == 0).unwrap_or(fmt.len());
-        Format {
-            fmt: fmt[..end].to_vec(),
-            at: 0,
-            little: true,
-            align: 1,
-        }
+        Format { fmt: fmt[..end].to_vec(), at: 0, little: true, align: 1 }
     }
 
     fn next(&mut self) -> Option<u8> {
@@ -466,11 +425,7 @@ impl Format {
             }
             _ => {
                 let opt = String::from_utf8_lossy(&[opt]).into_owned();
-                return Err(arg_error_at(
-                    lua,
-                    1,
-                    &format!("invalid format option '{opt}'"),
-                ));
+                return Err(arg_error_at(lua, 1, &format!("invalid format option '{opt}'")));
             }
         }
         Ok(())
@@ -502,11 +457,7 @@ fn struct_pack(lua: &Lua, args: &Args, work: &mut Work) -> Result<MultiValue, Fa
             b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
                 let n = args.check_number(arg)?;
                 arg += 1;
-                let mut value = if n < 0.0 {
-                    super::patterns::number_to_integer(n) as u64
-                } else {
-                    double_to_c_ulong(n)
-                };
+                let mut value = if n < 0.0 { super::patterns::number_to_integer(n) as u64 } else { double_to_c_ulong(n) };
                 let mut buf = [0u8; MAX_INT_SIZE];
                 for i in 0..size {
                     let at = if f.little { i } else { size - 1 - i };
@@ -547,9 +498,7 @@ fn struct_pack(lua: &Lua, args: &Args, work: &mut Work) -> Result<MultiValue, Fa
         }
         total += size;
     }
-    Ok(MultiValue::from_vec(vec![Value::String(
-        lua.create_string(&out)?,
-    )]))
+    Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(&out)?)]))
 }
 
 /// `getinteger`: `size` bytes as an unsigned or sign-extended `long`, with
@@ -612,11 +561,7 @@ fn struct_unpack(lua: &Lua, args: &Args, work: &mut Work) -> Result<(Table, usiz
             }
             b'c' => {
                 if size == 0 {
-                    let previous = if results.n == 0 {
-                        None
-                    } else {
-                        lua.coerce_number(results.last()?)?
-                    };
+                    let previous = if results.n == 0 { None } else { lua.coerce_number(results.last()?)? };
                     let Some(previous) = previous else {
                         return Err(Fail::Message("format 'c0' needs a previous size".into()));
                     };
@@ -672,12 +617,7 @@ fn struct_size(lua: &Lua, args: &Args, work: &mut Work) -> Result<MultiValue, Fa
 fn cmsgpack_table(lua: &Lua, env: &Env) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("pack", function(lua, env, msgpack_pack)?)?;
-    t.raw_set(
-        "unpack",
-        spreading_function(lua, env, |lua, args, work| {
-            msgpack_unpack(lua, args, work, 0, 0, args.count())
-        })?,
-    )?;
+    t.raw_set("unpack", spreading_function(lua, env, |lua, args, work| msgpack_unpack(lua, args, work, 0, 0, args.count()))?)?;
     t.raw_set(
         "unpack_one",
         spreading_function(lua, env, |lua, args, work| {
@@ -701,8 +641,7 @@ fn cmsgpack_table(lua: &Lua, env: &Env) -> mlua::Result<Table> {
 }
 
 /// What Redis says when its stack runs out while unpacking.
-const TOO_MANY_VALUES: &str =
-    "too many return values at once; use unpack_one or unpack_limit instead.";
+const TOO_MANY_VALUES: &str = "too many return values at once; use unpack_one or unpack_limit instead.";
 
 /// Tables nested deeper than this are packed as nil (`LUACMSGPACK_MAX_NESTING`).
 const MSGPACK_MAX_NESTING: usize = 16;
@@ -713,28 +652,17 @@ fn msgpack_pack(lua: &Lua, args: &Args, work: &mut Work) -> Result<MultiValue, F
         return Err(arg_error_at(lua, 0, "MessagePack pack needs input."));
     }
     if 2 * n > C_STACK_SLOTS {
-        return Err(arg_error_at(
-            lua,
-            0,
-            "Too many arguments for MessagePack pack.",
-        ));
+        return Err(arg_error_at(lua, 0, "Too many arguments for MessagePack pack."));
     }
     let mut out = Vec::new();
     for i in 1..=n {
         let value = args.get(i).cloned().unwrap_or(Value::Nil);
         msgpack_encode(&value, 0, &mut out, work)?;
     }
-    Ok(MultiValue::from_vec(vec![Value::String(
-        lua.create_string(&out)?,
-    )]))
+    Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(&out)?)]))
 }
 
-fn msgpack_encode(
-    value: &Value,
-    level: usize,
-    out: &mut Vec<u8>,
-    work: &mut Work,
-) -> Result<(), Fail> {
+fn msgpack_encode(value: &Value, level: usize, out: &mut Vec<u8>, work: &mut Work) -> Result<(), Fail> {
     work.item()?;
     match value {
         Value::Table(t) if level < MSGPACK_MAX_NESTING => {
@@ -800,9 +728,7 @@ fn msgpack_is_array(t: &Table, work: &mut Work) -> Result<bool, Fail> {
     for pair in t.pairs::<Value, Value>() {
         let (k, _) = pair?;
         work.item()?;
-        let Some(n) = number_of(&k) else {
-            return Ok(false);
-        };
+        let Some(n) = number_of(&k) else { return Ok(false) };
         if n <= 0.0 || n.is_infinite() || double_to_c_int(n) as f64 != n {
             return Ok(false);
         }
@@ -814,13 +740,7 @@ fn msgpack_is_array(t: &Table, work: &mut Work) -> Result<bool, Fail> {
 
 /// An array or map header: `fix` for up to 15 elements, `wide` (16 bits)
 /// and `wide + 1` (32 bits) beyond.
-fn msgpack_header(
-    out: &mut Vec<u8>,
-    work: &mut Work,
-    n: u64,
-    fix: u8,
-    wide: u8,
-) -> Result<(), Fail> {
+fn msgpack_header(out: &mut Vec<u8>, work: &mut Work, n: u64, fix: u8, wide: u8) -> Result<(), Fail> {
     if n <= 15 {
         work.write(out, &[fix | n as u8])
     } else if n <= 0xffff {
@@ -908,19 +828,10 @@ fn msgpack_unpack(
             offset as i32, len as i32
         )));
     } else if offset as u64 > len as u64 {
-        return Err(Fail::Message(format!(
-            "Start offset {} greater than input length {}.",
-            offset as i32, len as i32
-        )));
+        return Err(Fail::Message(format!("Start offset {} greater than input length {}.", offset as i32, len as i32)));
     }
     let limit = if all { i32::MAX as i64 } else { limit };
-    let mut decoder = Decoder {
-        lua,
-        data: &s,
-        at: offset as usize,
-        work,
-        depth: 0,
-    };
+    let mut decoder = Decoder { lua, data: &s, at: offset as usize, work, depth: 0 };
     let mut values = Results::new(lua)?;
     if !all {
         values.push(Value::Nil)?; // the next offset, once known
@@ -930,9 +841,7 @@ fn msgpack_unpack(
         match decoder.value(slots + count as usize) {
             Ok(v) => values.push(v)?,
             Err(Undecodable::Eof) => return Err(Fail::Message("Missing bytes in input.".into())),
-            Err(Undecodable::BadFormat) => {
-                return Err(Fail::Message("Bad data format in input.".into()))
-            }
+            Err(Undecodable::BadFormat) => return Err(Fail::Message("Bad data format in input.".into())),
             Err(Undecodable::Fail(e)) => return Err(e),
         }
         count += 1;
@@ -941,11 +850,7 @@ fn msgpack_unpack(
         if slots + count as usize + 1 > C_STACK_SLOTS {
             return Err(stack_overflow("in function mp_unpack_full"));
         }
-        let next = if decoder.at == len {
-            -1
-        } else {
-            decoder.at as i64
-        };
+        let next = if decoder.at == len { -1 } else { decoder.at as i64 };
         values.table.raw_set(1, next)?;
     }
     Ok(values.done())
@@ -971,10 +876,7 @@ impl<'a> Decoder<'a, '_, '_> {
     }
 
     fn be(&mut self, n: usize) -> Result<u64, Undecodable> {
-        Ok(self
-            .take(n)?
-            .iter()
-            .fold(0u64, |acc, &b| (acc << 8) | b as u64))
+        Ok(self.take(n)?.iter().fold(0u64, |acc, &b| (acc << 8) | b as u64))
     }
 
     fn string(&mut self, len: usize) -> Result<Value, Undecodable> {
@@ -986,9 +888,7 @@ impl<'a> Decoder<'a, '_, '_> {
     /// One value, with `slots` of Redis's stack in use before it.
     fn value(&mut self, slots: usize) -> Result<Value, Undecodable> {
         self.work.item()?;
-        let Some(&first) = self.data.get(self.at) else {
-            return Err(Undecodable::Eof);
-        };
+        let Some(&first) = self.data.get(self.at) else { return Err(Undecodable::Eof) };
         if slots + 1 > C_STACK_SLOTS {
             return Err(stack_overflow(TOO_MANY_VALUES).into());
         }
@@ -1066,17 +966,9 @@ impl<'a> Decoder<'a, '_, '_> {
             let k = self.value(slots + 1)?;
             let v = self.value(slots + 2)?;
             match &k {
-                Value::Nil => {
-                    return Err(Fail::Raise(Value::String(
-                        self.lua.create_string("table index is nil")?,
-                    ))
-                    .into())
-                }
+                Value::Nil => return Err(Fail::Raise(Value::String(self.lua.create_string("table index is nil")?)).into()),
                 Value::Number(n) if n.is_nan() => {
-                    return Err(Fail::Raise(Value::String(
-                        self.lua.create_string("table index is NaN")?,
-                    ))
-                    .into())
+                    return Err(Fail::Raise(Value::String(self.lua.create_string("table index is NaN")?)).into())
                 }
                 _ => table.raw_set(k, v)?,
             }
@@ -1141,15 +1033,9 @@ fn cjson_table(lua: &Lua, env: &Env, config: Config) -> mlua::Result<Table> {
             if args.count() != 1 {
                 return Err(arg_error_at(lua, 1, "expected 1 argument"));
             }
-            let mut encoder = Encoder {
-                config: c.get(),
-                work,
-                out: Vec::new(),
-            };
+            let mut encoder = Encoder { config: c.get(), work, out: Vec::new() };
             encoder.value(args.get(1).unwrap_or(&Value::Nil), 0)?;
-            Ok(MultiValue::from_vec(vec![Value::String(
-                lua.create_string(&encoder.out)?,
-            )]))
+            Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(&encoder.out)?)]))
         })?,
     )?;
     let c = config.clone();
@@ -1162,19 +1048,9 @@ fn cjson_table(lua: &Lua, env: &Env, config: Config) -> mlua::Result<Table> {
             let json = args.check_string(1)?;
             let json = json.as_bytes();
             if json.len() >= 2 && (json[0] == 0 || json[1] == 0) {
-                return Err(Fail::Message(
-                    "JSON parser does not support UTF-16 or UTF-32".into(),
-                ));
+                return Err(Fail::Message("JSON parser does not support UTF-16 or UTF-32".into()));
             }
-            let mut parser = Parser {
-                lua,
-                config: c.get(),
-                data: &json,
-                at: 0,
-                depth: 0,
-                text: Vec::new(),
-                work,
-            };
+            let mut parser = Parser { lua, config: c.get(), data: &json, at: 0, depth: 0, text: Vec::new(), work };
             let value = parser.document()?;
             Ok(MultiValue::from_vec(vec![value]))
         })?,
@@ -1212,10 +1088,8 @@ fn cjson_table(lua: &Lua, env: &Env, config: Config) -> mlua::Result<Table> {
         )?;
     }
     type Flag = fn(&mut JsonConfig) -> &mut bool;
-    let flags: [(&str, Flag); 2] = [
-        ("encode_keep_buffer", |c| &mut c.keep_buffer),
-        ("decode_invalid_numbers", |c| &mut c.decode_invalid_numbers),
-    ];
+    let flags: [(&str, Flag); 2] =
+        [("encode_keep_buffer", |c| &mut c.keep_buffer), ("decode_invalid_numbers", |c| &mut c.decode_invalid_numbers)];
     for (name, field) in flags {
         let c = config.clone();
         t.raw_set(
@@ -1235,14 +1109,7 @@ fn cjson_table(lua: &Lua, env: &Env, config: Config) -> mlua::Result<Table> {
         "encode_invalid_numbers",
         config_function(lua, env, 1, move |lua, args| {
             let mut cfg = c.get();
-            let v = enum_option(
-                lua,
-                args,
-                1,
-                &mut cfg.encode_invalid_numbers,
-                &["off", "on", "null"],
-                1,
-            )?;
+            let v = enum_option(lua, args, 1, &mut cfg.encode_invalid_numbers, &["off", "on", "null"], 1)?;
             c.set(cfg);
             Ok(vec![v])
         })?,
@@ -1269,11 +1136,7 @@ where
 {
     function(lua, env, move |lua, args, _| {
         if args.count() > max_args {
-            return Err(arg_error_at(
-                lua,
-                max_args as i64 + 1,
-                "found too many arguments",
-            ));
+            return Err(arg_error_at(lua, max_args as i64 + 1, "found too many arguments"));
         }
         Ok(MultiValue::from_vec(body(lua, args)?))
     })
@@ -1285,23 +1148,12 @@ fn is_nil(args: &Args, n: usize) -> bool {
 
 /// `json_integer_option`. The range error names argument 1 whatever the
 /// argument, as lua-cjson does.
-fn integer_option(
-    lua: &Lua,
-    args: &Args,
-    n: usize,
-    setting: &mut i32,
-    min: i32,
-    max: i32,
-) -> Result<Value, Fail> {
+fn integer_option(lua: &Lua, args: &Args, n: usize, setting: &mut i32, min: i32, max: i32) -> Result<Value, Fail> {
     if !is_nil(args, n) {
         // `int value = luaL_checkinteger(...)`: the low 32 bits.
         let value = args.check_integer(n)? as i32;
         if value < min || value > max {
-            return Err(arg_error_at(
-                lua,
-                1,
-                &format!("expected integer between {min} and {max}"),
-            ));
+            return Err(arg_error_at(lua, 1, &format!("expected integer between {min} and {max}")));
         }
         *setting = value;
     }
@@ -1310,14 +1162,7 @@ fn integer_option(
 
 /// `json_enum_option`: a boolean stands for `bool_true` or 0; the setting is
 /// shown as a boolean when it is one of those.
-fn enum_option(
-    lua: &Lua,
-    args: &Args,
-    n: usize,
-    setting: &mut u8,
-    options: &[&str],
-    bool_true: u8,
-) -> Result<Value, Fail> {
+fn enum_option(lua: &Lua, args: &Args, n: usize, setting: &mut u8, options: &[&str], bool_true: u8) -> Result<Value, Fail> {
     if !is_nil(args, n) {
         if let Some(Value::Boolean(b)) = args.get(n) {
             *setting = *b as u8 * bool_true;
@@ -1328,11 +1173,7 @@ fn enum_option(
                 Some(i) => *setting = i as u8,
                 None => {
                     let name = String::from_utf8_lossy(&name).into_owned();
-                    return Err(arg_error_at(
-                        lua,
-                        n as i64,
-                        &format!("invalid option '{name}'"),
-                    ));
+                    return Err(arg_error_at(lua, n as i64, &format!("invalid option '{name}'")));
                 }
             }
         }
@@ -1340,18 +1181,13 @@ fn enum_option(
     if *setting == 0 || *setting == bool_true {
         Ok(Value::Boolean(*setting != 0))
     } else {
-        Ok(Value::String(
-            lua.create_string(options[*setting as usize])?,
-        ))
+        Ok(Value::String(lua.create_string(options[*setting as usize])?))
     }
 }
 
 /// Keys whose place in a table follows their address.
 fn keyed_by_address(key: &Value) -> bool {
-    matches!(
-        key,
-        Value::Table(_) | Value::Function(_) | Value::Thread(_) | Value::UserData(_)
-    )
+    matches!(key, Value::Table(_) | Value::Function(_) | Value::Thread(_) | Value::UserData(_))
 }
 
 struct Encoder<'w, 'c> {
@@ -1378,19 +1214,14 @@ impl Encoder<'_, '_> {
                 let depth = depth + 1;
                 let max = (self.config.encode_max_depth.max(0) as usize).min(MAX_NESTING);
                 if depth > max {
-                    return Err(Fail::Message(format!(
-                        "Cannot serialise, excessive nesting ({depth})"
-                    )));
+                    return Err(Fail::Message(format!("Cannot serialise, excessive nesting ({depth})")));
                 }
                 match self.array_length(t)? {
                     Some(len) => self.array(t, len, depth),
                     None => self.object(t, depth),
                 }
             }
-            other => Err(Fail::Message(format!(
-                "Cannot serialise {}: type not supported",
-                type_name(Some(other))
-            ))),
+            other => Err(Fail::Message(format!("Cannot serialise {}: type not supported", type_name(Some(other))))),
         }
     }
 
@@ -1415,9 +1246,7 @@ impl Encoder<'_, '_> {
         let c = &self.config;
         if c.sparse_ratio > 0 && max > items.wrapping_mul(c.sparse_ratio) && max > c.sparse_safe {
             if !c.sparse_convert {
-                return Err(Fail::Message(
-                    "Cannot serialise table: excessively sparse array".into(),
-                ));
+                return Err(Fail::Message("Cannot serialise table: excessively sparse array".into()));
             }
             return Ok(None);
         }
@@ -1448,9 +1277,7 @@ impl Encoder<'_, '_> {
             }
         }
         if let Some(name) = by_address {
-            return Err(Fail::Message(format!(
-                "Cannot serialise {name}: table key must be a number or string"
-            )));
+            return Err(Fail::Message(format!("Cannot serialise {name}: table key must be a number or string")));
         }
         self.put(b"{")?;
         let mut first = true;
@@ -1514,11 +1341,7 @@ impl Encoder<'_, '_> {
     fn number(&mut self, n: f64) -> Result<(), Fail> {
         let invalid = n.is_nan() || n.is_infinite();
         match self.config.encode_invalid_numbers {
-            0 if invalid => {
-                return Err(Fail::Message(
-                    "Cannot serialise number: must not be NaN or Inf".into(),
-                ))
-            }
+            0 if invalid => return Err(Fail::Message("Cannot serialise number: must not be NaN or Inf".into())),
             1 if n.is_nan() => return self.put(b"nan"),
             2 if invalid => return self.put(b"null"),
             _ => {}
@@ -1533,15 +1356,7 @@ impl Encoder<'_, '_> {
 fn format_g(n: f64, precision: i32) -> Vec<u8> {
     let mut buf = [0u8; 64];
     // SAFETY: the buffer's size is passed; "%.*g" takes an int and a double.
-    let len = unsafe {
-        libc::snprintf(
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            c"%.*g".as_ptr(),
-            precision as c_int,
-            n,
-        )
-    };
+    let len = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.*g".as_ptr(), precision as c_int, n) };
     buf[..(len.max(0) as usize).min(buf.len() - 1)].to_vec()
 }
 
@@ -1611,11 +1426,7 @@ impl Parser<'_, '_, '_> {
     }
 
     fn expected(&self, what: &str, (token, index): (Token, usize)) -> Fail {
-        Fail::Message(format!(
-            "Expected {what} but found {} at character {}",
-            token.name(),
-            index + 1
-        ))
+        Fail::Message(format!("Expected {what} but found {} at character {}", token.name(), index + 1))
     }
 
     /// The next token and where it starts (or, for errors, where the error is).
@@ -1700,9 +1511,7 @@ impl Parser<'_, '_, '_> {
         // exponents, inf, nan), points and nan's parentheses.
         let len = self.data[index..]
             .iter()
-            .take_while(|c| {
-                c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.' | b'(' | b')' | b'_')
-            })
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.' | b'(' | b')' | b'_'))
             .count();
         let mut text = self.data[index..index + len].to_vec();
         text.push(0);
@@ -1758,27 +1567,18 @@ impl Parser<'_, '_, '_> {
     }
 
     fn hex4(&self, at: usize) -> Option<u32> {
-        (0..4).try_fold(0u32, |acc, i| {
-            Some((acc << 4) | (self.byte(at + i) as char).to_digit(16)?)
-        })
+        (0..4).try_fold(0u32, |acc, i| Some((acc << 4) | (self.byte(at + i) as char).to_digit(16)?))
     }
 
     /// `\uXXXX` (or a surrogate pair) at `at`, appended as UTF-8.
     fn unicode_escape(&mut self) -> bool {
-        let Some(mut code) = self.hex4(self.at + 2) else {
-            return false;
-        };
+        let Some(mut code) = self.hex4(self.at + 2) else { return false };
         let mut len = 6;
         if code & 0xf800 == 0xd800 {
-            if code & 0x400 != 0
-                || self.byte(self.at + 6) != b'\\'
-                || self.byte(self.at + 7) != b'u'
-            {
+            if code & 0x400 != 0 || self.byte(self.at + 6) != b'\\' || self.byte(self.at + 7) != b'u' {
                 return false;
             }
-            let Some(low) = self.hex4(self.at + 8) else {
-                return false;
-            };
+            let Some(low) = self.hex4(self.at + 8) else { return false };
             if low & 0xfc00 != 0xdc00 {
                 return false;
             }

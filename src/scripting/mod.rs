@@ -175,9 +175,7 @@ impl Vm {
             let meter = meter.clone();
             lua.create_function(move |lua, args: MultiValue| {
                 let Some(call) = slot.get() else {
-                    return Err(mlua::Error::RuntimeError(
-                        "redis.call outside a script run".into(),
-                    ));
+                    return Err(mlua::Error::RuntimeError("redis.call outside a script run".into()));
                 };
                 // SAFETY: the slot holds the run's `call` only while `Vm::run`
                 // holds that `&mut` and does nothing else with it; it is
@@ -195,36 +193,18 @@ impl Vm {
         redis.raw_set("call", unsafe { lua.create_c_function(redis_call) }?)?;
         let runner: mlua::Function = lua.load(WRAPPERS).set_name("=raftlock").eval()?;
         let set_global = protect_globals(lua)?;
-        let mut vm = Vm {
-            call_slot,
-            runner,
-            set_global,
-            reset,
-            meter,
-            baseline: Heap::default(),
-            state,
-        };
+        let mut vm = Vm { call_slot, runner, set_global, reset, meter, baseline: Heap::default(), state };
         // One run through every path a script takes, so that whatever mlua
         // and Lua set up on first use is part of the baseline.
         let mut nothing = |_: &[Bytes]| Reply::Nil;
-        vm.run_script(
-            b"return redis.pcall('x')",
-            &[Bytes::new()],
-            &[Bytes::new()],
-            1_000_000,
-            &mut nothing,
-        );
+        vm.run_script(b"return redis.pcall('x')", &[Bytes::new()], &[Bytes::new()], 1_000_000, &mut nothing);
         vm.clear()?;
         vm.baseline = vm.collect()?;
         Ok(vm)
     }
 
     fn heap(&self) -> Heap {
-        Heap {
-            bytes: self.allocator.live.get(),
-            blocks: self.allocator.blocks.get(),
-            shape: self.allocator.shape.get(),
-        }
+        Heap { bytes: self.allocator.live.get(), blocks: self.allocator.blocks.get(), shape: self.allocator.shape.get() }
     }
 
     /// Full collections, until the heap stops shrinking (Lua 5.1 halves its
@@ -262,34 +242,18 @@ impl Vm {
 
     /// Runs one script; also says whether the VM is as it was built (and so
     /// may run the next one).
-    fn run(
-        &self,
-        body: &[u8],
-        keys: &[Bytes],
-        argv: &[Bytes],
-        budget: u64,
-        call: &mut CallFn,
-    ) -> (Reply, bool) {
+    fn run(&self, body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> (Reply, bool) {
         let reply = self.run_script(body, keys, argv, budget, call);
         let pristine = self.clear().is_ok() && self.collect_to(self.baseline).unwrap_or(false);
         (reply, pristine)
     }
 
-    fn run_script(
-        &self,
-        body: &[u8],
-        keys: &[Bytes],
-        argv: &[Bytes],
-        budget: u64,
-        call: &mut CallFn,
-    ) -> Reply {
+    fn run_script(&self, body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Reply {
         // SAFETY (of the lifetime change): the slot is cleared by `_slot`
         // before this function returns, so the pointer is never used after
         // `call`'s borrow ends.
         let call: *mut CallFn<'_> = call;
-        self.call_slot.set(Some(unsafe {
-            std::mem::transmute::<*mut CallFn<'_>, *mut CallFn<'static>>(call)
-        }));
+        self.call_slot.set(Some(unsafe { std::mem::transmute::<*mut CallFn<'_>, *mut CallFn<'static>>(call) }));
         struct ClearSlot<'a>(&'a Cell<Option<*mut CallFn<'static>>>);
         impl Drop for ClearSlot<'_> {
             fn drop(&mut self) {
@@ -302,13 +266,7 @@ impl Vm {
         }
     }
 
-    fn run_inner(
-        &self,
-        body: &[u8],
-        keys: &[Bytes],
-        argv: &[Bytes],
-        budget: u64,
-    ) -> Result<Reply, Reply> {
+    fn run_inner(&self, body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64) -> Result<Reply, Reply> {
         let internal = |e: mlua::Error| Reply::Error(format!("ERR script engine: {e}"));
         let lua = &self.lua;
         let list = |items: &[Bytes]| -> mlua::Result<Table> {
@@ -318,12 +276,8 @@ impl Vm {
             }
             Ok(t)
         };
-        self.set_global
-            .call::<()>(("KEYS", list(keys).map_err(internal)?))
-            .map_err(internal)?;
-        self.set_global
-            .call::<()>(("ARGV", list(argv).map_err(internal)?))
-            .map_err(internal)?;
+        self.set_global.call::<()>(("KEYS", list(keys).map_err(internal)?)).map_err(internal)?;
+        self.set_global.call::<()>(("ARGV", list(argv).map_err(internal)?)).map_err(internal)?;
         // The seed and the `tostring` numbering were reset by the last `clear`.
         let meter = &self.meter;
         meter.start(budget, lua.used_memory());
@@ -335,12 +289,7 @@ impl Vm {
             .set_name("@user_script")
             .set_mode(ChunkMode::Text)
             .into_function()
-            .map_err(|e| {
-                Reply::Error(format!(
-                    "ERR Error compiling script (new function): {}",
-                    lua_message(&e)
-                ))
-            })?;
+            .map_err(|e| Reply::Error(format!("ERR Error compiling script (new function): {}", lua_message(&e))))?;
 
         // The budget: count instructions, each weighted by the memory the
         // script holds (see `Meter`). Once over, raise at every instruction,
@@ -349,36 +298,23 @@ impl Vm {
             let meter = meter.clone();
             let allocated = self.allocator.allocated.clone();
             let allocated_before = Cell::new(0u64);
-            lua.set_global_hook(
-                HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-                move |lua, _| {
-                    if !meter.exceeded.get() {
-                        let held = lua
-                            .used_memory()
-                            .saturating_sub(meter.baseline_memory.get())
-                            as u64;
-                        let fresh = allocated.get() - allocated_before.get();
-                        allocated_before.set(allocated.get());
-                        let cost = HOOK_EVERY as u64 * (1 + held / MEMORY_WEIGHT_BYTES)
-                            + fresh / ALLOCATED_BYTES_PER_INSTRUCTION;
-                        let _ = meter.charge(cost);
-                    }
-                    if meter.exceeded.get() {
-                        lua.set_global_hook(
-                            HookTriggers::new().every_nth_instruction(1),
-                            |_, _| {
-                                Err(mlua::Error::RuntimeError(
-                                    "instruction budget exceeded".into(),
-                                ))
-                            },
-                        )?;
-                        return Err(mlua::Error::RuntimeError(
-                            "instruction budget exceeded".into(),
-                        ));
-                    }
-                    Ok(VmState::Continue)
-                },
-            )
+            lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
+                if !meter.exceeded.get() {
+                    let held = lua.used_memory().saturating_sub(meter.baseline_memory.get()) as u64;
+                    let fresh = allocated.get() - allocated_before.get();
+                    allocated_before.set(allocated.get());
+                    let cost =
+                        HOOK_EVERY as u64 * (1 + held / MEMORY_WEIGHT_BYTES) + fresh / ALLOCATED_BYTES_PER_INSTRUCTION;
+                    let _ = meter.charge(cost);
+                }
+                if meter.exceeded.get() {
+                    lua.set_global_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
+                        Err(mlua::Error::RuntimeError("instruction budget exceeded".into()))
+                    })?;
+                    return Err(mlua::Error::RuntimeError("instruction budget exceeded".into()));
+                }
+                Ok(VmState::Continue)
+            })
             .map_err(internal)?;
         }
         let result = self.runner.call::<(bool, Value)>(function);
@@ -402,12 +338,8 @@ impl Vm {
                     .unwrap_or_else(|| "ERR unknown error".into());
                 let line: Option<i64> = err.raw_get("line").ok();
                 match line {
-                    Some(line) if line > 0 => Err(Reply::Error(format!(
-                        "{msg} script: {sha}, on @user_script:{line}."
-                    ))),
-                    _ => Err(Reply::Error(format!(
-                        "{msg} script: {sha}, on @user_script."
-                    ))),
+                    Some(line) if line > 0 => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script:{line}."))),
+                    _ => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script."))),
                 }
             }
             // Not an error table (Lua raises memory errors as a bare string,
@@ -418,29 +350,19 @@ impl Vm {
                     _ => "execution failure".to_string(),
                 };
                 let msg: String = msg.chars().take(100).collect();
-                Err(Reply::Error(format!(
-                    "ERR Error running script f_{sha}, {msg}"
-                )))
+                Err(Reply::Error(format!("ERR Error running script f_{sha}, {msg}")))
             }
-            Err(e) if matches!(root(&e), mlua::Error::MemoryError(_)) => Err(Reply::Error(
-                format!("ERR Error running script f_{sha}, not enough memory"),
-            )),
-            Err(e) => Err(Reply::Error(format!(
-                "ERR Error running script: {}",
-                lua_message(&e)
-            ))),
+            Err(e) if matches!(root(&e), mlua::Error::MemoryError(_)) => {
+                Err(Reply::Error(format!("ERR Error running script f_{sha}, not enough memory")))
+            }
+            Err(e) => Err(Reply::Error(format!("ERR Error running script: {}", lua_message(&e)))),
         }
     }
 }
 
 /// `redis.call`'s work (`redis.pcall`'s too): converts the arguments, runs the
 /// command, and returns `(failed, reply or error table)`.
-fn redis_command(
-    lua: &Lua,
-    meter: &Meter,
-    call: &mut CallFn,
-    args: MultiValue,
-) -> mlua::Result<(bool, Value)> {
+fn redis_command(lua: &Lua, meter: &Meter, call: &mut CallFn, args: MultiValue) -> mlua::Result<(bool, Value)> {
     let mut argv = Vec::with_capacity(args.len());
     for arg in args {
         match arg {
@@ -495,12 +417,7 @@ struct Meter {
 
 impl Meter {
     fn new(budget: u64) -> Meter {
-        Meter {
-            used: Cell::new(0),
-            budget: Cell::new(budget),
-            exceeded: Cell::new(false),
-            baseline_memory: Cell::new(0),
-        }
+        Meter { used: Cell::new(0), budget: Cell::new(budget), exceeded: Cell::new(false), baseline_memory: Cell::new(0) }
     }
 
     /// A new run, holding `memory` before its script is loaded.
@@ -517,9 +434,7 @@ impl Meter {
             self.exceeded.set(true);
         }
         if self.exceeded.get() {
-            return Err(mlua::Error::RuntimeError(
-                "instruction budget exceeded".into(),
-            ));
+            return Err(mlua::Error::RuntimeError("instruction budget exceeded".into()));
         }
         Ok(())
     }
@@ -558,22 +473,16 @@ unsafe extern "C" fn metered_alloc(
         if old > 0 {
             state.live.set(state.live.get().wrapping_sub(old as u64));
             state.blocks.set(state.blocks.get().wrapping_sub(1));
-            state
-                .shape
-                .set(state.shape.get().wrapping_sub(size_hash(old)));
+            state.shape.set(state.shape.get().wrapping_sub(size_hash(old)));
         }
         if nsize > 0 {
             state.live.set(state.live.get().wrapping_add(nsize as u64));
             state.blocks.set(state.blocks.get().wrapping_add(1));
-            state
-                .shape
-                .set(state.shape.get().wrapping_add(size_hash(nsize)));
+            state.shape.set(state.shape.get().wrapping_add(size_hash(nsize)));
         }
     }
     if !out.is_null() && nsize > osize {
-        state
-            .allocated
-            .set(state.allocated.get() + (nsize - osize) as u64);
+        state.allocated.set(state.allocated.get() + (nsize - osize) as u64);
     }
     out
 }
@@ -617,11 +526,7 @@ const CALL_REGISTRY_KEY: &str = "raftlock.redis_call";
 unsafe extern "C-unwind" fn redis_call(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
     use mlua::ffi;
     let nargs = ffi::lua_gettop(state);
-    ffi::lua_getfield(
-        state,
-        ffi::LUA_REGISTRYINDEX,
-        c"raftlock.redis_call".as_ptr(),
-    );
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"raftlock.redis_call".as_ptr());
     ffi::lua_insert(state, 1);
     ffi::lua_call(state, nargs, 2);
     if ffi::lua_toboolean(state, -2) != 0 {
@@ -672,29 +577,14 @@ end
 /// sandbox: the random seed and the numbering of `tostring`.
 fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
     let g = lua.globals();
-    for name in [
-        "dofile",
-        "loadfile",
-        "load",
-        "print",
-        "collectgarbage",
-        "gcinfo",
-        "newproxy",
-        "getfenv",
-        "setfenv",
-        "module",
-        "require",
-    ] {
+    for name in ["dofile", "loadfile", "load", "print", "collectgarbage", "gcinfo", "newproxy", "getfenv", "setfenv", "module", "require"] {
         g.raw_set(name, Value::Nil)?;
     }
     g.raw_set("KEYS", lua.create_table()?)?;
     g.raw_set("ARGV", lua.create_table()?)?;
 
     let redis = lua.create_table()?;
-    redis.raw_set(
-        "sha1hex",
-        lua.create_function(|_, s: mlua::String| Ok(sha1hex(&s.as_bytes())))?,
-    )?;
+    redis.raw_set("sha1hex", lua.create_function(|_, s: mlua::String| Ok(sha1hex(&s.as_bytes())))?)?;
     // Redis 7: a leading '-' is dropped; a message without a space (so
     // without an error code) gets the code `ERR`.
     redis.raw_set(
@@ -723,17 +613,10 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
         "setresp",
         lua.create_function(|_, v: i64| match v {
             2 => Ok(()),
-            _ => Err(mlua::Error::RuntimeError(
-                "RESP3 replies inside scripts are not supported".into(),
-            )),
+            _ => Err(mlua::Error::RuntimeError("RESP3 replies inside scripts are not supported".into())),
         })?,
     )?;
-    for (name, level) in [
-        ("LOG_DEBUG", 0),
-        ("LOG_VERBOSE", 1),
-        ("LOG_NOTICE", 2),
-        ("LOG_WARNING", 3),
-    ] {
+    for (name, level) in [("LOG_DEBUG", 0), ("LOG_VERBOSE", 1), ("LOG_NOTICE", 2), ("LOG_WARNING", 3)] {
         redis.raw_set(name, level)?;
     }
     g.raw_set("redis", redis)?;
@@ -750,9 +633,7 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
 
     let charge = {
         let meter = meter.clone();
-        lua.create_function(move |_, cost: f64| {
-            meter.charge(if cost > 0.0 { cost as u64 } else { 0 })
-        })?
+        lua.create_function(move |_, cost: f64| meter.charge(if cost > 0.0 { cost as u64 } else { 0 }))?
     };
     lua.load(
         r##"
@@ -1001,10 +882,7 @@ fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
             let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
             for (i, (m, v)) in pairs.iter().enumerate() {
                 t.raw_set(2 * i + 1, lua.create_string(&m[..])?)?;
-                t.raw_set(
-                    2 * i + 2,
-                    lua.create_string(crate::protocol::format_double(*v))?,
-                )?;
+                t.raw_set(2 * i + 2, lua.create_string(crate::protocol::format_double(*v))?)?;
             }
             Value::Table(t)
         }
@@ -1073,11 +951,7 @@ impl ReplySize {
     }
 }
 
-fn convert_lua_value(
-    value: &Value,
-    depth: usize,
-    size: &mut ReplySize,
-) -> Result<Reply, ReplyLimit> {
+fn convert_lua_value(value: &Value, depth: usize, size: &mut ReplySize) -> Result<Reply, ReplyLimit> {
     size.add(match value {
         Value::String(s) => s.as_bytes().len(),
         _ => 0,
@@ -1095,16 +969,10 @@ fn convert_lua_value(
             if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
                 let text = String::from_utf8_lossy(&e.as_bytes()).into_owned();
                 // An empty error would be a bare `-` line.
-                return Ok(Reply::Error(if text.trim().is_empty() {
-                    "ERR unknown error".into()
-                } else {
-                    text
-                }));
+                return Ok(Reply::Error(if text.trim().is_empty() { "ERR unknown error".into() } else { text }));
             }
             if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-                return Ok(Reply::Status(
-                    String::from_utf8_lossy(&s.as_bytes()).into_owned(),
-                ));
+                return Ok(Reply::Status(String::from_utf8_lossy(&s.as_bytes()).into_owned()));
             }
             if depth >= MAX_REPLY_DEPTH {
                 return Err(ReplyLimit::Depth);

@@ -97,10 +97,7 @@ struct Cap {
     len: CapLen,
 }
 
-const NO_CAP: Cap = Cap {
-    start: 0,
-    len: CapLen::Open,
-};
+const NO_CAP: Cap = Cap { start: 0, len: CapLen::Open };
 
 /// One successful match: where it is, and the captures as they stood.
 #[derive(Debug, Clone, Copy)]
@@ -123,12 +120,7 @@ pub enum Capture<'s> {
 
 impl Match {
     fn plain(start: usize, end: usize) -> Match {
-        Match {
-            start,
-            end,
-            level: 0,
-            caps: [NO_CAP; MAX_CAPTURES],
-        }
+        Match { start, end, level: 0, caps: [NO_CAP; MAX_CAPTURES] }
     }
 
     /// How many values the captures make: with `whole_if_none`, a pattern
@@ -220,14 +212,7 @@ struct Matcher<'a, M: Meter> {
 
 impl<'a, M: Meter> Matcher<'a, M> {
     fn new(src: &'a [u8], pat: &'a [u8], meter: &'a mut M) -> Self {
-        Matcher {
-            src,
-            pat,
-            level: 0,
-            caps: [NO_CAP; MAX_CAPTURES],
-            depth_left: MAX_DEPTH,
-            meter,
-        }
+        Matcher { src, pat, level: 0, caps: [NO_CAP; MAX_CAPTURES], depth_left: MAX_DEPTH, meter }
     }
 
     /// The pattern byte at `i`; past the end reads 0, like the C string's
@@ -252,12 +237,7 @@ impl<'a, M: Meter> Matcher<'a, M> {
     }
 
     fn found(&self, start: usize, end: usize) -> Match {
-        Match {
-            start,
-            end,
-            level: self.level,
-            caps: self.caps,
-        }
+        Match { start, end, level: self.level, caps: self.caps }
     }
 
     /// Matches the pattern from `p` against the subject from `s`; the end
@@ -307,22 +287,18 @@ impl<'a, M: Meter> Matcher<'a, M> {
                     let ep = self.class_end(p)?;
                     let previous = if s == 0 { 0 } else { self.src[s - 1] };
                     let current = self.src_at(s);
-                    if self.bracket_class(previous, p, ep - 1)?
-                        || !self.bracket_class(current, p, ep - 1)?
-                    {
+                    if self.bracket_class(previous, p, ep - 1)? || !self.bracket_class(current, p, ep - 1)? {
                         return Ok(None);
                     }
                     p = ep;
                 }
-                b'%' if self.pat_at(p + 1).is_ascii_digit() => {
-                    match self.back_reference(s, self.pat_at(p + 1))? {
-                        Some(end) => {
-                            s = end;
-                            p += 2;
-                        }
-                        None => return Ok(None),
+                b'%' if self.pat_at(p + 1).is_ascii_digit() => match self.back_reference(s, self.pat_at(p + 1))? {
+                    Some(end) => {
+                        s = end;
+                        p += 2;
                     }
-                }
+                    None => return Ok(None),
+                },
                 _ => {
                     let ep = self.class_end(p)?;
                     let m = s < self.src.len() && self.single_match(self.src[s], p, ep)?;
@@ -336,13 +312,7 @@ impl<'a, M: Meter> Matcher<'a, M> {
                             p = ep + 1;
                         }
                         b'*' => return self.max_expand(s, p, ep),
-                        b'+' => {
-                            return if m {
-                                self.max_expand(s + 1, p, ep)
-                            } else {
-                                Ok(None)
-                            }
-                        }
+                        b'+' => return if m { self.max_expand(s + 1, p, ep) } else { Ok(None) },
                         b'-' => return self.min_expand(s, p, ep),
                         _ => {
                             if !m {
@@ -470,19 +440,14 @@ impl<'a, M: Meter> Matcher<'a, M> {
     /// `%1`-`%9` (and `%0`, always an error) at `s`.
     fn back_reference(&mut self, s: usize, digit: u8) -> Result<Option<usize>, PatternError> {
         let l = match digit.checked_sub(b'1') {
-            Some(l) if (l as usize) < self.level && self.caps[l as usize].len != CapLen::Open => {
-                l as usize
-            }
+            Some(l) if (l as usize) < self.level && self.caps[l as usize].len != CapLen::Open => l as usize,
             _ => return Err(lua_error("invalid capture index")),
         };
         let cap = self.caps[l];
         // A position capture never matches as text.
-        let CapLen::Closed(len) = cap.len else {
-            return Ok(None);
-        };
+        let CapLen::Closed(len) = cap.len else { return Ok(None) };
         self.meter.spend(len as u64)?;
-        if self.src.len() - s >= len && self.src[cap.start..cap.start + len] == self.src[s..s + len]
-        {
+        if self.src.len() - s >= len && self.src[cap.start..cap.start + len] == self.src[s..s + len] {
             Ok(Some(s + len))
         } else {
             Ok(None)
@@ -507,12 +472,7 @@ impl<'a, M: Meter> Matcher<'a, M> {
     }
 
     /// Lazy `-`: take one more only when the rest fails.
-    fn min_expand(
-        &mut self,
-        mut s: usize,
-        p: usize,
-        ep: usize,
-    ) -> Result<Option<usize>, PatternError> {
+    fn min_expand(&mut self, mut s: usize, p: usize, ep: usize) -> Result<Option<usize>, PatternError> {
         loop {
             if let Some(end) = self.do_match(s, ep + 1)? {
                 return Ok(Some(end));
@@ -525,19 +485,11 @@ impl<'a, M: Meter> Matcher<'a, M> {
         }
     }
 
-    fn start_capture(
-        &mut self,
-        s: usize,
-        p: usize,
-        what: CapLen,
-    ) -> Result<Option<usize>, PatternError> {
+    fn start_capture(&mut self, s: usize, p: usize, what: CapLen) -> Result<Option<usize>, PatternError> {
         if self.level >= MAX_CAPTURES {
             return Err(lua_error("too many captures"));
         }
-        self.caps[self.level] = Cap {
-            start: s,
-            len: what,
-        };
+        self.caps[self.level] = Cap { start: s, len: what };
         self.level += 1;
         let result = self.do_match(s, p)?;
         if result.is_none() {
@@ -561,11 +513,7 @@ impl<'a, M: Meter> Matcher<'a, M> {
 }
 
 /// The first `needle` in `hay`, paying for bytes scanned and compared.
-fn plain_find<M: Meter>(
-    hay: &[u8],
-    needle: &[u8],
-    meter: &mut M,
-) -> Result<Option<usize>, PatternError> {
+fn plain_find<M: Meter>(hay: &[u8], needle: &[u8], meter: &mut M) -> Result<Option<usize>, PatternError> {
     if needle.is_empty() {
         return Ok(Some(0));
     }
@@ -688,10 +636,7 @@ pub struct Output {
 
 impl Output {
     fn new(max: usize) -> Output {
-        Output {
-            buf: Vec::new(),
-            max,
-        }
+        Output { buf: Vec::new(), max }
     }
 
     /// Appends `bytes`, or fails with [`PatternError::OutputTooLarge`]
@@ -720,18 +665,10 @@ pub enum Replacement<'r, E> {
 }
 
 /// Appends a replacement string's expansion for `m`.
-fn expand_template(
-    template: &[u8],
-    src: &[u8],
-    m: &Match,
-    out: &mut Output,
-) -> Result<(), PatternError> {
+fn expand_template(template: &[u8], src: &[u8], m: &Match, out: &mut Output) -> Result<(), PatternError> {
     let mut i = 0;
     while i < template.len() {
-        let literal = template[i..]
-            .iter()
-            .position(|&b| b == b'%')
-            .unwrap_or(template.len() - i);
+        let literal = template[i..].iter().position(|&b| b == b'%').unwrap_or(template.len() - i);
         out.push(&template[i..i + literal])?;
         i += literal;
         if i == template.len() {
@@ -826,11 +763,7 @@ struct Charged<'c> {
 
 impl<'c> Charged<'c> {
     fn new(charge: &'c Charge) -> Self {
-        Charged {
-            charge,
-            pending: 0,
-            refused: None,
-        }
+        Charged { charge, pending: 0, refused: None }
     }
 
     #[cold]
@@ -852,11 +785,11 @@ impl<'c> Charged<'c> {
     fn settle<T>(&mut self, result: Result<T, Fail>) -> Result<T, Fail> {
         let tail = self.flush();
         match (result, tail) {
-            (Err(Fail::Pattern(PatternError::Budget)), _) | (_, Err(_)) => {
-                Err(Fail::Host(self.refused.take().unwrap_or_else(|| {
-                    mlua::Error::RuntimeError("pattern matching step budget exhausted".into())
-                })))
-            }
+            (Err(Fail::Pattern(PatternError::Budget)), _) | (_, Err(_)) => Err(Fail::Host(
+                self.refused
+                    .take()
+                    .unwrap_or_else(|| mlua::Error::RuntimeError("pattern matching step budget exhausted".into())),
+            )),
             (result, Ok(())) => result,
         }
     }
@@ -934,11 +867,7 @@ where
 /// A Lua function running `body` through `trampoline`, a C function that
 /// calls its upvalue 1 as [`trampoline`] does (body at level 0, trampoline at
 /// level 1, the caller at level 2).
-pub(super) fn lua_function_through<F>(
-    lua: &Lua,
-    body: F,
-    trampoline: ffi::lua_CFunction,
-) -> mlua::Result<Function>
+pub(super) fn lua_function_through<F>(lua: &Lua, body: F, trampoline: ffi::lua_CFunction) -> mlua::Result<Function>
 where
     F: Fn(&Lua, MultiValue) -> Result<MultiValue, Fail> + 'static,
 {
@@ -950,12 +879,8 @@ where
             }
             Err(Fail::Host(e)) => return Err(e),
             Err(Fail::Raise(value)) => value,
-            Err(Fail::Message(text)) => {
-                Value::String(lua.create_string(format!("{}{text}", caller_position(lua)))?)
-            }
-            Err(Fail::Pattern(e)) => {
-                Value::String(lua.create_string(format!("{}{e}", caller_position(lua)))?)
-            }
+            Err(Fail::Message(text)) => Value::String(lua.create_string(format!("{}{text}", caller_position(lua)))?),
+            Err(Fail::Pattern(e)) => Value::String(lua.create_string(format!("{}{e}", caller_position(lua)))?),
         };
         Ok(MultiValue::from_vec(vec![Value::Boolean(false), raised]))
     })?;
@@ -968,9 +893,7 @@ where
 /// trampoline (Lua's C function), 2 the code that called it.
 pub(super) fn caller_position(lua: &Lua) -> String {
     lua.inspect_stack(2, |d| match d.current_line() {
-        Some(line) if line > 0 => {
-            format!("{}:{}: ", d.source().short_src.unwrap_or_default(), line)
-        }
+        Some(line) if line > 0 => format!("{}:{}: ", d.source().short_src.unwrap_or_default(), line),
         _ => String::new(),
     })
     .unwrap_or_default()
@@ -987,10 +910,7 @@ pub(super) fn arg_error_at(lua: &Lua, mut narg: i64, extra: &str) -> Fail {
     let (name, method) = lua
         .inspect_stack(1, |d| {
             let names = d.names();
-            (
-                names.name.map(|n| n.into_owned()),
-                names.name_what == Some("method"),
-            )
+            (names.name.map(|n| n.into_owned()), names.name_what == Some("method"))
         })
         .unwrap_or((None, false));
     let name = name.unwrap_or_else(|| "?".to_string());
@@ -1038,10 +958,7 @@ pub(super) struct Args<'l> {
 
 impl<'l> Args<'l> {
     pub(super) fn new(lua: &'l Lua, args: MultiValue) -> Self {
-        Args {
-            lua,
-            values: args.into_vec(),
-        }
+        Args { lua, values: args.into_vec() }
     }
 
     /// Argument `n`, 1-based; `None` when not passed at all.
@@ -1050,21 +967,16 @@ impl<'l> Args<'l> {
     }
 
     pub(super) fn type_error(&self, n: usize, expected: &str) -> Fail {
-        arg_error(
-            self.lua,
-            n,
-            &format!("{expected} expected, got {}", type_name(self.get(n))),
-        )
+        arg_error(self.lua, n, &format!("{expected} expected, got {}", type_name(self.get(n))))
     }
 
     /// `luaL_checklstring`: a string, or a number as Lua writes it.
     pub(super) fn check_string(&self, n: usize) -> Result<mlua::String, Fail> {
         match self.get(n) {
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(v @ (Value::Integer(_) | Value::Number(_))) => self
-                .lua
-                .coerce_string(v.clone())?
-                .ok_or_else(|| self.type_error(n, "string")),
+            Some(v @ (Value::Integer(_) | Value::Number(_))) => {
+                self.lua.coerce_string(v.clone())?.ok_or_else(|| self.type_error(n, "string"))
+            }
             _ => Err(self.type_error(n, "string")),
         }
     }
@@ -1087,10 +999,7 @@ impl<'l> Args<'l> {
     pub(super) fn and_nil(&self) -> Args<'l> {
         let mut values = self.values.clone();
         values.push(Value::Nil);
-        Args {
-            lua: self.lua,
-            values,
-        }
+        Args { lua: self.lua, values }
     }
 
     /// How many arguments were passed (`lua_gettop`).
@@ -1110,8 +1019,7 @@ impl<'l> Args<'l> {
 
     /// `luaL_checknumber`.
     pub(super) fn check_number(&self, n: usize) -> Result<f64, Fail> {
-        self.to_number(n)?
-            .ok_or_else(|| self.type_error(n, "number"))
+        self.to_number(n)?.ok_or_else(|| self.type_error(n, "number"))
     }
 
     /// `luaL_checkinteger`: truncated as Lua 5.1 does on x86-64.
@@ -1120,10 +1028,7 @@ impl<'l> Args<'l> {
     }
 
     fn truthy(&self, n: usize) -> bool {
-        !matches!(
-            self.get(n),
-            None | Some(Value::Nil) | Some(Value::Boolean(false))
-        )
+        !matches!(self.get(n), None | Some(Value::Nil) | Some(Value::Boolean(false)))
     }
 }
 
@@ -1135,13 +1040,7 @@ fn capture_value(lua: &Lua, capture: Capture) -> mlua::Result<Value> {
 }
 
 /// Appends the values of `m`'s captures, as Lua's `push_captures`.
-fn push_captures(
-    lua: &Lua,
-    src: &[u8],
-    m: &Match,
-    whole_if_none: bool,
-    out: &mut Vec<Value>,
-) -> Result<(), Fail> {
+fn push_captures(lua: &Lua, src: &[u8], m: &Match, whole_if_none: bool, out: &mut Vec<Value>) -> Result<(), Fail> {
     for i in 0..m.capture_count(whole_if_none) {
         out.push(capture_value(lua, m.capture(src, i)?)?);
     }
@@ -1205,9 +1104,7 @@ fn lua_gmatch(lua: &Lua, args: MultiValue, charge: Rc<Charge>) -> Result<MultiVa
         let mut at = pos.get();
         let mut meter = Charged::new(&*charge);
         let found = gmatch_next(&src, &pattern, &mut at, &mut meter).map_err(Fail::from);
-        let Some(m) = meter.settle(found)? else {
-            return Ok(MultiValue::new());
-        };
+        let Some(m) = meter.settle(found)? else { return Ok(MultiValue::new()) };
         pos.set(at);
         let mut out = Vec::new();
         push_captures(lua, &src, &m, true, &mut out)?;
@@ -1218,13 +1115,7 @@ fn lua_gmatch(lua: &Lua, args: MultiValue, charge: Rc<Charge>) -> Result<MultiVa
 
 /// Appends what a `gsub` table or function gave for `m`: false or nil keep
 /// the match, a string or number replaces it, anything else is an error.
-fn append_replacement(
-    lua: &Lua,
-    value: Value,
-    src: &[u8],
-    m: &Match,
-    out: &mut Output,
-) -> Result<(), Fail> {
+fn append_replacement(lua: &Lua, value: Value, src: &[u8], m: &Match, out: &mut Output) -> Result<(), Fail> {
     match value {
         Value::Nil | Value::Boolean(false) => out.push(&src[m.start..m.end])?,
         Value::String(s) => out.push(&s.as_bytes())?,
@@ -1234,10 +1125,7 @@ fn append_replacement(
             }
         }
         other => {
-            return Err(Fail::Message(format!(
-                "invalid replacement value (a {})",
-                type_name(Some(&other))
-            )));
+            return Err(Fail::Message(format!("invalid replacement value (a {})", type_name(Some(&other)))));
         }
     }
     Ok(())
@@ -1260,63 +1148,31 @@ fn lua_gsub(
     let mut meter = Charged::new(charge);
     let result = match repl {
         Some(v @ (Value::String(_) | Value::Integer(_) | Value::Number(_))) => {
-            let template = lua
-                .coerce_string(v)?
-                .map(|s| s.as_bytes().to_vec())
-                .unwrap_or_default();
-            gsub(
-                &src,
-                &pat,
-                Replacement::Template(&template),
-                max_n,
-                max_output,
-                &mut meter,
-            )
+            let template = lua.coerce_string(v)?.map(|s| s.as_bytes().to_vec()).unwrap_or_default();
+            gsub(&src, &pat, Replacement::Template(&template), max_n, max_output, &mut meter)
         }
         Some(Value::Table(table)) => {
             let mut lookup = |m: &Match, out: &mut Output| -> Result<(), Fail> {
                 let key = capture_value(lua, m.capture(&src, 0)?)?;
-                let args = MultiValue::from_vec(vec![
-                    Value::Function(index.clone()),
-                    Value::Table(table.clone()),
-                    key,
-                ]);
+                let args = MultiValue::from_vec(vec![Value::Function(index.clone()), Value::Table(table.clone()), key]);
                 let value = protected_call(lua, args)?.map_err(Fail::Raise)?;
                 append_replacement(lua, value, &src, m, out)
             };
-            gsub(
-                &src,
-                &pat,
-                Replacement::With(&mut lookup),
-                max_n,
-                max_output,
-                &mut meter,
-            )
+            gsub(&src, &pat, Replacement::With(&mut lookup), max_n, max_output, &mut meter)
         }
         Some(Value::Function(function)) => {
             let mut call = |m: &Match, out: &mut Output| -> Result<(), Fail> {
                 let mut args = vec![Value::Function(function.clone())];
                 push_captures(lua, &src, m, true, &mut args)?;
-                let value =
-                    protected_call(lua, MultiValue::from_vec(args))?.map_err(Fail::Raise)?;
+                let value = protected_call(lua, MultiValue::from_vec(args))?.map_err(Fail::Raise)?;
                 append_replacement(lua, value, &src, m, out)
             };
-            gsub(
-                &src,
-                &pat,
-                Replacement::With(&mut call),
-                max_n,
-                max_output,
-                &mut meter,
-            )
+            gsub(&src, &pat, Replacement::With(&mut call), max_n, max_output, &mut meter)
         }
         _ => return Err(arg_error(lua, 3, "string/function/table expected")),
     };
     let (bytes, n) = meter.settle(result)?;
-    Ok(MultiValue::from_vec(vec![
-        Value::String(lua.create_string(&bytes)?),
-        Value::Integer(n as i64),
-    ]))
+    Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(&bytes)?), Value::Integer(n as i64)]))
 }
 
 /// Sets `find`, `match`, `gmatch` and `gsub` in `string_table` to the
@@ -1326,35 +1182,17 @@ fn lua_gsub(
 /// be called again from inside a `gsub` callback, so it must allow nested
 /// calls. `gsub` results longer than `max_output` bytes raise the Lua error
 /// "resulting string too large".
-pub fn install(
-    lua: &Lua,
-    string_table: &Table,
-    charge: Rc<Charge>,
-    max_output: usize,
-) -> mlua::Result<()> {
+pub fn install(lua: &Lua, string_table: &Table, charge: Rc<Charge>, max_output: usize) -> mlua::Result<()> {
     let c = charge.clone();
-    string_table.raw_set(
-        "find",
-        lua_function(lua, move |lua, args| lua_find(lua, args, true, &*c))?,
-    )?;
+    string_table.raw_set("find", lua_function(lua, move |lua, args| lua_find(lua, args, true, &*c))?)?;
     let c = charge.clone();
-    string_table.raw_set(
-        "match",
-        lua_function(lua, move |lua, args| lua_find(lua, args, false, &*c))?,
-    )?;
+    string_table.raw_set("match", lua_function(lua, move |lua, args| lua_find(lua, args, false, &*c))?)?;
     let c = charge.clone();
-    string_table.raw_set(
-        "gmatch",
-        lua_function(lua, move |lua, args| lua_gmatch(lua, args, c.clone()))?,
-    )?;
+    string_table.raw_set("gmatch", lua_function(lua, move |lua, args| lua_gmatch(lua, args, c.clone()))?)?;
     // SAFETY: `index_table` only indexes its first argument by its second.
     let index = unsafe { lua.create_c_function(index_table) }?;
-    string_table.raw_set(
-        "gsub",
-        lua_function(lua, move |lua, args| {
-            lua_gsub(lua, args, &*charge, max_output, &index)
-        })?,
-    )?;
+    string_table
+        .raw_set("gsub", lua_function(lua, move |lua, args| lua_gsub(lua, args, &*charge, max_output, &index))?)?;
     Ok(())
 }
 
@@ -1366,10 +1204,7 @@ mod tests {
     /// functions in the global `R` (a copy of `string` with them replaced).
     fn lua_with(charge: Rc<Charge>, max_output: usize) -> Lua {
         let lua = Lua::new();
-        let mine: Table = lua
-            .load("local t = {} for k, v in pairs(string) do t[k] = v end return t")
-            .eval()
-            .unwrap();
+        let mine: Table = lua.load("local t = {} for k, v in pairs(string) do t[k] = v end return t").eval().unwrap();
         install(&lua, &mine, charge, max_output).unwrap();
         lua.globals().set("R", mine).unwrap();
         lua
@@ -1444,11 +1279,8 @@ mod tests {
         }
         let string: Table = lua.globals().get("string").unwrap();
         let mine: Table = lua.globals().get("R").unwrap();
-        let (count, diffs): (usize, Vec<String>) = lua
-            .load(driver.as_str())
-            .set_name("=driver")
-            .call((string, mine, list))
-            .unwrap();
+        let (count, diffs): (usize, Vec<String>) =
+            lua.load(driver.as_str()).set_name("=driver").call((string, mine, list)).unwrap();
         (count, diffs)
     }
 
@@ -1458,12 +1290,7 @@ mod tests {
             diffs.is_empty(),
             "{} of {count} differ from Lua 5.1:\n{}",
             diffs.len(),
-            diffs
-                .iter()
-                .take(25)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n")
+            diffs.iter().take(25).cloned().collect::<Vec<_>>().join("\n")
         );
         count
     }
@@ -1640,10 +1467,8 @@ mod tests {
     #[test]
     fn pattern_matrix_matches_lua51() {
         let lua = free_lua();
-        let pairs: Vec<_> = PATTERNS
-            .iter()
-            .flat_map(|p| SUBJECTS.iter().map(move |s| (s.to_vec(), p.to_vec())))
-            .collect();
+        let pairs: Vec<_> =
+            PATTERNS.iter().flat_map(|p| SUBJECTS.iter().map(move |s| (s.to_vec(), p.to_vec()))).collect();
         let count = assert_same(compare_pairs(&lua, &pairs));
         assert!(count > 30_000, "{count}");
     }
@@ -1652,10 +1477,9 @@ mod tests {
     #[test]
     fn random_patterns_match_lua51() {
         const PIECES: &[&[u8]] = &[
-            b"a", b"b", b"x", b".", b"%a", b"%d", b"%s", b"%w", b"%p", b"%W", b"[ab]", b"[^a]",
-            b"[a-c]", b"[%d%s]", b"(", b")", b"()", b"%1", b"%2", b"%b()", b"%bab", b"%f[%w]",
-            b"%f[%W]", b"^", b"$", b"*", b"+", b"-", b"?", b"%", b"[", b"]", b"\0", b"%z", b"[]]",
-            b"%(", b"%.",
+            b"a", b"b", b"x", b".", b"%a", b"%d", b"%s", b"%w", b"%p", b"%W", b"[ab]", b"[^a]", b"[a-c]", b"[%d%s]",
+            b"(", b")", b"()", b"%1", b"%2", b"%b()", b"%bab", b"%f[%w]", b"%f[%W]", b"^", b"$", b"*", b"+", b"-",
+            b"?", b"%", b"[", b"]", b"\0", b"%z", b"[]]", b"%(", b"%.",
         ];
         const BYTES: &[u8] = b"aab()1 x.\0%b";
         let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -1688,11 +1512,8 @@ mod tests {
         let mut diffs = Vec::new();
         for snippet in snippets {
             let run = |lib: &Table| -> String {
-                let chunk: Function = lua
-                    .load(format!("local S = ...\n{snippet}"))
-                    .set_name("=snippet")
-                    .into_function()
-                    .unwrap();
+                let chunk: Function =
+                    lua.load(format!("local S = ...\n{snippet}")).set_name("=snippet").into_function().unwrap();
                 let pcall: Function = lua.globals().get("pcall").unwrap();
                 let results: MultiValue = pcall.call((chunk, lib.clone())).unwrap();
                 ser.call(results).unwrap()
@@ -1702,12 +1523,7 @@ mod tests {
                 diffs.push(format!("{snippet}\n  C:    {want}\n  Rust: {got}"));
             }
         }
-        assert!(
-            diffs.is_empty(),
-            "{} differ from Lua 5.1:\n{}",
-            diffs.len(),
-            diffs.join("\n")
-        );
+        assert!(diffs.is_empty(), "{} differ from Lua 5.1:\n{}", diffs.len(), diffs.join("\n"));
         snippets.len()
     }
 
@@ -1859,20 +1675,12 @@ mod tests {
     #[test]
     fn init_values_match_lua51() {
         let inits = [
-            "0", "1", "-1", "-2", "-3", "-4", "-100", "2", "3", "4", "5", "6", "100", "1e300",
-            "-1e300", "0/0", "2.7", "-2.7", "'2'", "'-1'", "'0x2'", "' 3 '", "2^53", "-2^63",
-            "2^63", "2^64", "nil", "'x'", "true", "{}",
+            "0", "1", "-1", "-2", "-3", "-4", "-100", "2", "3", "4", "5", "6", "100", "1e300", "-1e300", "0/0", "2.7",
+            "-2.7", "'2'", "'-1'", "'0x2'", "' 3 '", "2^53", "-2^63", "2^63", "2^64", "nil", "'x'", "true", "{}",
         ];
         let mut snippets = Vec::new();
         for init in inits {
-            for (s, p) in [
-                ("abc", "b"),
-                ("abc", ""),
-                ("abc", "c$"),
-                ("abcabc", "(b)"),
-                ("abc", "^a"),
-                ("", ""),
-            ] {
+            for (s, p) in [("abc", "b"), ("abc", ""), ("abc", "c$"), ("abcabc", "(b)"), ("abc", "^a"), ("", "")] {
                 snippets.push(format!("return S.find('{s}', '{p}', {init})"));
                 snippets.push(format!("return S.find('{s}', '{p}', {init}, true)"));
                 snippets.push(format!("return S.match('{s}', '{p}', {init})"));
@@ -1887,19 +1695,11 @@ mod tests {
         let deep = b"a?".repeat(200_000);
         let subject = [b'a'; 300];
         let mut budget = u64::MAX;
-        assert_eq!(
-            find(&subject, &deep, 1, false, &mut budget).unwrap_err(),
-            PatternError::TooComplex
-        );
+        assert_eq!(find(&subject, &deep, 1, false, &mut budget).unwrap_err(), PatternError::TooComplex);
         // With a short subject the same pattern only needs shallow calls,
         // as in Lua 5.1.
         let mut budget = u64::MAX;
-        assert_eq!(
-            find(b"aaa", &deep, 1, false, &mut budget)
-                .unwrap()
-                .map(|m| (m.start, m.end)),
-            Some((0, 3))
-        );
+        assert_eq!(find(b"aaa", &deep, 1, false, &mut budget).unwrap().map(|m| (m.start, m.end)), Some((0, 3)));
 
         let lua = free_lua();
         let (ok, err, kind): (bool, String, String) = lua
@@ -1919,12 +1719,8 @@ mod tests {
             "R.gmatch(string.rep('a', 300), string.rep('a?', 200000))()",
             "R.find(string.rep('a', 300), string.rep('(a*)', 31) .. string.rep('a-', 200))",
         ] {
-            let err: String = lua
-                .load(format!(
-                    "return select(2, pcall(function() return {call} end))"
-                ))
-                .eval()
-                .unwrap();
+            let err: String =
+                lua.load(format!("return select(2, pcall(function() return {call} end))")).eval().unwrap();
             assert!(err.ends_with("pattern too complex"), "{call}: {err}");
         }
     }
@@ -1934,10 +1730,7 @@ mod tests {
         let subject = [b'a'; 40];
         let pattern = [b"a*".repeat(40), b"b".to_vec()].concat();
         let mut budget = 1_000_000u64;
-        assert_eq!(
-            find(&subject, &pattern, 1, false, &mut budget).unwrap_err(),
-            PatternError::Budget
-        );
+        assert_eq!(find(&subject, &pattern, 1, false, &mut budget).unwrap_err(), PatternError::Budget);
         assert_eq!(budget, 0);
 
         // Through `charge`: its error comes back unchanged, deterministically.
@@ -1964,23 +1757,16 @@ mod tests {
                 .unwrap();
             assert!(!ok);
             match &err {
-                Value::Error(e) => {
-                    assert!(e.to_string().contains("script budget exhausted"), "{e}")
-                }
+                Value::Error(e) => assert!(e.to_string().contains("script budget exhausted"), "{e}"),
                 other => panic!("{other:?}"),
             }
             assert!(started.elapsed() < std::time::Duration::from_secs(5));
             assert!(charged.get() > 2_000_000 && charged.get() <= 2_000_000 + CHUNK + 64);
             assert_eq!(calls.get(), charged.get().div_ceil(CHUNK));
             // Outside pcall the error reaches the host as it was.
-            let host = lua
-                .load("return R.gsub(string.rep('a', 40), string.rep('a*', 40) .. 'b', '')")
-                .exec()
-                .unwrap_err();
-            assert!(
-                host.to_string().contains("script budget exhausted"),
-                "{host}"
-            );
+            let host =
+                lua.load("return R.gsub(string.rep('a', 40), string.rep('a*', 40) .. 'b', '')").exec().unwrap_err();
+            assert!(host.to_string().contains("script budget exhausted"), "{host}");
         }
     }
 
@@ -2002,10 +1788,7 @@ mod tests {
         // Every attempt, comparison and output byte is charged.
         assert!(after_gsub >= 400_000, "{after_gsub}");
         // Plain search pays for what it scans.
-        let _: Value = lua
-            .load("return R.find(string.rep('a', 100000), 'b', 1, true)")
-            .eval()
-            .unwrap();
+        let _: Value = lua.load("return R.find(string.rep('a', 100000), 'b', 1, true)").eval().unwrap();
         assert!(charged.get() - after_gsub >= 100_000);
         // The same work costs the same on a fresh state.
         let again = Rc::new(Cell::new(0u64));
@@ -2024,10 +1807,8 @@ mod tests {
     #[test]
     fn gsub_output_is_capped() {
         let lua = lua_with(Rc::new(|_| Ok(())), 1000);
-        let (out, n): (mlua::String, i64) = lua
-            .load("return R.gsub(string.rep('a', 100), '.', string.rep('x', 10))")
-            .eval()
-            .unwrap();
+        let (out, n): (mlua::String, i64) =
+            lua.load("return R.gsub(string.rep('a', 100), '.', string.rep('x', 10))").eval().unwrap();
         assert_eq!((out.as_bytes().len(), n), (1000, 100));
         let err: String = lua
             .load(
@@ -2037,10 +1818,7 @@ mod tests {
             .eval()
             .unwrap();
         assert_eq!(err, "cap:1: resulting string too large");
-        let err: String = lua
-            .load("return select(2, pcall(R.gsub, string.rep('a', 2000), 'b', ''))")
-            .eval()
-            .unwrap();
+        let err: String = lua.load("return select(2, pcall(R.gsub, string.rep('a', 2000), 'b', ''))").eval().unwrap();
         assert_eq!(err, "resulting string too large");
         let err: String = lua
             .load("return select(2, pcall(R.gsub, 'abc', '%w', function() return string.rep('y', 600) end))")
@@ -2049,24 +1827,10 @@ mod tests {
         assert_eq!(err, "resulting string too large");
 
         let mut budget = u64::MAX;
-        let result = gsub::<_, PatternError>(
-            b"aaaa",
-            b"a",
-            Replacement::Template(b"xyz"),
-            None,
-            11,
-            &mut budget,
-        );
+        let result = gsub::<_, PatternError>(b"aaaa", b"a", Replacement::Template(b"xyz"), None, 11, &mut budget);
         assert_eq!(result.unwrap_err(), PatternError::OutputTooLarge);
         let mut budget = u64::MAX;
-        let result = gsub::<_, PatternError>(
-            b"aaaa",
-            b"a",
-            Replacement::Template(b"xyz"),
-            None,
-            12,
-            &mut budget,
-        );
+        let result = gsub::<_, PatternError>(b"aaaa", b"a", Replacement::Template(b"xyz"), None, 12, &mut budget);
         assert_eq!(result.unwrap(), (b"xyzxyzxyzxyz".to_vec(), 4));
     }
 
@@ -2119,17 +1883,12 @@ mod tests {
     fn pure_api() {
         let mut budget = u64::MAX;
         let src = b"key = value";
-        let m = match_pattern(src, b"(%w+)%s*=%s*()(%w+)", 1, &mut budget)
-            .unwrap()
-            .unwrap();
+        let m = match_pattern(src, b"(%w+)%s*=%s*()(%w+)", 1, &mut budget).unwrap().unwrap();
         assert_eq!((m.start, m.end, m.capture_count(true)), (0, 11, 3));
         assert_eq!(m.capture(src, 0).unwrap(), Capture::Bytes(b"key"));
         assert_eq!(m.capture(src, 1).unwrap(), Capture::Position(7));
         assert_eq!(m.capture(src, 2).unwrap(), Capture::Bytes(b"value"));
-        assert_eq!(
-            m.capture(src, 3).unwrap_err(),
-            PatternError::Lua("invalid capture index".into())
-        );
+        assert_eq!(m.capture(src, 3).unwrap_err(), PatternError::Lua("invalid capture index".into()));
         assert_eq!(
             find(b"x", b"[a", 1, false, &mut budget).unwrap_err(),
             PatternError::Lua("malformed pattern (missing ']')".into())
@@ -2143,28 +1902,15 @@ mod tests {
         let mut upper = |m: &Match, out: &mut Output| -> Result<(), PatternError> {
             out.push(&b"a bb"[m.start..m.end].to_ascii_uppercase())
         };
-        let (out, n) = gsub(
-            b"a bb",
-            b"%a+",
-            Replacement::With(&mut upper),
-            None,
-            100,
-            &mut budget,
-        )
-        .unwrap();
+        let (out, n) = gsub(b"a bb", b"%a+", Replacement::With(&mut upper), None, 100, &mut budget).unwrap();
         assert_eq!((out, n), (b"A BB".to_vec(), 2));
         // A budget of exactly what a match needs is enough; one less is not.
         let mut used = 1_000u64;
         find(b"hello world", b"o w", 1, false, &mut used).unwrap();
         let need = 1_000 - used;
         let mut exact = need;
-        assert!(find(b"hello world", b"o w", 1, false, &mut exact)
-            .unwrap()
-            .is_some());
+        assert!(find(b"hello world", b"o w", 1, false, &mut exact).unwrap().is_some());
         let mut short = need - 1;
-        assert_eq!(
-            find(b"hello world", b"o w", 1, false, &mut short).unwrap_err(),
-            PatternError::Budget
-        );
+        assert_eq!(find(b"hello world", b"o w", 1, false, &mut short).unwrap_err(), PatternError::Budget);
     }
 }

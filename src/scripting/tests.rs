@@ -17,35 +17,16 @@ fn eval_with(store: &mut HashMap<Bytes, Bytes>, body: &str, keys: &[&str], argv:
     eval_budget(store, body, keys, argv, INSTRUCTION_BUDGET)
 }
 
-fn eval_budget(
-    store: &mut HashMap<Bytes, Bytes>,
-    body: &str,
-    keys: &[&str],
-    argv: &[&str],
-    budget: u64,
-) -> Reply {
-    let b = |v: &[&str]| {
-        v.iter()
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect::<Vec<_>>()
-    };
+fn eval_budget(store: &mut HashMap<Bytes, Bytes>, body: &str, keys: &[&str], argv: &[&str], budget: u64) -> Reply {
+    let b = |v: &[&str]| v.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect::<Vec<_>>();
     let mut call = |args: &[Bytes]| -> Reply {
-        match String::from_utf8_lossy(&args[0])
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "get" => store
-                .get(&args[1])
-                .cloned()
-                .map(Reply::Bulk)
-                .unwrap_or(Reply::Nil),
+        match String::from_utf8_lossy(&args[0]).to_ascii_lowercase().as_str() {
+            "get" => store.get(&args[1]).cloned().map(Reply::Bulk).unwrap_or(Reply::Nil),
             "set" => {
                 store.insert(args[1].clone(), args[2].clone());
                 Reply::ok()
             }
-            "wrong" => {
-                Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value")
-            }
+            "wrong" => Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value"),
             _ => Reply::error("ERR unknown command"),
         }
     };
@@ -65,61 +46,22 @@ fn conversions_follow_redis() {
     assert_eq!(eval("return true", &[], &[]), Reply::Int(1));
     assert_eq!(eval("return false", &[], &[]), Reply::Nil);
     assert_eq!(eval("return nil", &[], &[]), Reply::Nil);
-    assert_eq!(
-        eval("return {1, 'a', nil, 3}", &[], &[]),
-        Reply::Array(vec![Reply::Int(1), Reply::bulk("a")])
-    );
-    assert_eq!(
-        eval("return redis.status_reply('FINE')", &[], &[]),
-        Reply::Status("FINE".into())
-    );
-    assert_eq!(
-        eval("return redis.error_reply('MY failure')", &[], &[]),
-        Reply::error("MY failure")
-    );
+    assert_eq!(eval("return {1, 'a', nil, 3}", &[], &[]), Reply::Array(vec![Reply::Int(1), Reply::bulk("a")]));
+    assert_eq!(eval("return redis.status_reply('FINE')", &[], &[]), Reply::Status("FINE".into()));
+    assert_eq!(eval("return redis.error_reply('MY failure')", &[], &[]), Reply::error("MY failure"));
     assert_eq!(eval("return {err='E1'}", &[], &[]), Reply::error("E1"));
-    assert_eq!(
-        eval("return {KEYS[1], ARGV[2], #ARGV}", &["k"], &["a", "b"]),
-        Reply::Array(vec![Reply::bulk("k"), Reply::bulk("b"), Reply::Int(2)])
-    );
+    assert_eq!(eval("return {KEYS[1], ARGV[2], #ARGV}", &["k"], &["a", "b"]), Reply::Array(vec![Reply::bulk("k"), Reply::bulk("b"), Reply::Int(2)]));
 }
 
 #[test]
 fn redis_call_and_pcall() {
     let mut store = HashMap::new();
-    assert_eq!(
-        eval_with(
-            &mut store,
-            "return redis.call('set', KEYS[1], ARGV[1])",
-            &["k"],
-            &["v"]
-        ),
-        Reply::ok()
-    );
-    assert_eq!(
-        eval_with(&mut store, "return redis.call('GET', KEYS[1])", &["k"], &[]),
-        Reply::bulk("v")
-    );
+    assert_eq!(eval_with(&mut store, "return redis.call('set', KEYS[1], ARGV[1])", &["k"], &["v"]), Reply::ok());
+    assert_eq!(eval_with(&mut store, "return redis.call('GET', KEYS[1])", &["k"], &[]), Reply::bulk("v"));
     // A missing value is false in Lua.
-    assert_eq!(
-        eval_with(
-            &mut store,
-            "return redis.call('get', 'nope') == false",
-            &[],
-            &[]
-        ),
-        Reply::Int(1)
-    );
+    assert_eq!(eval_with(&mut store, "return redis.call('get', 'nope') == false", &[], &[]), Reply::Int(1));
     // Numbers become their decimal text.
-    assert_eq!(
-        eval_with(
-            &mut store,
-            "redis.call('set', 'n', 42) return redis.call('get', 'n')",
-            &[],
-            &[]
-        ),
-        Reply::bulk("42")
-    );
+    assert_eq!(eval_with(&mut store, "redis.call('set', 'n', 42) return redis.call('get', 'n')", &[], &[]), Reply::bulk("42"));
     // call raises the command's error as the script's error ...
     // (with Redis 7's suffix: the script and the line, even for a tail call)
     let sha = sha1hex(b"return redis.call('wrong')");
@@ -128,22 +70,10 @@ fn redis_call_and_pcall() {
         Reply::Error(format!("WRONGTYPE Operation against a key holding the wrong kind of value script: {sha}, on @user_script:1."))
     );
     // ... pcall returns it as a table.
-    assert_eq!(
-        eval("local r = redis.pcall('wrong') return r.err", &[], &[]),
-        Reply::bulk("WRONGTYPE Operation against a key holding the wrong kind of value")
-    );
-    assert!(is_err(
-        &eval("return redis.call('get', {})", &[], &[]),
-        "arguments must be strings or integers"
-    ));
-    assert_eq!(
-        eval("return redis.sha1hex('')", &[], &[]),
-        Reply::bulk("da39a3ee5e6b4b0d3255bfef95601890afd80709")
-    );
-    assert_eq!(
-        sha1hex(b"return 1"),
-        "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
-    );
+    assert_eq!(eval("local r = redis.pcall('wrong') return r.err", &[], &[]), Reply::bulk("WRONGTYPE Operation against a key holding the wrong kind of value"));
+    assert!(is_err(&eval("return redis.call('get', {})", &[], &[]), "arguments must be strings or integers"));
+    assert_eq!(eval("return redis.sha1hex('')", &[], &[]), Reply::bulk("da39a3ee5e6b4b0d3255bfef95601890afd80709"));
+    assert_eq!(sha1hex(b"return 1"), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
 }
 
 #[test]
@@ -159,41 +89,20 @@ fn escapes_fail_cleanly() {
         "return getfenv(1)",
         "return collectgarbage('count')",
     ] {
-        assert!(
-            matches!(eval(body, &[], &[]), Reply::Error(_)),
-            "{body} did not fail"
-        );
+        assert!(matches!(eval(body, &[], &[]), Reply::Error(_)), "{body} did not fail");
     }
     // Bytecode is refused even through loadstring.
-    assert_eq!(
-        eval("local f, e = loadstring('\\27Lua') return e", &[], &[]),
-        Reply::bulk("loading binary chunks is not allowed")
-    );
+    assert_eq!(eval("local f, e = loadstring('\\27Lua') return e", &[], &[]), Reply::bulk("loading binary chunks is not allowed"));
     // Text chunks still load.
-    assert_eq!(
-        eval("return loadstring('return 7')()", &[], &[]),
-        Reply::Int(7)
-    );
+    assert_eq!(eval("return loadstring('return 7')()", &[], &[]), Reply::Int(7));
 }
 
 #[test]
 fn globals_are_protected() {
-    assert!(is_err(
-        &eval("x = 1 return 1", &[], &[]),
-        "Attempt to modify a readonly table"
-    ));
-    assert!(is_err(
-        &eval("return undefined_thing", &[], &[]),
-        "nonexistent global variable 'undefined_thing'"
-    ));
-    assert!(is_err(
-        &eval("string.len = nil return 1", &[], &[]),
-        "readonly"
-    ));
-    assert!(is_err(
-        &eval("redis.call = nil return 1", &[], &[]),
-        "readonly"
-    ));
+    assert!(is_err(&eval("x = 1 return 1", &[], &[]), "Attempt to modify a readonly table"));
+    assert!(is_err(&eval("return undefined_thing", &[], &[]), "nonexistent global variable 'undefined_thing'"));
+    assert!(is_err(&eval("string.len = nil return 1", &[], &[]), "readonly"));
+    assert!(is_err(&eval("redis.call = nil return 1", &[], &[]), "readonly"));
     // Locals are fine.
     assert_eq!(eval("local x = 5 return x", &[], &[]), Reply::Int(5));
 }
@@ -201,22 +110,12 @@ fn globals_are_protected() {
 #[test]
 fn runaway_scripts_hit_the_budget_even_inside_pcall() {
     assert!(is_err(&eval("while true do end", &[], &[]), "budget"));
-    assert!(is_err(
-        &eval(
-            "while true do pcall(function() while true do end end) end",
-            &[],
-            &[]
-        ),
-        "budget"
-    ));
+    assert!(is_err(&eval("while true do pcall(function() while true do end end) end", &[], &[]), "budget"));
     // A script over budget stops at the same point every time.
     let mut a = HashMap::new();
     let mut b = HashMap::new();
     let body = "local i = 0 while true do i = i + 1 redis.call('set', 'i', i) end";
-    assert!(is_err(
-        &eval_budget(&mut a, body, &[], &[], 200_000),
-        "budget"
-    ));
+    assert!(is_err(&eval_budget(&mut a, body, &[], &[], 200_000), "budget"));
     eval_budget(&mut b, body, &[], &[], 200_000);
     assert_eq!(a, b);
     assert!(!a.is_empty());
@@ -224,10 +123,7 @@ fn runaway_scripts_hit_the_budget_even_inside_pcall() {
 
 #[test]
 fn syntax_errors_and_randomness_are_deterministic() {
-    assert!(is_err(
-        &eval("return (", &[], &[]),
-        "Error compiling script"
-    ));
+    assert!(is_err(&eval("return (", &[], &[]), "Error compiling script"));
     let r = "math.randomseed(7) return {math.random(100), math.random(100), math.random(100)}";
     assert_eq!(eval(r, &[], &[]), eval(r, &[], &[]));
 }
@@ -236,30 +132,16 @@ fn syntax_errors_and_randomness_are_deterministic() {
 #[test]
 fn cyclic_and_deep_replies_are_errors() {
     let cyclic = "local a = {}; local b = {a}; a[1] = b; return a";
-    assert_eq!(
-        eval(cyclic, &[], &[]),
-        Reply::error("ERR reached lua stack limit")
-    );
-    assert_eq!(
-        eval("local a = {} a[1] = a return a", &[], &[]),
-        Reply::error("ERR reached lua stack limit")
-    );
+    assert_eq!(eval(cyclic, &[], &[]), Reply::error("ERR reached lua stack limit"));
+    assert_eq!(eval("local a = {} a[1] = a return a", &[], &[]), Reply::error("ERR reached lua stack limit"));
     let deep = "local t = {} local c = t for i=1,100000 do c[1] = {} c = c[1] end return t";
-    assert_eq!(
-        eval(deep, &[], &[]),
-        Reply::error("ERR reached lua stack limit")
-    );
+    assert_eq!(eval(deep, &[], &[]), Reply::error("ERR reached lua stack limit"));
     // A table that refers to itself twice doubles at every level.
-    assert!(is_err(
-        &eval("local a = {} a[1] = a a[2] = a return a", &[], &[]),
-        "reached lua stack limit"
-    ));
-    let wide =
-        "local t = {} local c = t for i=1,40 do local n = {} c[1] = n c[2] = n c = n end return t";
+    assert!(is_err(&eval("local a = {} a[1] = a a[2] = a return a", &[], &[]), "reached lua stack limit"));
+    let wide = "local t = {} local c = t for i=1,40 do local n = {} c[1] = n c[2] = n c = n end return t";
     assert!(is_err(&eval(wide, &[], &[]), "too large"));
     // Nesting below the limit still converts, all the way down.
-    let ok =
-        "local t = {} local c = t for i=1,900 do c[1] = {} c = c[1] end c[1] = 'leaf' return t";
+    let ok = "local t = {} local c = t for i=1,900 do c[1] = {} c = c[1] end c[1] = 'leaf' return t";
     let mut reply = eval(ok, &[], &[]);
     let mut depth = 0;
     while let Reply::Array(mut items) = reply {
@@ -273,137 +155,37 @@ fn cyclic_and_deep_replies_are_errors() {
 #[test]
 fn c_loops_a_script_controls_are_bounded() {
     // string.rep of an empty string would loop 2^62 times in C.
-    assert_eq!(
-        eval("return string.rep('', 2^62)", &[], &[]),
-        Reply::bulk("")
-    );
+    assert_eq!(eval("return string.rep('', 2^62)", &[], &[]), Reply::bulk(""));
     assert_eq!(eval("return #string.rep('ab', 3)", &[], &[]), Reply::Int(6));
-    assert_eq!(
-        eval("return string.rep('x', -1)", &[], &[]),
-        Reply::bulk("")
-    );
-    assert!(is_err(
-        &eval("return string.rep('x', 2^40)", &[], &[]),
-        "not enough memory"
-    ));
+    assert_eq!(eval("return string.rep('x', -1)", &[], &[]), Reply::bulk(""));
+    assert!(is_err(&eval("return string.rep('x', 2^40)", &[], &[]), "not enough memory"));
     // Redis 7's text for an error that is not an error table.
-    let oom = eval(
-        "local s = 'x' for i = 1, 40 do s = s .. s end return #s",
-        &[],
-        &[],
-    );
-    assert!(
-        matches!(&oom, Reply::Error(e) if e.starts_with("ERR Error running script f_") && e.ends_with(", not enough memory")),
-        "{oom:?}"
-    );
-    assert!(is_err(
-        &eval("return string.rep('x', 'many')", &[], &[]),
-        "bad argument #2 to 'rep'"
-    ));
-    assert!(is_err(
-        &eval("return ('x'):rep(2^40)", &[], &[]),
-        "not enough memory"
-    ));
+    let oom = eval("local s = 'x' for i = 1, 40 do s = s .. s end return #s", &[], &[]);
+    assert!(matches!(&oom, Reply::Error(e) if e.starts_with("ERR Error running script f_") && e.ends_with(", not enough memory")), "{oom:?}");
+    assert!(is_err(&eval("return string.rep('x', 'many')", &[], &[]), "bad argument #2 to 'rep'"));
+    assert!(is_err(&eval("return ('x'):rep(2^40)", &[], &[]), "not enough memory"));
     // table.insert at -2^31 would shift 2^31 slots.
-    assert!(is_err(
-        &eval("local t = {} table.insert(t, -2^31, 1) return t", &[], &[]),
-        "budget"
-    ));
+    assert!(is_err(&eval("local t = {} table.insert(t, -2^31, 1) return t", &[], &[]), "budget"));
     // A sparse table whose length is near 2^29: removing its first element
     // would move that many slots in C.
     let sparse = "local t = {1, 2, nil, 4} local j = 5 while j < 2^30 do t[j] = 1 j = j * 2 end";
-    assert!(is_err(
-        &eval(&format!("{sparse} table.remove(t, 1) return #t"), &[], &[]),
-        "budget"
-    ));
-    assert!(is_err(
-        &eval(
-            &format!("{sparse} table.insert(t, 1, 'x') return #t"),
-            &[],
-            &[]
-        ),
-        "budget"
-    ));
-    assert!(is_err(
-        &eval(
-            &format!("{sparse} table.foreachi(t, function() end) return #t"),
-            &[],
-            &[]
-        ),
-        "budget"
-    ));
-    assert!(is_err(
-        &eval(&format!("{sparse} table.sort(t) return #t"), &[], &[]),
-        "too large to sort"
-    ));
-    assert_eq!(
-        eval(
-            "local t = {1, 2, 3} return {table.remove(t, 1), table.remove(t), #t}",
-            &[],
-            &[]
-        ),
-        eval("return {1, 3, 1}", &[], &[])
-    );
+    assert!(is_err(&eval(&format!("{sparse} table.remove(t, 1) return #t"), &[], &[]), "budget"));
+    assert!(is_err(&eval(&format!("{sparse} table.insert(t, 1, 'x') return #t"), &[], &[]), "budget"));
+    assert!(is_err(&eval(&format!("{sparse} table.foreachi(t, function() end) return #t"), &[], &[]), "budget"));
+    assert!(is_err(&eval(&format!("{sparse} table.sort(t) return #t"), &[], &[]), "too large to sort"));
+    assert_eq!(eval("local t = {1, 2, 3} return {table.remove(t, 1), table.remove(t), #t}", &[], &[]), eval("return {1, 3, 1}", &[], &[]));
     // Concatenating big strings in a loop allocates, and allocation is paid for.
-    assert!(is_err(
-        &eval(
-            "local s = string.rep('x', 2^20) for i = 1, 1e6 do local t = s .. 'y' end",
-            &[],
-            &[]
-        ),
-        "budget"
-    ));
+    assert!(is_err(&eval("local s = string.rep('x', 2^20) for i = 1, 1e6 do local t = s .. 'y' end", &[], &[]), "budget"));
     // Comparing big strings is weighted by what the script holds.
-    assert!(is_err(
-        &eval(
-            "local s = string.rep('x', 2^24) for i = 1, 1e7 do local c = s < s end",
-            &[],
-            &[]
-        ),
-        "budget"
-    ));
+    assert!(is_err(&eval("local s = string.rep('x', 2^24) for i = 1, 1e7 do local c = s < s end", &[], &[]), "budget"));
     // Patterns cannot recurse deeply nor backtrack without limit.
-    assert!(is_err(
-        &eval(
-            "return string.find(string.rep('a', 300000), string.rep('a?', 300000))",
-            &[],
-            &[]
-        ),
-        "pattern too complex"
-    ));
-    assert!(is_err(
-        &eval(
-            "return string.find(string.rep('a', 40), string.rep('a*', 40) .. 'b')",
-            &[],
-            &[]
-        ),
-        "budget"
-    ));
-    assert!(is_err(
-        &eval(
-            "return string.gsub(string.rep('x', 1e6), '', string.rep('y', 1000))",
-            &[],
-            &[]
-        ),
-        ""
-    ));
-    assert_eq!(
-        eval(
-            "local t = {1, 3} table.insert(t, 2, 2) table.insert(t, 4) return t",
-            &[],
-            &[]
-        ),
-        eval("return {1, 2, 3, 4}", &[], &[])
-    );
+    assert!(is_err(&eval("return string.find(string.rep('a', 300000), string.rep('a?', 300000))", &[], &[]), "pattern too complex"));
+    assert!(is_err(&eval("return string.find(string.rep('a', 40), string.rep('a*', 40) .. 'b')", &[], &[]), "budget"));
+    assert!(is_err(&eval("return string.gsub(string.rep('x', 1e6), '', string.rep('y', 1000))", &[], &[]), ""));
+    assert_eq!(eval("local t = {1, 3} table.insert(t, 2, 2) table.insert(t, 4) return t", &[], &[]), eval("return {1, 2, 3, 4}", &[], &[]));
     // unpack and string.byte of huge ranges fail inside Lua.
-    assert!(matches!(
-        eval("return unpack({}, 1, 1e8)", &[], &[]),
-        Reply::Error(_)
-    ));
-    assert!(matches!(
-        eval("return string.byte(string.rep('x', 1e7), 1, -1)", &[], &[]),
-        Reply::Error(_)
-    ));
+    assert!(matches!(eval("return unpack({}, 1, 1e8)", &[], &[]), Reply::Error(_)));
+    assert!(matches!(eval("return string.byte(string.rep('x', 1e7), 1, -1)", &[], &[]), Reply::Error(_)));
 }
 
 #[test]
@@ -442,16 +224,7 @@ fn error_objects_of_every_type_become_error_replies() {
     ] {
         let reply = eval(body, &[], &[]);
         match &reply {
-            Reply::Error(text) => assert!(
-                !text.trim().is_empty()
-                    && text
-                        .split(' ')
-                        .next()
-                        .unwrap()
-                        .chars()
-                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()),
-                "{body}: {text:?}"
-            ),
+            Reply::Error(text) => assert!(!text.trim().is_empty() && text.split(' ').next().unwrap().chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) , "{body}: {text:?}"),
             other => panic!("{body} replied {other:?}"),
         }
     }
@@ -466,18 +239,10 @@ fn addresses_never_reach_a_reply_or_a_write() {
     assert_eq!(a, eval(body, &[], &[]));
     assert_eq!(
         a,
-        Reply::Array(vec![
-            Reply::bulk("table: 0x00000001"),
-            Reply::bulk("function: 0x00000002"),
-            Reply::bulk("table: 0x00000001"),
-            Reply::bulk("mine")
-        ])
+        Reply::Array(vec![Reply::bulk("table: 0x00000001"), Reply::bulk("function: 0x00000002"), Reply::bulk("table: 0x00000001"), Reply::bulk("mine")])
     );
     let err = eval("error(function() end)", &[], &[]);
-    assert!(
-        matches!(&err, Reply::Error(e) if e.contains("function: 0x00000001")),
-        "{err:?}"
-    );
+    assert!(matches!(&err, Reply::Error(e) if e.contains("function: 0x00000001")), "{err:?}");
 }
 
 /// Runs `body` in a VM built for it alone (as every run did before VMs were
@@ -513,13 +278,8 @@ fn a_reused_vm_runs_a_script_exactly_as_a_new_one() {
     let mut expected = HashMap::new();
     let reply = eval_fresh(&mut expected, probe, BUDGET);
     assert!(is_err(&reply, "budget"), "{reply:?}");
-    let n: u64 = String::from_utf8_lossy(&expected[&Bytes::from("n")])
-        .parse()
-        .unwrap();
-    assert!(
-        n > 1000,
-        "the probe must run long enough to collect garbage: {n}"
-    );
+    let n: u64 = String::from_utf8_lossy(&expected[&Bytes::from("n")]).parse().unwrap();
+    assert!(n > 1000, "the probe must run long enough to collect garbage: {n}");
 
     // What earlier scripts may leave behind, or try to.
     let history = [
@@ -548,15 +308,8 @@ fn a_reused_vm_runs_a_script_exactly_as_a_new_one() {
         let _ = eval(before, &["k"], &["v"]);
         let mut store = HashMap::new();
         let reply = eval_budget(&mut store, probe, &[], &[], BUDGET);
-        assert_eq!(
-            reply,
-            eval_fresh(&mut HashMap::new(), probe, BUDGET),
-            "after {before:?}"
-        );
-        assert_eq!(
-            store, expected,
-            "the probe after {before:?} differs from a run in a new VM"
-        );
+        assert_eq!(reply, eval_fresh(&mut HashMap::new(), probe, BUDGET), "after {before:?}");
+        assert_eq!(store, expected, "the probe after {before:?} differs from a run in a new VM");
     }
 }
 
@@ -570,31 +323,15 @@ fn small_scripts_reuse_one_vm() {
     for _ in 0..200 {
         assert_eq!(eval(release, &["k"], &["v"]), Reply::Int(0));
     }
-    assert_eq!(
-        super::vms_built_on_this_thread() - built,
-        0,
-        "VMs built for 200 runs"
-    );
+    assert_eq!(super::vms_built_on_this_thread() - built, 0, "VMs built for 200 runs");
 }
 
 /// Nothing a script does to the libraries or the string metatable outlives it.
 #[test]
 fn shared_tables_are_read_only() {
-    assert!(is_err(
-        &eval("coroutine.create = nil return 1", &[], &[]),
-        "readonly"
-    ));
-    assert!(is_err(
-        &eval("rawset(coroutine, 'create', nil) return 1", &[], &[]),
-        "readonly"
-    ));
+    assert!(is_err(&eval("coroutine.create = nil return 1", &[], &[]), "readonly"));
+    assert!(is_err(&eval("rawset(coroutine, 'create', nil) return 1", &[], &[]), "readonly"));
     assert_eq!(eval("return getmetatable('')", &[], &[]), Reply::Nil);
-    assert_eq!(
-        eval("return ('ab'):upper()", &[], &[]),
-        Reply::Bulk(Bytes::from("AB"))
-    );
-    assert_eq!(
-        eval("return type(coroutine.create)", &[], &[]),
-        Reply::Bulk(Bytes::from("function"))
-    );
+    assert_eq!(eval("return ('ab'):upper()", &[], &[]), Reply::Bulk(Bytes::from("AB")));
+    assert_eq!(eval("return type(coroutine.create)", &[], &[]), Reply::Bulk(Bytes::from("function")));
 }

@@ -40,13 +40,11 @@ fn digest(password: &[u8]) -> [u8; 32] {
     Sha256::digest(password).into()
 }
 
+
 impl Auth {
     /// `password`: the default user's (none or empty: no password).
     pub fn new(password: Option<&str>, protected_mode: bool) -> Auth {
-        let auth = Auth {
-            password: RwLock::new(None),
-            protected_mode: AtomicBool::new(protected_mode),
-        };
+        let auth = Auth { password: RwLock::new(None), protected_mode: AtomicBool::new(protected_mode) };
         auth.set_password(password);
         auth
     }
@@ -54,9 +52,7 @@ impl Auth {
     /// `CONFIG SET requirepass`: a new password for new authentications (an
     /// empty one removes it). Connections already authenticated stay so.
     pub fn set_password(&self, password: Option<&str>) {
-        let hashed = password
-            .filter(|p| !p.is_empty())
-            .map(|p| digest(p.as_bytes()));
+        let hashed = password.filter(|p| !p.is_empty()).map(|p| digest(p.as_bytes()));
         *self.password.write().unwrap_or_else(|p| p.into_inner()) = hashed;
     }
 
@@ -69,8 +65,7 @@ impl Auth {
         let mut u = acl::default_user();
         if let Some(hash) = *self.password.read().unwrap_or_else(|p| p.into_inner()) {
             u.nopass = false;
-            u.passwords
-                .insert(hash.iter().map(|b| format!("{b:02x}")).collect());
+            u.passwords.insert(hash.iter().map(|b| format!("{b:02x}")).collect());
         }
         u
     }
@@ -97,10 +92,7 @@ impl Auth {
     pub fn denies(&self, peer: IpAddr, table: &AclTable) -> bool {
         let loopback = match peer {
             IpAddr::V4(v4) => v4 == std::net::Ipv4Addr::LOCALHOST,
-            IpAddr::V6(v6) => {
-                v6 == std::net::Ipv6Addr::LOCALHOST
-                    || v6.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST)
-            }
+            IpAddr::V6(v6) => v6 == std::net::Ipv6Addr::LOCALHOST || v6.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST),
         };
         self.protected_mode() && self.default_user(table).nopass && !loopback
     }
@@ -108,12 +100,7 @@ impl Auth {
     /// `AUTH [user] password` (`user` None: `default`): the user's name if
     /// the password is one of its (any, for a user with `nopass`) and it is
     /// on, else the error to reply.
-    pub fn check(
-        &self,
-        user: Option<&[u8]>,
-        password: &[u8],
-        table: &AclTable,
-    ) -> Result<String, Reply> {
+    pub fn check(&self, user: Option<&[u8]>, password: &[u8], table: &AclTable) -> Result<String, Reply> {
         let name = String::from_utf8_lossy(user.unwrap_or(b"default")).into_owned();
         let u = if name == "default" {
             self.default_user(table)
@@ -127,10 +114,7 @@ impl Auth {
             return Err(Reply::error(NO_PASSWORD_SET));
         }
         let given = acl::hash_password(password);
-        let matches = u
-            .passwords
-            .iter()
-            .fold(false, |found, h| found | same_text(h, &given));
+        let matches = u.passwords.iter().fold(false, |found, h| found | same_text(h, &given));
         if u.enabled && (u.nopass || matches) {
             Ok(name)
         } else {
@@ -141,11 +125,7 @@ impl Auth {
 
 /// Equal strings, in time that does not depend on where they differ.
 fn same_text(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The commands a client may send before it has authenticated.
@@ -163,78 +143,29 @@ mod tests {
         let auth = Auth::new(Some("s3cret"), true);
         assert!(auth.required(&none));
         assert_eq!(auth.check(None, b"s3cret", &none), Ok("default".into()));
-        assert_eq!(
-            auth.check(Some(b"default"), b"s3cret", &none),
-            Ok("default".into())
-        );
-        assert_eq!(
-            auth.check(None, b"s3cre", &none),
-            Err(Reply::error(WRONGPASS))
-        );
-        assert_eq!(
-            auth.check(Some(b"alice"), b"s3cret", &none),
-            Err(Reply::error(WRONGPASS))
-        );
+        assert_eq!(auth.check(Some(b"default"), b"s3cret", &none), Ok("default".into()));
+        assert_eq!(auth.check(None, b"s3cre", &none), Err(Reply::error(WRONGPASS)));
+        assert_eq!(auth.check(Some(b"alice"), b"s3cret", &none), Err(Reply::error(WRONGPASS)));
         auth.set_password(Some(""));
         assert!(!auth.required(&none));
-        assert_eq!(
-            auth.check(None, b"x", &none),
-            Err(Reply::error(NO_PASSWORD_SET))
-        );
-        assert_eq!(
-            auth.check(Some(b"default"), b"anything", &none),
-            Ok("default".into())
-        );
-        assert_eq!(
-            auth.check(Some(b"alice"), b"anything", &none),
-            Err(Reply::error(WRONGPASS))
-        );
+        assert_eq!(auth.check(None, b"x", &none), Err(Reply::error(NO_PASSWORD_SET)));
+        assert_eq!(auth.check(Some(b"default"), b"anything", &none), Ok("default".into()));
+        assert_eq!(auth.check(Some(b"alice"), b"anything", &none), Err(Reply::error(WRONGPASS)));
     }
 
     #[test]
     fn acl_users_authenticate_and_a_defined_default_overrides_requirepass() {
         let mut table = AclTable::default();
-        table.users.insert(
-            "alice".into(),
-            acl::user_from_rules(&["on".into(), ">pw".into()]).unwrap(),
-        );
-        table.users.insert(
-            "bob".into(),
-            acl::user_from_rules(&["off".into(), ">pw".into()]).unwrap(),
-        );
+        table.users.insert("alice".into(), acl::user_from_rules(&["on".into(), ">pw".into()]).unwrap());
+        table.users.insert("bob".into(), acl::user_from_rules(&["off".into(), ">pw".into()]).unwrap());
         let auth = Auth::new(Some("node-pass"), true);
-        assert_eq!(
-            auth.check(Some(b"alice"), b"pw", &table),
-            Ok("alice".into())
-        );
-        assert_eq!(
-            auth.check(Some(b"alice"), b"nope", &table),
-            Err(Reply::error(WRONGPASS))
-        );
-        assert_eq!(
-            auth.check(Some(b"bob"), b"pw", &table),
-            Err(Reply::error(WRONGPASS)),
-            "bob is off"
-        );
+        assert_eq!(auth.check(Some(b"alice"), b"pw", &table), Ok("alice".into()));
+        assert_eq!(auth.check(Some(b"alice"), b"nope", &table), Err(Reply::error(WRONGPASS)));
+        assert_eq!(auth.check(Some(b"bob"), b"pw", &table), Err(Reply::error(WRONGPASS)), "bob is off");
         assert_eq!(auth.check(None, b"node-pass", &table), Ok("default".into()));
-        table.users.insert(
-            "default".into(),
-            acl::user_from_rules(&[
-                "on".into(),
-                ">cluster-pass".into(),
-                "+@all".into(),
-                "~*".into(),
-            ])
-            .unwrap(),
-        );
-        assert_eq!(
-            auth.check(None, b"node-pass", &table),
-            Err(Reply::error(WRONGPASS))
-        );
-        assert_eq!(
-            auth.check(None, b"cluster-pass", &table),
-            Ok("default".into())
-        );
+        table.users.insert("default".into(), acl::user_from_rules(&["on".into(), ">cluster-pass".into(), "+@all".into(), "~*".into()]).unwrap());
+        assert_eq!(auth.check(None, b"node-pass", &table), Err(Reply::error(WRONGPASS)));
+        assert_eq!(auth.check(None, b"cluster-pass", &table), Ok("default".into()));
         assert!(auth.required(&table));
     }
 
@@ -245,10 +176,7 @@ mod tests {
         let far: IpAddr = "10.1.2.3".parse().unwrap();
         let other_loopback: IpAddr = "127.0.0.2".parse().unwrap();
         assert!(auth.denies(far, &none) && auth.denies(other_loopback, &none));
-        assert!(
-            !auth.denies("127.0.0.1".parse().unwrap(), &none)
-                && !auth.denies("::1".parse().unwrap(), &none)
-        );
+        assert!(!auth.denies("127.0.0.1".parse().unwrap(), &none) && !auth.denies("::1".parse().unwrap(), &none));
         assert!(!auth.denies("::ffff:127.0.0.1".parse().unwrap(), &none));
         auth.set_password(Some("pw"));
         assert!(!auth.denies(far, &none));

@@ -74,12 +74,7 @@ impl ClientRegistry {
     }
 
     /// Registers a connection unless `limit` clients are connected already.
-    pub fn register(
-        &self,
-        addr: SocketAddr,
-        local_addr: Option<SocketAddr>,
-        limit: usize,
-    ) -> Option<u64> {
+    pub fn register(&self, addr: SocketAddr, local_addr: Option<SocketAddr>, limit: usize) -> Option<u64> {
         let mut clients = self.lock();
         if clients.len() >= limit {
             return None;
@@ -151,10 +146,7 @@ impl ClientRegistry {
     }
 
     pub fn pubsub_clients(&self) -> usize {
-        self.lock()
-            .values()
-            .filter(|c| c.channels + c.patterns > 0)
-            .count()
+        self.lock().values().filter(|c| c.channels + c.patterns > 0).count()
     }
 }
 
@@ -177,15 +169,7 @@ impl KillFilter {
     /// Redis 7's error texts.
     pub fn parse(args: &[bytes::Bytes], me: u64) -> Result<KillFilter, String> {
         let text = |b: &bytes::Bytes| String::from_utf8_lossy(b).into_owned();
-        let mut f = KillFilter {
-            old_form: false,
-            id: None,
-            addr: None,
-            laddr: None,
-            user: None,
-            pubsub: None,
-            skip: Some(me),
-        };
+        let mut f = KillFilter { old_form: false, id: None, addr: None, laddr: None, user: None, pubsub: None, skip: Some(me) };
         if args.len() == 1 {
             f.old_form = true;
             f.addr = Some(text(&args[0]));
@@ -202,8 +186,7 @@ impl KillFilter {
                     f.id = Some(
                         crate::protocol::parse_i64(&pair[1])
                             .filter(|n| *n > 0)
-                            .ok_or("ERR client-id should be greater than 0")?
-                            as u64,
+                            .ok_or("ERR client-id should be greater than 0")? as u64,
                     )
                 }
                 "addr" => f.addr = Some(value),
@@ -214,9 +197,7 @@ impl KillFilter {
                         "normal" => false,
                         "pubsub" => true,
                         // There are no replica connections among clients.
-                        "master" | "replica" | "slave" => {
-                            return Ok(KillFilter { id: Some(0), ..f })
-                        }
+                        "master" | "replica" | "slave" => return Ok(KillFilter { id: Some(0), ..f }),
                         _ => return Err(format!("ERR Unknown client type '{value}'")),
                     })
                 }
@@ -236,14 +217,9 @@ impl KillFilter {
     pub fn matches(&self, c: &ClientInfo) -> bool {
         self.id.is_none_or(|id| id == c.id)
             && self.addr.as_ref().is_none_or(|a| *a == c.addr.to_string())
-            && self
-                .laddr
-                .as_ref()
-                .is_none_or(|a| c.local_addr.is_some_and(|l| *a == l.to_string()))
+            && self.laddr.as_ref().is_none_or(|a| c.local_addr.is_some_and(|l| *a == l.to_string()))
             && self.user.as_ref().is_none_or(|u| *u == c.user)
-            && self
-                .pubsub
-                .is_none_or(|p| p == (c.channels + c.patterns > 0))
+            && self.pubsub.is_none_or(|p| p == (c.channels + c.patterns > 0))
             && self.skip != Some(c.id)
     }
 }
@@ -255,18 +231,10 @@ mod tests {
     #[test]
     fn kill_filters() {
         let reg = ClientRegistry::default();
-        let a = reg
-            .register("127.0.0.1:1000".parse().unwrap(), None, 10)
-            .unwrap();
-        let b = reg
-            .register("127.0.0.1:2000".parse().unwrap(), None, 10)
-            .unwrap();
+        let a = reg.register("127.0.0.1:1000".parse().unwrap(), None, 10).unwrap();
+        let b = reg.register("127.0.0.1:2000".parse().unwrap(), None, 10).unwrap();
         reg.update(b, |c| c.user = "alice".into());
-        let args = |s: &str| {
-            s.split(' ')
-                .map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()))
-                .collect::<Vec<_>>()
-        };
+        let args = |s: &str| s.split(' ').map(|w| bytes::Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
         let kill = |s: &str, me: u64| {
             let f = KillFilter::parse(&args(s), me).unwrap();
             reg.kill(|c| f.matches(c))

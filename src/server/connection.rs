@@ -19,8 +19,7 @@ use super::hub::{format_notify_flags, parse_notify_flags, PushMsg, Subscriber};
 use super::info::{self, REDIS_VERSION};
 use super::Node;
 use crate::commands::{
-    self, arity_error, command_docs, command_info, unknown_command, CommandSpec, Handler, Request,
-    COMMANDS,
+    self, arity_error, command_docs, command_info, unknown_command, CommandSpec, Handler, Request, COMMANDS,
 };
 use crate::protocol::{encode_reply, parse_i64, ProtocolError, Reply, RequestCodec};
 
@@ -117,14 +116,7 @@ pub async fn serve(
         kill: node.clients.get(id).map(|c| c.kill).unwrap_or_default(),
     };
     conn.refresh_perms(&acl, acl_epoch);
-    conn.run(
-        &mut frames,
-        &mut writer,
-        &mut pushes,
-        &overflow,
-        &mut shutdown,
-    )
-    .await;
+    conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
     conn.unsubscribe_all();
     node.hub.tracking.disable(id);
     node.clients.unregister(id);
@@ -144,8 +136,7 @@ impl Connection {
         loop {
             // Redis's `timeout`: an idle client is let go, unless it subscribes.
             let idle = self.node.idle_timeout_secs.load(Ordering::Relaxed);
-            let idle_for =
-                (idle > 0 && !self.subscribed()).then(|| std::time::Duration::from_secs(idle));
+            let idle_for = (idle > 0 && !self.subscribed()).then(|| std::time::Duration::from_secs(idle));
             let first = tokio::select! {
                 _ = shutdown.recv() => return,
                 // CLIENT KILL from another connection.
@@ -195,12 +186,8 @@ impl Connection {
                     let mut bytes = size(&frame);
                     let mut group = vec![frame];
                     while group.len() < MAX_PIPELINE {
-                        let Some(more) = frames.next().now_or_never() else {
-                            break;
-                        };
-                        if !self.pipelinable(&more)
-                            || bytes + size(&more) > self.node.config.max_request_len
-                        {
+                        let Some(more) = frames.next().now_or_never() else { break };
+                        if !self.pipelinable(&more) || bytes + size(&more) > self.node.config.max_request_len {
                             next = Some(more);
                             break;
                         }
@@ -208,15 +195,9 @@ impl Connection {
                         group.push(more);
                     }
                     if group.len() == 1 {
-                        close = matches!(
-                            self.on_frame(group.pop().flatten(), frames).await,
-                            Next::Close
-                        );
+                        close = matches!(self.on_frame(group.pop().flatten(), frames).await, Next::Close);
                     } else {
-                        let commands = group
-                            .into_iter()
-                            .filter_map(|f| f.and_then(Result::ok))
-                            .collect();
+                        let commands = group.into_iter().filter_map(|f| f.and_then(Result::ok)).collect();
                         self.execute_pipeline(commands).await;
                     }
                 } else {
@@ -263,14 +244,10 @@ impl Connection {
     /// Runs pipelined write commands (each already checked by
     /// [`Connection::pipelinable`]) as one request, and replies to each.
     async fn execute_pipeline(&mut self, commands: Vec<Vec<Bytes>>) {
-        let specs: Vec<&'static CommandSpec> = commands
-            .iter()
-            .filter_map(|argv| commands::lookup(&argv[0]))
-            .collect();
+        let specs: Vec<&'static CommandSpec> =
+            commands.iter().filter_map(|argv| commands::lookup(&argv[0])).collect();
         let n = commands.len();
-        self.node
-            .total_commands
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.node.total_commands.fetch_add(n as u64, Ordering::Relaxed);
         if let Some(last) = specs.last() {
             self.node.clients.update(self.id, |c| {
                 c.last_command = last.name;
@@ -279,10 +256,7 @@ impl Connection {
         }
         let tracked = self.track_reads(commands.iter().map(|c| &c[..]));
         self.caching = None;
-        let attempts: Vec<Option<Bytes>> = commands
-            .iter()
-            .map(|c| commands::attempted_lock(c).cloned())
-            .collect();
+        let attempts: Vec<Option<Bytes>> = commands.iter().map(|c| commands::attempted_lock(c).cloned()).collect();
         let (outcome, reflects) = self.on_leader_seen(Request::Pipeline(commands)).await;
         self.reads_answered(tracked, reflects);
         let replies = match outcome {
@@ -298,11 +272,7 @@ impl Connection {
         }
     }
 
-    async fn on_frame(
-        &mut self,
-        frame: Option<Result<Vec<Bytes>, ProtocolError>>,
-        frames: &mut Frames,
-    ) -> Next {
+    async fn on_frame(&mut self, frame: Option<Result<Vec<Bytes>, ProtocolError>>, frames: &mut Frames) -> Next {
         match frame {
             None => Next::Close,
             Some(Err(ProtocolError::Invalid(msg))) => {
@@ -320,18 +290,11 @@ impl Connection {
     /// over the soft limit, unsent, for the soft seconds.
     async fn flush_out(&mut self, writer: &mut Writer) -> bool {
         let out = self.out.split();
-        let (hard, soft, soft_secs) = if self.subscribed() {
-            (0, 0, 0)
-        } else {
-            self.node.hub.normal_limit().get()
-        };
+        let (hard, soft, soft_secs) =
+            if self.subscribed() { (0, 0, 0) } else { self.node.hub.normal_limit().get() };
         let len = out.len() as u64;
         if hard > 0 && len > hard {
-            tracing::warn!(
-                client = self.id,
-                bytes = len,
-                "output over client-output-buffer-limit normal: disconnected"
-            );
+            tracing::warn!(client = self.id, bytes = len, "output over client-output-buffer-limit normal: disconnected");
             return false;
         }
         if soft > 0 && len > soft {
@@ -356,9 +319,7 @@ impl Connection {
         let items = match msg {
             // RESP2 has no pushes: a RESP2 client without a redirect gets
             // no invalidations (as Redis).
-            PushMsg::Invalidate {
-                via_channel: false, ..
-            } if !self.resp3 => return,
+            PushMsg::Invalidate { via_channel: false, .. } if !self.resp3 => return,
             PushMsg::Invalidate { keys, via_channel } => {
                 let keys = match keys {
                     Some(keys) => Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
@@ -366,33 +327,16 @@ impl Connection {
                     None => Reply::Nil,
                 };
                 if via_channel {
-                    vec![
-                        Reply::text("message"),
-                        Reply::text(super::tracking::INVALIDATE_CHANNEL),
-                        keys,
-                    ]
+                    vec![Reply::text("message"), Reply::text(super::tracking::INVALIDATE_CHANNEL), keys]
                 } else {
                     vec![Reply::text("invalidate"), keys]
                 }
             }
             PushMsg::Message { channel, payload } => {
-                vec![
-                    Reply::text("message"),
-                    Reply::Bulk(channel),
-                    Reply::Bulk(payload),
-                ]
+                vec![Reply::text("message"), Reply::Bulk(channel), Reply::Bulk(payload)]
             }
-            PushMsg::PMessage {
-                pattern,
-                channel,
-                payload,
-            } => {
-                vec![
-                    Reply::text("pmessage"),
-                    Reply::Bulk(pattern),
-                    Reply::Bulk(channel),
-                    Reply::Bulk(payload),
-                ]
+            PushMsg::PMessage { pattern, channel, payload } => {
+                vec![Reply::text("pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload)]
             }
         };
         self.reply(&Reply::Push(items));
@@ -445,44 +389,26 @@ impl Connection {
             return Next::Continue;
         }
         if let Some(queue) = &mut self.multi {
-            if !matches!(
-                spec.name,
-                "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-            ) {
+            if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
                 self.multi_bytes += argv.iter().map(|a| a.len() + 16).sum::<usize>();
-                let reply =
-                    if matches!(spec.handler, Handler::Local) && !answered_in_multi(spec, &argv) {
-                        self.multi_failed = true;
-                        Reply::error(format!(
-                            "ERR '{}' is not allowed inside a transaction",
-                            spec.name
-                        ))
-                    } else if self.multi_bytes > self.node.config.max_request_len {
-                        // EXEC is one log entry: it must fit one, as a request must.
-                        self.multi_failed = true;
-                        Reply::error(
-                        "ERR the transaction is larger than the largest request (max-request-len)",
-                    )
-                    } else {
-                        queue.push(argv);
-                        Reply::Status("QUEUED".into())
-                    };
+                let reply = if matches!(spec.handler, Handler::Local) && !answered_in_multi(spec, &argv) {
+                    self.multi_failed = true;
+                    Reply::error(format!("ERR '{}' is not allowed inside a transaction", spec.name))
+                } else if self.multi_bytes > self.node.config.max_request_len {
+                    // EXEC is one log entry: it must fit one, as a request must.
+                    self.multi_failed = true;
+                    Reply::error("ERR the transaction is larger than the largest request (max-request-len)")
+                } else {
+                    queue.push(argv);
+                    Reply::Status("QUEUED".into())
+                };
                 self.reply(&reply);
                 return Next::Continue;
             }
         }
         if self.subscribed()
             && !self.resp3
-            && !matches!(
-                spec.name,
-                "subscribe"
-                    | "psubscribe"
-                    | "unsubscribe"
-                    | "punsubscribe"
-                    | "ping"
-                    | "quit"
-                    | "reset"
-            )
+            && !matches!(spec.name, "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ping" | "quit" | "reset")
         {
             self.reply(&Reply::error(format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -492,24 +418,17 @@ impl Connection {
         }
         // CLIENT CACHING counts for the next command, or the next
         // transaction until its EXEC.
-        let sets_caching = spec.name == "client"
-            && argv
-                .get(1)
-                .is_some_and(|s| s.eq_ignore_ascii_case(b"caching"));
+        let sets_caching = spec.name == "client" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"caching"));
         let attempt = commands::attempted_lock(&argv).cloned();
         let (reply, next) = match spec.handler {
             _ if spec.name == "watch" => (Some(self.watch(argv).await), Next::Continue),
-            _ if spec.flags.contains(&"blocking") => {
-                match self.blocking_pop(spec, argv, frames).await {
-                    Some(reply) => (Some(reply), Next::Continue),
-                    None => (None, Next::Close),
-                }
-            }
+            _ if spec.flags.contains(&"blocking") => match self.blocking_pop(spec, argv, frames).await {
+                Some(reply) => (Some(reply), Next::Continue),
+                None => (None, Next::Close),
+            },
             _ if spec.name == "lock.acquire" && super::waiting::waits(&argv) => {
                 let limit = self.node.config.max_request_len;
-                match super::waiting::acquire(&self.node, self.id, argv, closed(frames, limit))
-                    .await
-                {
+                match super::waiting::acquire(&self.node, self.id, argv, closed(frames, limit)).await {
                     Some(reply) => (Some(reply), Next::Continue),
                     None => (None, Next::Close),
                 }
@@ -543,17 +462,13 @@ impl Connection {
     ///
     /// Returns the keys, for [`Connection::reads_answered`] once the reply is back.
     fn track_reads<'a>(&self, commands: impl IntoIterator<Item = &'a [Bytes]>) -> Vec<Bytes> {
-        let Some(mode) = &self.tracking else {
-            return Vec::new();
-        };
+        let Some(mode) = &self.tracking else { return Vec::new() };
         if mode.bcast || !super::tracking::tracks(mode, self.caching) {
             return Vec::new();
         }
         let mut tracked = Vec::new();
         for argv in commands {
-            let reads = |s: &&CommandSpec| {
-                matches!(s.handler, Handler::Read(_)) || s.name.starts_with("eval")
-            };
+            let reads = |s: &&CommandSpec| matches!(s.handler, Handler::Read(_)) || s.name.starts_with("eval");
             if let Some(spec) = commands::lookup(&argv[0]).filter(reads) {
                 let keys: Vec<Bytes> = spec.keys(argv).cloned().collect();
                 self.node.hub.remember_reads(self.id, keys.iter());
@@ -896,10 +811,8 @@ impl Connection {
         // A follower applies the change a moment after the leader answered:
         // wait for it here, so that this client's next command (AUTH as the
         // new user, ACL GETUSER) sees it.
-        let changed =
-            matches!(&reply, Reply::Status(_)) || matches!(&reply, Reply::Int(n) if *n > 0);
-        let deadline =
-            Instant::now() + std::time::Duration::from_millis(self.node.config.request_timeout_ms);
+        let changed = matches!(&reply, Reply::Status(_)) || matches!(&reply, Reply::Int(n) if *n > 0);
+        let deadline = Instant::now() + std::time::Duration::from_millis(self.node.config.request_timeout_ms);
         while changed && self.node.consensus.acl_epoch() == before && Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
@@ -918,17 +831,11 @@ impl Connection {
     /// another node answered (see [`crate::raft::Consensus::execute_seen`]).
     async fn on_leader_seen(&self, request: Request) -> (Reply, Option<u64>) {
         let request = match &self.perms {
-            Some(_) => Request::AsUser {
-                user: self.user.clone(),
-                request: Box::new(request),
-            },
+            Some(_) => Request::AsUser { user: self.user.clone(), request: Box::new(request) },
             None => request,
         };
         let (outcome, reflects) = self.node.consensus.execute_seen(self.id, request).await;
-        (
-            outcome.unwrap_or_else(|e| Reply::Error(e.to_string())),
-            reflects,
-        )
+        (outcome.unwrap_or_else(|e| Reply::Error(e.to_string())), reflects)
     }
 
     /// The reads of `tracked` (from [`Connection::track_reads`]) were
@@ -942,13 +849,10 @@ impl Connection {
             return;
         }
         let hub = &self.node.hub;
-        if let Some(index) =
-            reflects.filter(|_| !crate::planted::active(crate::planted::Bug::TrackingAnsweredEarly))
-        {
+        if let Some(index) = reflects.filter(|_| !crate::planted::active(crate::planted::Bug::TrackingAnsweredEarly)) {
             let mut keys = Some(tracked);
             let applied = self.node.consensus.applied_or_later(index, || {
-                hub.tracking
-                    .answered_at(index, self.id, keys.take().unwrap_or_default())
+                hub.tracking.answered_at(index, self.id, keys.take().unwrap_or_default())
             });
             if let (true, Some(keys)) = (applied, keys) {
                 hub.reads_answered(self.id, &keys);
@@ -961,9 +865,7 @@ impl Connection {
     /// Becomes `user` (just authenticated as it).
     fn set_user(&mut self, user: &str, acl: &crate::keyspace::acl::AclTable, epoch: u64) {
         self.user = user.to_string();
-        self.node
-            .clients
-            .update(self.id, |c| c.user = user.to_string());
+        self.node.clients.update(self.id, |c| c.user = user.to_string());
         self.refresh_perms(acl, epoch);
     }
 
@@ -978,20 +880,12 @@ impl Connection {
         if !self.refresh_perms(&acl, epoch) {
             return false;
         }
-        let Some(perms) = &self.perms else {
-            return true;
-        };
+        let Some(perms) = &self.perms else { return true };
         let allowed = |name: &str, target: &Bytes| {
             let spec = commands::lookup(name.as_bytes()).expect("in the table");
-            perms
-                .check(
-                    spec,
-                    &[Bytes::copy_from_slice(name.as_bytes()), target.clone()],
-                )
-                .is_ok()
+            perms.check(spec, &[Bytes::copy_from_slice(name.as_bytes()), target.clone()]).is_ok()
         };
-        self.channels.iter().all(|c| allowed("subscribe", c))
-            && self.patterns.iter().all(|p| allowed("psubscribe", p))
+        self.channels.iter().all(|c| allowed("subscribe", c)) && self.patterns.iter().all(|p| allowed("psubscribe", p))
     }
 
     /// Works out the user's permissions from `acl` (numbered `epoch`);
@@ -1019,12 +913,7 @@ impl Connection {
     /// pop (the attempt replies nil), waits for a push to one of the keys
     /// (applied on this node, whoever made it), then tries again, until the
     /// timeout. `None` if the client went away while blocked.
-    async fn blocking_pop(
-        &mut self,
-        spec: &CommandSpec,
-        argv: Vec<Bytes>,
-        frames: &mut Frames,
-    ) -> Option<Reply> {
+    async fn blocking_pop(&mut self, spec: &CommandSpec, argv: Vec<Bytes>, frames: &mut Frames) -> Option<Reply> {
         // Listening before the first attempt: no push in between is missed.
         let keys: Vec<Bytes> = spec.keys(&argv).cloned().collect();
         let node = self.node.clone();
@@ -1043,11 +932,7 @@ impl Connection {
                 // The first attempt checked every argument in Redis's order,
                 // so the timeout parses. It comes first in BLMPOP/BZMPOP,
                 // last in the others.
-                let at = if spec.name == "blmpop" {
-                    1
-                } else {
-                    argv.len() - 1
-                };
+                let at = if spec.name == "blmpop" { 1 } else { argv.len() - 1 };
                 let timeout = match commands::parse_block_timeout(&argv[at]) {
                     Ok(t) => t,
                     Err(e) => return Some(Reply::from(e)),
@@ -1055,9 +940,8 @@ impl Connection {
                 // A deadline over a year away is no deadline at all (and
                 // needs no arithmetic that could overflow).
                 const YEAR_SECS: f64 = 365.0 * 24.0 * 3600.0;
-                deadline = (timeout > 0.0 && timeout < YEAR_SECS).then(|| {
-                    tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout)
-                });
+                deadline = (timeout > 0.0 && timeout < YEAR_SECS)
+                    .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout));
             }
             tokio::select! {
                 _ = waiter.wake.notify.notified() => {
@@ -1106,9 +990,7 @@ impl Connection {
                 Some(2) => resp3 = false,
                 Some(3) => resp3 = true,
                 Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
-                None => {
-                    return Reply::error("ERR Protocol version is not an integer or out of range")
-                }
+                None => return Reply::error("ERR Protocol version is not an integer or out of range"),
             }
             i = 2;
         }
@@ -1120,11 +1002,7 @@ impl Connection {
             let opt = String::from_utf8_lossy(&argv[i]).to_ascii_uppercase();
             match opt.as_str() {
                 "AUTH" if i + 2 < argv.len() => {
-                    match self
-                        .node
-                        .auth
-                        .check(Some(&argv[i + 1][..]), &argv[i + 2], &acl)
-                    {
+                    match self.node.auth.check(Some(&argv[i + 1][..]), &argv[i + 2], &acl) {
                         Ok(user) => as_user = Some(user),
                         Err(refused) => return refused,
                     }
@@ -1318,10 +1196,7 @@ impl Connection {
                         // As Redis: an exact name is answered under the
                         // name as the client wrote it.
                         let (hit, shown) = if is_glob {
-                            (
-                                crate::keyspace::glob_match(lower.as_bytes(), name.as_bytes()),
-                                name.to_string(),
-                            )
+                            (crate::keyspace::glob_match(lower.as_bytes(), name.as_bytes()), name.to_string())
                         } else {
                             (lower == *name, pattern.to_string())
                         };
@@ -1330,21 +1205,12 @@ impl Connection {
                         }
                     }
                 }
-                Reply::Map(
-                    pairs
-                        .into_iter()
-                        .map(|(n, v)| (Reply::text(&n), Reply::text(&v)))
-                        .collect(),
-                )
+                Reply::Map(pairs.into_iter().map(|(n, v)| (Reply::text(&n), Reply::text(&v))).collect())
             }
-            "SET" if argv.len() >= 4 && argv.len() % 2 == 1 => Reply::from(
-                crate::commands::CmdError::Arg(crate::protocol::ArgError::Syntax),
-            ),
+            "SET" if argv.len() >= 4 && argv.len() % 2 == 1 => Reply::from(crate::commands::CmdError::Arg(crate::protocol::ArgError::Syntax)),
             "SET" if argv.len() >= 4 => {
                 let failed = |name: &str, why: &str| {
-                    Reply::error(format!(
-                        "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
-                    ))
+                    Reply::error(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"))
                 };
                 // As Redis, every name is known and named once, and every
                 // stored value is valid, before anything changes.
@@ -1370,10 +1236,7 @@ impl Connection {
                     }
                     seen.push(canonical);
                     if super::params::StoredParams::canonical(&name).is_some() {
-                        match super::params::StoredParams::check(
-                            &name,
-                            &String::from_utf8_lossy(&pair[1]),
-                        ) {
+                        match super::params::StoredParams::check(&name, &String::from_utf8_lossy(&pair[1])) {
                             Ok(value) => stored.push((name, value)),
                             Err(why) => return failed(&name, &why),
                         }
@@ -1389,16 +1252,11 @@ impl Connection {
                     }
                     let value = String::from_utf8_lossy(&pair[1]).into_owned();
                     let result = match (name.as_str(), &self.node.tls) {
-                        (
-                            "tls-cert-file" | "tls-key-file" | "tls-ca-cert-file"
-                            | "tls-auth-clients",
-                            Some(_),
-                        ) => {
+                        ("tls-cert-file" | "tls-key-file" | "tls-ca-cert-file" | "tls-auth-clients", Some(_)) => {
                             // Checked now, applied below.
-                            set_tls_file(&mut crate::tls::TlsFiles::placeholder(), &name, &value)
-                                .map(|()| {
-                                    tls_edits.push((name.clone(), value.clone()));
-                                })
+                            set_tls_file(&mut crate::tls::TlsFiles::placeholder(), &name, &value).map(|()| {
+                                tls_edits.push((name.clone(), value.clone()));
+                            })
                         }
                         _ => self.config_set(&name, &value),
                     };
@@ -1411,9 +1269,7 @@ impl Connection {
                 if let (Some((last, _)), Some(tls)) = (tls_edits.last(), &self.node.tls) {
                     let last = last.clone();
                     let edit = |files: &mut crate::tls::TlsFiles| {
-                        tls_edits
-                            .iter()
-                            .try_for_each(|(name, value)| set_tls_file(files, name, value))
+                        tls_edits.iter().try_for_each(|(name, value)| set_tls_file(files, name, value))
                     };
                     if let Err(e) = tls.update(edit) {
                         return Reply::error(format!(
@@ -1428,12 +1284,8 @@ impl Connection {
                 Reply::ok()
             }
             "RESETSTAT" if argv.len() == 2 => Reply::ok(),
-            "REWRITE" if argv.len() == 2 => {
-                Reply::error("ERR The server is running without a config file")
-            }
-            "GET" | "SET" | "RESETSTAT" | "REWRITE" => {
-                arity_error(&format!("config|{}", sub.to_ascii_lowercase()))
-            }
+            "REWRITE" if argv.len() == 2 => Reply::error("ERR The server is running without a config file"),
+            "GET" | "SET" | "RESETSTAT" | "REWRITE" => arity_error(&format!("config|{}", sub.to_ascii_lowercase())),
             _ => Reply::error(format!(
                 "ERR unknown subcommand '{}'. Try CONFIG HELP.",
                 String::from_utf8_lossy(&argv[1])
@@ -1445,14 +1297,8 @@ impl Connection {
         let c = &self.node.config;
         let tls = self.node.tls.as_ref().map(|t| t.files());
         vec![
-            (
-                "maxclients",
-                self.node.maxclients.load(Ordering::Relaxed).to_string(),
-            ),
-            (
-                "notify-keyspace-events",
-                format_notify_flags(self.node.hub.notify_flags()),
-            ),
+            ("maxclients", self.node.maxclients.load(Ordering::Relaxed).to_string()),
+            ("notify-keyspace-events", format_notify_flags(self.node.hub.notify_flags())),
             ("port", c.port.to_string()),
             ("bind", c.bind.clone()),
             ("dir", c.data_dir.display().to_string()),
@@ -1461,69 +1307,27 @@ impl Connection {
             ("appendonly", "yes".into()),
             ("appendfsync", "always".into()),
             ("save", String::new()),
-            (
-                "timeout",
-                self.node
-                    .idle_timeout_secs
-                    .load(Ordering::Relaxed)
-                    .to_string(),
-            ),
+            ("timeout", self.node.idle_timeout_secs.load(Ordering::Relaxed).to_string()),
             ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
             ("maxmemory", self.node.memory.limit().to_string()),
             ("maxmemory-policy", "noeviction".into()),
             ("cluster-enabled", "no".into()),
-            (
-                "protected-mode",
-                if self.node.auth.protected_mode() {
-                    "yes"
-                } else {
-                    "no"
-                }
-                .into(),
-            ),
-            (
-                "aclfile",
-                c.aclfile
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default(),
-            ),
+            ("protected-mode", if self.node.auth.protected_mode() { "yes" } else { "no" }.into()),
+            ("aclfile", c.aclfile.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
             ("client-output-buffer-limit", {
                 let (nh, ns, nt) = self.node.hub.normal_limit().get();
                 let (ph, ps, pt) = self.node.hub.pubsub_limit().get();
                 format!("normal {nh} {ns} {nt} slave 268435456 67108864 60 pubsub {ph} {ps} {pt}")
             }),
             ("tls-port", c.tls_port.to_string()),
-            (
-                "tls-cluster",
-                if c.tls_cluster { "yes" } else { "no" }.into(),
-            ),
-            (
-                "tls-cert-file",
-                tls.as_ref()
-                    .map(|f| f.cert.display().to_string())
-                    .unwrap_or_default(),
-            ),
-            (
-                "tls-key-file",
-                tls.as_ref()
-                    .map(|f| f.key.display().to_string())
-                    .unwrap_or_default(),
-            ),
+            ("tls-cluster", if c.tls_cluster { "yes" } else { "no" }.into()),
+            ("tls-cert-file", tls.as_ref().map(|f| f.cert.display().to_string()).unwrap_or_default()),
+            ("tls-key-file", tls.as_ref().map(|f| f.key.display().to_string()).unwrap_or_default()),
             (
                 "tls-ca-cert-file",
-                tls.as_ref()
-                    .and_then(|f| f.ca.as_ref())
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default(),
+                tls.as_ref().and_then(|f| f.ca.as_ref()).map(|p| p.display().to_string()).unwrap_or_default(),
             ),
-            (
-                "tls-auth-clients",
-                tls.as_ref()
-                    .map_or(c.tls_auth_clients, |f| f.auth_clients)
-                    .as_str()
-                    .into(),
-            ),
+            ("tls-auth-clients", tls.as_ref().map_or(c.tls_auth_clients, |f| f.auth_clients).as_str().into()),
         ]
     }
 
@@ -1544,27 +1348,18 @@ impl Connection {
                 Ok(())
             }
             "protected-mode" => {
-                self.node
-                    .auth
-                    .set_protected_mode(crate::config::parse_yes_no(value)?);
+                self.node.auth.set_protected_mode(crate::config::parse_yes_no(value)?);
                 Ok(())
             }
             "maxmemory" => {
-                let bytes =
-                    super::memory::parse_bytes(value).ok_or("argument must be a memory value")?;
+                let bytes = super::memory::parse_bytes(value).ok_or("argument must be a memory value")?;
                 self.node.memory.set_limit(bytes);
                 Ok(())
             }
             "maxmemory-policy" => {
                 const POLICIES: &[&str] = &[
-                    "volatile-lru",
-                    "volatile-lfu",
-                    "volatile-random",
-                    "volatile-ttl",
-                    "allkeys-lru",
-                    "allkeys-lfu",
-                    "allkeys-random",
-                    "noeviction",
+                    "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu",
+                    "allkeys-random", "noeviction",
                 ];
                 match value.to_ascii_lowercase().as_str() {
                     "noeviction" => Ok(()),
@@ -1575,15 +1370,11 @@ impl Connection {
                 }
             }
             "timeout" => {
-                let secs: i64 = value
-                    .parse()
-                    .map_err(|_| "argument couldn't be parsed into an integer")?;
+                let secs: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer")?;
                 if !(0..=i64::from(i32::MAX)).contains(&secs) {
                     return Err("argument must be between 0 and 2147483647 inclusive".into());
                 }
-                self.node
-                    .idle_timeout_secs
-                    .store(secs as u64, Ordering::Relaxed);
+                self.node.idle_timeout_secs.store(secs as u64, Ordering::Relaxed);
                 Ok(())
             }
             "client-output-buffer-limit" => {
@@ -1597,9 +1388,7 @@ impl Connection {
                 for group in words.chunks(4) {
                     let class = group[0].to_ascii_lowercase();
                     if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
-                        return Err(
-                            "Invalid client class specified in buffer limit configuration.".into(),
-                        );
+                        return Err("Invalid client class specified in buffer limit configuration.".into());
                     }
                     let hard = super::memory::parse_bytes(group[1]);
                     let soft = super::memory::parse_bytes(group[2]);
@@ -1613,29 +1402,17 @@ impl Connection {
                         _ => {}
                     }
                 }
-                pubsub
-                    .into_iter()
-                    .for_each(|l| self.node.hub.pubsub_limit().set(l));
-                normal
-                    .into_iter()
-                    .for_each(|l| self.node.hub.normal_limit().set(l));
+                pubsub.into_iter().for_each(|l| self.node.hub.pubsub_limit().set(l));
+                normal.into_iter().for_each(|l| self.node.hub.normal_limit().set(l));
                 Ok(())
             }
             "maxclients" => {
-                let n: usize = value
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or("argument must be a positive integer")?;
+                let n: usize = value.parse().ok().filter(|n| *n > 0).ok_or("argument must be a positive integer")?;
                 self.node.maxclients.store(n, Ordering::Relaxed);
                 Ok(())
             }
-            _ if self.config_params().iter().any(|(n, _)| *n == name) => {
-                Err("can't set immutable config".into())
-            }
-            _ => Err(format!(
-                "Unknown option or number of arguments for CONFIG SET - '{name}'"
-            )),
+            _ if self.config_params().iter().any(|(n, _)| *n == name) => Err("can't set immutable config".into()),
+            _ => Err(format!("Unknown option or number of arguments for CONFIG SET - '{name}'")),
         }
     }
 
@@ -1651,35 +1428,19 @@ impl Connection {
         self.sync_counts();
         let kind = if pattern { "psubscribe" } else { "subscribe" };
         let count = (self.channels.len() + self.patterns.len()) as i64;
-        self.reply(&Reply::Push(vec![
-            Reply::text(kind),
-            Reply::Bulk(target),
-            Reply::Int(count),
-        ]));
+        self.reply(&Reply::Push(vec![Reply::text(kind), Reply::Bulk(target), Reply::Int(count)]));
     }
 
     fn unsubscribe(&mut self, pattern: bool, targets: &[Bytes]) {
-        let kind = if pattern {
-            "punsubscribe"
-        } else {
-            "unsubscribe"
-        };
+        let kind = if pattern { "punsubscribe" } else { "unsubscribe" };
         let mut targets: Vec<Bytes> = targets.to_vec();
         if targets.is_empty() {
-            let set = if pattern {
-                &self.patterns
-            } else {
-                &self.channels
-            };
+            let set = if pattern { &self.patterns } else { &self.channels };
             targets = set.iter().cloned().collect();
             targets.sort();
             if targets.is_empty() {
                 let count = (self.channels.len() + self.patterns.len()) as i64;
-                self.reply(&Reply::Push(vec![
-                    Reply::text(kind),
-                    Reply::Nil,
-                    Reply::Int(count),
-                ]));
+                self.reply(&Reply::Push(vec![Reply::text(kind), Reply::Nil, Reply::Int(count)]));
                 return;
             }
         }
@@ -1692,11 +1453,7 @@ impl Connection {
                 self.node.hub.unsubscribe(self.id, &target);
             }
             let count = (self.channels.len() + self.patterns.len()) as i64;
-            self.reply(&Reply::Push(vec![
-                Reply::text(kind),
-                Reply::Bulk(target),
-                Reply::Int(count),
-            ]));
+            self.reply(&Reply::Push(vec![Reply::text(kind), Reply::Bulk(target), Reply::Int(count)]));
         }
         self.sync_counts();
     }
@@ -1723,12 +1480,9 @@ impl Connection {
         let sub = String::from_utf8_lossy(&argv[1]).to_ascii_uppercase();
         let hub = &self.node.hub;
         match sub.as_str() {
-            "CHANNELS" if argv.len() <= 3 => Reply::Array(
-                hub.channels(argv.get(2).map(|p| &p[..]))
-                    .into_iter()
-                    .map(Reply::Bulk)
-                    .collect(),
-            ),
+            "CHANNELS" if argv.len() <= 3 => {
+                Reply::Array(hub.channels(argv.get(2).map(|p| &p[..])).into_iter().map(Reply::Bulk).collect())
+            }
             "NUMSUB" => Reply::Array(
                 argv[2..]
                     .iter()
@@ -1817,9 +1571,7 @@ impl Drop for Blocked<'_> {
 
 fn valid_client_name(name: &[u8]) -> Result<(), Reply> {
     if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-        return Err(Reply::error(
-            "ERR Client names cannot contain spaces, newlines or special characters.",
-        ));
+        return Err(Reply::error("ERR Client names cannot contain spaces, newlines or special characters."));
     }
     Ok(())
 }
@@ -1835,22 +1587,12 @@ fn command(argv: &[Bytes]) -> Reply {
         "COUNT" if argv.len() == 2 => Reply::Int(COMMANDS.len() as i64),
         "LIST" => Reply::Array(COMMANDS.iter().map(|c| Reply::text(c.name)).collect()),
         "INFO" if argv.len() == 2 => Reply::Array(COMMANDS.iter().map(command_info).collect()),
-        "INFO" => Reply::Array(
-            named()
-                .map(|(_, c)| c.map(command_info).unwrap_or(Reply::Nil))
-                .collect(),
-        ),
-        "DOCS" if argv.len() == 2 => Reply::Map(
-            COMMANDS
-                .iter()
-                .map(|c| (Reply::text(c.name), command_docs(c)))
-                .collect(),
-        ),
+        "INFO" => Reply::Array(named().map(|(_, c)| c.map(command_info).unwrap_or(Reply::Nil)).collect()),
+        "DOCS" if argv.len() == 2 => {
+            Reply::Map(COMMANDS.iter().map(|c| (Reply::text(c.name), command_docs(c))).collect())
+        }
         "DOCS" => Reply::Map(
-            named()
-                .filter_map(|(_, c)| c)
-                .map(|c| (Reply::text(c.name), command_docs(c)))
-                .collect(),
+            named().filter_map(|(_, c)| c).map(|c| (Reply::text(c.name), command_docs(c))).collect(),
         ),
         "COUNT" => arity_error("command|count"),
         _ => Reply::error(format!(
@@ -1865,24 +1607,10 @@ fn command(argv: &[Bytes]) -> Reply {
 /// transaction; they touch nothing replicated). Not those that change the
 /// connection's protocol, subscriptions, transaction or user.
 fn answered_here(spec: &CommandSpec, argv: &[Bytes]) -> bool {
-    let sub = |names: &[&str]| {
-        argv.get(1)
-            .is_some_and(|s| names.iter().any(|n| s.eq_ignore_ascii_case(n.as_bytes())))
-    };
+    let sub = |names: &[&str]| argv.get(1).is_some_and(|s| names.iter().any(|n| s.eq_ignore_ascii_case(n.as_bytes())));
     match spec.name {
         "time" | "info" | "command" | "select" | "lastsave" => true,
-        "client" => sub(&[
-            "id",
-            "getname",
-            "setname",
-            "setinfo",
-            "info",
-            "list",
-            "getredir",
-            "trackinginfo",
-            "no-evict",
-            "no-touch",
-        ]),
+        "client" => sub(&["id", "getname", "setname", "setinfo", "info", "list", "getredir", "trackinginfo", "no-evict", "no-touch"]),
         "config" => sub(&["get"]),
         "acl" => sub(&["whoami", "cat", "genpass"]),
         _ => false,
@@ -1910,12 +1638,7 @@ fn lock_top(argv: &[Bytes]) -> Reply {
     let rankings = super::top::report(count)
         .into_iter()
         .map(|(ranking, keys)| {
-            let keys = keys.into_iter().map(|(k, n)| {
-                Reply::Array(vec![
-                    Reply::Bulk(k),
-                    Reply::Int(n.min(i64::MAX as u64) as i64),
-                ])
-            });
+            let keys = keys.into_iter().map(|(k, n)| Reply::Array(vec![Reply::Bulk(k), Reply::Int(n.min(i64::MAX as u64) as i64)]));
             (Reply::bulk(ranking.name()), Reply::Array(keys.collect()))
         })
         .collect();

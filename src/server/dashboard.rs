@@ -47,11 +47,8 @@ struct History {
 
 impl History {
     fn add(&self, unix_ms: u64, rendered: &str) {
-        let lines: String = rendered
-            .lines()
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .flat_map(|l| [l, "\n"])
-            .collect();
+        let lines: String =
+            rendered.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).flat_map(|l| [l, "\n"]).collect();
         let mut samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
         let keep = (HISTORY.as_millis() / SAMPLE_EVERY.as_millis()) as usize;
         while samples.len() >= keep {
@@ -64,8 +61,7 @@ impl History {
     /// `# now <unix ms>` (the page aligns its own clock with this node's).
     fn render(&self, now_ms: u64) -> String {
         let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out =
-            String::with_capacity(samples.iter().map(|(_, s)| s.len() + 24).sum::<usize>() + 24);
+        let mut out = String::with_capacity(samples.iter().map(|(_, s)| s.len() + 24).sum::<usize>() + 24);
         for (t, lines) in samples.iter() {
             out.push_str(&format!("# t {t}\n"));
             out.push_str(lines);
@@ -107,16 +103,12 @@ pub async fn serve(listener: TcpListener, handle: PrometheusHandle) {
             }
         };
         // All slots taken: this one is closed at once, and accepting goes on.
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            continue;
-        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
         let (handle, history) = (handle.clone(), history.clone());
         tokio::spawn(async move {
             match tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &handle, &history)).await {
                 Ok(Err(e)) => tracing::debug!("metrics address: {e}"),
-                Err(_) => {
-                    tracing::debug!("metrics address: a request took over {REQUEST_TIMEOUT:?}")
-                }
+                Err(_) => tracing::debug!("metrics address: a request took over {REQUEST_TIMEOUT:?}"),
                 Ok(Ok(())) => {}
             }
             drop(slot);
@@ -125,11 +117,7 @@ pub async fn serve(listener: TcpListener, handle: PrometheusHandle) {
 }
 
 /// Reads one request head and writes its answer.
-async fn answer(
-    mut stream: TcpStream,
-    handle: &PrometheusHandle,
-    history: &History,
-) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, handle: &PrometheusHandle, history: &History) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
     let complete = tokio::time::timeout(READ_TIMEOUT, async {
@@ -150,11 +138,7 @@ async fn answer(
         Ok(Ok(true)) => route(&head, handle, history),
         Ok(Ok(false)) => ("400 Bad Request", "text/plain", "bad request\n".to_string()),
         Ok(Err(e)) => return Err(e),
-        Err(_) => (
-            "408 Request Timeout",
-            "text/plain",
-            "request timeout\n".to_string(),
-        ),
+        Err(_) => ("408 Request Timeout", "text/plain", "request timeout\n".to_string()),
     };
     let is_head = head.starts_with(b"HEAD ");
     let header = format!(
@@ -169,53 +153,28 @@ async fn answer(
 }
 
 /// The answer to the request whose head is `head`: status, type, body.
-fn route(
-    head: &[u8],
-    handle: &PrometheusHandle,
-    history: &History,
-) -> (&'static str, &'static str, String) {
+fn route(head: &[u8], handle: &PrometheusHandle, history: &History) -> (&'static str, &'static str, String) {
     let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_whitespace();
-    let (method, target) = (
-        parts.next().unwrap_or_default(),
-        parts.next().unwrap_or_default(),
-    );
+    let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
     if method != "GET" && method != "HEAD" {
-        return (
-            "405 Method Not Allowed",
-            "text/plain",
-            "only GET and HEAD\n".into(),
-        );
+        return ("405 Method Not Allowed", "text/plain", "only GET and HEAD\n".into());
     }
     let path = target.split(['?', '#']).next().unwrap_or_default();
     match path {
         "/" | "/index.html" => ("200 OK", "text/html; charset=utf-8", PAGE.to_string()),
-        "/metrics" => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            handle.render(),
-        ),
-        "/history" => (
-            "200 OK",
-            "text/plain; charset=utf-8",
-            history.render(system_ms()),
-        ),
+        "/metrics" => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", handle.render()),
+        "/history" => ("200 OK", "text/plain; charset=utf-8", history.render(system_ms())),
         "/top" => ("200 OK", "application/json", top_json()),
-        _ => (
-            "404 Not Found",
-            "text/plain",
-            "not found: try / or /metrics\n".into(),
-        ),
+        _ => ("404 Not Found", "text/plain", "not found: try / or /metrics\n".into()),
     }
 }
 
 /// The operating system's clock in Unix ms (not the node's wall clock,
 /// which a test may shift): the page's timeline.
 fn system_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `LOCK.TOP 10` as JSON: `{"denials": [{"key": "...", "count": n}, ...], ...}`.
@@ -225,12 +184,7 @@ fn top_json() -> String {
         .map(|(ranking, keys)| {
             let keys: Vec<String> = keys
                 .iter()
-                .map(|(key, n)| {
-                    format!(
-                        "{{\"key\":{},\"count\":{n}}}",
-                        json_string(&String::from_utf8_lossy(key))
-                    )
-                })
+                .map(|(key, n)| format!("{{\"key\":{},\"count\":{n}}}", json_string(&String::from_utf8_lossy(key))))
                 .collect();
             format!("{}:[{}]", json_string(ranking.name()), keys.join(","))
         })
@@ -264,42 +218,26 @@ mod tests {
 
     #[test]
     fn json_strings_are_escaped() {
-        assert_eq!(
-            json_string("a\"b\\c\n<x>&\u{1}"),
-            "\"a\\\"b\\\\c\\u000a\\u003cx\\u003e\\u0026\\u0001\""
-        );
+        assert_eq!(json_string("a\"b\\c\n<x>&\u{1}"), "\"a\\\"b\\\\c\\u000a\\u003cx\\u003e\\u0026\\u0001\"");
         assert_eq!(json_string("plain key:1"), "\"plain key:1\"");
     }
 
     #[test]
     fn routes_answer_the_page_the_metrics_and_refuse_the_rest() {
-        let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
-            .build_recorder()
-            .handle();
+        let handle = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder().handle();
         let history = History::default();
         history.add(7, "x 1\n");
         let get = |head: &str| route(head.as_bytes(), &handle, &history);
         let (status, kind, body) = get("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!((status, kind), ("200 OK", "text/html; charset=utf-8"));
-        assert!(
-            body.contains("<canvas") && body.contains("fetch(\"/metrics\""),
-            "the page polls /metrics"
-        );
-        assert!(
-            !body.contains("src=\"http") && !body.contains("href=\"http"),
-            "no external assets"
-        );
+        assert!(body.contains("<canvas") && body.contains("fetch(\"/metrics\""), "the page polls /metrics");
+        assert!(!body.contains("src=\"http") && !body.contains("href=\"http"), "no external assets");
         assert_eq!(get("GET /metrics?x=1 HTTP/1.1\r\n\r\n").0, "200 OK");
         let (_, _, text) = get("GET /history HTTP/1.1\r\n\r\n");
         assert!(text.starts_with("# t 7\nx 1\n# now "), "{text}");
-        assert!(get("GET /top HTTP/1.1\r\n\r\n")
-            .2
-            .starts_with("{\"denials\":["));
+        assert!(get("GET /top HTTP/1.1\r\n\r\n").2.starts_with("{\"denials\":["));
         assert_eq!(get("GET /nothing HTTP/1.1\r\n\r\n").0, "404 Not Found");
-        assert_eq!(
-            get("POST /metrics HTTP/1.1\r\n\r\n").0,
-            "405 Method Not Allowed"
-        );
+        assert_eq!(get("POST /metrics HTTP/1.1\r\n\r\n").0, "405 Method Not Allowed");
         assert_eq!(get("\r\n\r\n").0, "405 Method Not Allowed");
     }
 
@@ -308,23 +246,12 @@ mod tests {
         let h = History::default();
         let keep = (HISTORY.as_millis() / SAMPLE_EVERY.as_millis()) as usize;
         for i in 0..keep + 3 {
-            h.add(
-                i as u64,
-                &format!("# HELP x a metric\n# TYPE x gauge\nx {i}\n"),
-            );
+            h.add(i as u64, &format!("# HELP x a metric\n# TYPE x gauge\nx {i}\n"));
         }
         let text = h.render(99);
-        assert!(
-            !text.contains("HELP") && !text.contains("TYPE"),
-            "{}",
-            &text[..200]
-        );
+        assert!(!text.contains("HELP") && !text.contains("TYPE"), "{}", &text[..200]);
         assert_eq!(text.matches("# t ").count(), keep);
-        assert!(
-            text.starts_with("# t 3\nx 3\n"),
-            "the oldest three are gone: {}",
-            &text[..40]
-        );
+        assert!(text.starts_with("# t 3\nx 3\n"), "the oldest three are gone: {}", &text[..40]);
         assert!(text.ends_with(&format!("# t {}\nx {}\n# now 99\n", keep + 2, keep + 2)));
     }
 }

@@ -17,22 +17,12 @@ use crate::keyspace::{self, glob_match, Event, LeaseEvent, WaitStep};
 /// A message for a subscribed connection.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PushMsg {
-    Message {
-        channel: Bytes,
-        payload: Bytes,
-    },
-    PMessage {
-        pattern: Bytes,
-        channel: Bytes,
-        payload: Bytes,
-    },
+    Message { channel: Bytes, payload: Bytes },
+    PMessage { pattern: Bytes, channel: Bytes, payload: Bytes },
     /// `CLIENT TRACKING`: these keys (`None`: every key) changed. As a RESP3
     /// `invalidate` push, or `via_channel` as a message of the
     /// `__redis__:invalidate` channel (a redirect's target).
-    Invalidate {
-        keys: Option<Vec<Bytes>>,
-        via_channel: bool,
-    },
+    Invalidate { keys: Option<Vec<Bytes>>, via_channel: bool },
 }
 
 impl PushMsg {
@@ -41,11 +31,7 @@ impl PushMsg {
     pub fn size(&self) -> u64 {
         let data = match self {
             PushMsg::Message { channel, payload } => channel.len() + payload.len(),
-            PushMsg::PMessage {
-                pattern,
-                channel,
-                payload,
-            } => pattern.len() + channel.len() + payload.len(),
+            PushMsg::PMessage { pattern, channel, payload } => pattern.len() + channel.len() + payload.len(),
             PushMsg::Invalidate { keys, .. } => keys.iter().flatten().map(|k| k.len() + 16).sum(),
         };
         (data + 48) as u64
@@ -69,19 +55,11 @@ pub struct OutputLimit {
 
 impl OutputLimit {
     pub fn new(hard: u64, soft: u64, soft_secs: u64) -> OutputLimit {
-        OutputLimit {
-            hard: AtomicU64::new(hard),
-            soft: AtomicU64::new(soft),
-            soft_secs: AtomicU64::new(soft_secs),
-        }
+        OutputLimit { hard: AtomicU64::new(hard), soft: AtomicU64::new(soft), soft_secs: AtomicU64::new(soft_secs) }
     }
 
     pub fn get(&self) -> (u64, u64, u64) {
-        (
-            self.hard.load(Ordering::Relaxed),
-            self.soft.load(Ordering::Relaxed),
-            self.soft_secs.load(Ordering::Relaxed),
-        )
+        (self.hard.load(Ordering::Relaxed), self.soft.load(Ordering::Relaxed), self.soft_secs.load(Ordering::Relaxed))
     }
 
     pub fn set(&self, (hard, soft, soft_secs): (u64, u64, u64)) {
@@ -117,16 +95,7 @@ impl Subscriber {
     pub fn new(limit: Arc<OutputLimit>) -> (Subscriber, mpsc::Receiver<PushMsg>, Arc<Notify>) {
         let (tx, rx) = mpsc::channel(PUSH_QUEUE);
         let overflow = Arc::new(Notify::new());
-        (
-            Subscriber {
-                tx,
-                overflow: overflow.clone(),
-                limit,
-                backlog: Arc::default(),
-            },
-            rx,
-            overflow,
-        )
+        (Subscriber { tx, overflow: overflow.clone(), limit, backlog: Arc::default() }, rx, overflow)
     }
 
     /// The connection took `msg` to send it: it no longer counts.
@@ -140,11 +109,7 @@ impl Subscriber {
             return true;
         }
         let soft = self.limit.soft.load(Ordering::Relaxed);
-        let mut since = self
-            .backlog
-            .over_soft_since
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut since = self.backlog.over_soft_since.lock().unwrap_or_else(|p| p.into_inner());
         if soft == 0 || backlog <= soft {
             *since = None;
             return false;
@@ -199,10 +164,7 @@ pub fn parse_notify_flags(s: &str) -> Option<u32> {
     let mut flags = 0;
     for c in s.chars() {
         flags |= match c {
-            'A' => ALL_CLASSES
-                .chars()
-                .filter_map(class_bit)
-                .fold(0, |a, b| a | b),
+            'A' => ALL_CLASSES.chars().filter_map(class_bit).fold(0, |a, b| a | b),
             'K' => KEYSPACE,
             'E' => KEYEVENT,
             c => class_bit(c)?,
@@ -263,11 +225,7 @@ pub struct LockWait<'a> {
 
 impl Drop for LockWait<'_> {
     fn drop(&mut self) {
-        self.hub
-            .lock_waits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.client);
+        self.hub.lock_waits.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.client);
     }
 }
 
@@ -293,21 +251,14 @@ impl ListWake {
     }
 
     fn wake(&self, key: &Bytes) {
-        self.first
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(|| key.clone());
+        self.first.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| key.clone());
         self.notify.notify_one();
     }
 }
 
 impl Drop for ListWaiter<'_> {
     fn drop(&mut self) {
-        let mut waiters = self
-            .hub
-            .list_waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut waiters = self.hub.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
         for key in &self.keys {
             if let Some(list) = waiters.get_mut(key) {
                 list.retain(|n| !Arc::ptr_eq(n, &self.wake));
@@ -360,15 +311,8 @@ impl Hub {
     /// applied right after it is not missed.
     pub fn await_lock(&self, client: keyspace::ClientId) -> LockWait<'_> {
         let (tx, outcomes) = mpsc::unbounded_channel();
-        self.lock_waits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(client, tx);
-        LockWait {
-            hub: self,
-            client,
-            outcomes,
-        }
+        self.lock_waits.lock().unwrap_or_else(|p| p.into_inner()).insert(client, tx);
+        LockWait { hub: self, client, outcomes }
     }
 
     /// Registers interest in pushes to `keys`. Register before trying to pop,
@@ -379,11 +323,7 @@ impl Hub {
         for key in keys {
             waiters.entry(key.clone()).or_default().push(wake.clone());
         }
-        ListWaiter {
-            hub: self,
-            keys: keys.to_vec(),
-            wake,
-        }
+        ListWaiter { hub: self, keys: keys.to_vec(), wake }
     }
 
     fn wake_list_waiters(&self, key: &Bytes) {
@@ -406,11 +346,7 @@ impl Hub {
     }
 
     pub fn subscribe(&self, id: ClientId, sub: &Subscriber, channel: &Bytes) {
-        self.lock()
-            .channels
-            .entry(channel.clone())
-            .or_default()
-            .insert(id, sub.clone());
+        self.lock().channels.entry(channel.clone()).or_default().insert(id, sub.clone());
     }
 
     pub fn unsubscribe(&self, id: ClientId, channel: &Bytes) {
@@ -424,11 +360,7 @@ impl Hub {
     }
 
     pub fn psubscribe(&self, id: ClientId, sub: &Subscriber, pattern: &Bytes) {
-        self.lock()
-            .patterns
-            .entry(pattern.clone())
-            .or_default()
-            .insert(id, sub.clone());
+        self.lock().patterns.entry(pattern.clone()).or_default().insert(id, sub.clone());
     }
 
     pub fn punsubscribe(&self, id: ClientId, pattern: &Bytes) {
@@ -447,21 +379,14 @@ impl Hub {
         let mut delivered = 0;
         if let Some(set) = subs.channels.get(channel) {
             for sub in set.values() {
-                let msg = PushMsg::Message {
-                    channel: channel.clone(),
-                    payload: payload.clone(),
-                };
+                let msg = PushMsg::Message { channel: channel.clone(), payload: payload.clone() };
                 delivered += sub.send(msg) as usize;
             }
         }
         for (pattern, set) in &subs.patterns {
             if glob_match(pattern, channel) {
                 for sub in set.values() {
-                    let msg = PushMsg::PMessage {
-                        pattern: pattern.clone(),
-                        channel: channel.clone(),
-                        payload: payload.clone(),
-                    };
+                    let msg = PushMsg::PMessage { pattern: pattern.clone(), channel: channel.clone(), payload: payload.clone() };
                     delivered += sub.send(msg) as usize;
                 }
             }
@@ -476,10 +401,7 @@ impl Hub {
         if flags & KEYSPACE != 0 {
             let mut channel = b"__keyspace@0__:".to_vec();
             channel.extend_from_slice(key);
-            self.publish(
-                &Bytes::from(channel),
-                &Bytes::copy_from_slice(event.as_bytes()),
-            );
+            self.publish(&Bytes::from(channel), &Bytes::copy_from_slice(event.as_bytes()));
         }
         if flags & KEYEVENT != 0 {
             let channel = Bytes::from(format!("__keyevent@0__:{event}"));
@@ -497,10 +419,7 @@ impl Hub {
         if flags & KEYSPACE != 0 {
             let mut channel = b"__keyspace@0__:".to_vec();
             channel.extend_from_slice(key);
-            self.publish(
-                &Bytes::from(channel),
-                &Bytes::from(format!("lock.handoff {token}")),
-            );
+            self.publish(&Bytes::from(channel), &Bytes::from(format!("lock.handoff {token}")));
         }
         if flags & KEYEVENT != 0 {
             self.publish(&Bytes::from_static(b"__keyevent@0__:lock.handoff"), key);
@@ -516,9 +435,7 @@ impl Hub {
         let mut changed: Vec<Bytes> = Vec::new();
         for event in events {
             match event {
-                Event::Publish { channel, message } => {
-                    published += self.publish(&channel, &message)
-                }
+                Event::Publish { channel, message } => published += self.publish(&channel, &message),
                 Event::Key { class, name, key } => {
                     if may_feed_a_blocked_pop(class, name) {
                         self.wake_list_waiters(&key);
@@ -526,13 +443,7 @@ impl Hub {
                     self.notify_key(flags, class, name, &key);
                     changed.push(key);
                 }
-                Event::Lease {
-                    kind,
-                    key,
-                    ttl_ms,
-                    held_ms,
-                    ..
-                } => {
+                Event::Lease { kind, key, ttl_ms, held_ms, .. } => {
                     crate::metrics::record_lease(kind, ttl_ms, held_ms);
                     if matches!(kind, LeaseEvent::Released | LeaseEvent::Expired) {
                         super::top::record(super::top::Ranking::HoldMs, &key, held_ms);
@@ -544,14 +455,7 @@ impl Hub {
                     let all = self.tracking.flushed();
                     self.invalidate(all);
                 }
-                Event::Wait {
-                    client,
-                    seq,
-                    key,
-                    step,
-                    waited_ms,
-                    ..
-                } => {
+                Event::Wait { client, seq, key, step, waited_ms, .. } => {
                     match step {
                         WaitStep::Granted { token } => {
                             crate::metrics::record_wait(true, waited_ms);
@@ -573,9 +477,7 @@ impl Hub {
         }
         if !changed.is_empty() {
             let local = self.local.get().copied();
-            let origin = origin
-                .filter(|o| local == Some((o.node, o.boot)))
-                .map(|o| o.conn);
+            let origin = origin.filter(|o| local == Some((o.node, o.boot))).map(|o| o.conn);
             let messages = self.tracking.changed(&changed, origin);
             self.invalidate(messages);
         }
@@ -606,11 +508,7 @@ impl Hub {
                     sub.send(m.message(false));
                 }
                 Delivery::Redirect(id) => {
-                    let target = self
-                        .lock()
-                        .channels
-                        .get(INVALIDATE_CHANNEL.as_bytes())
-                        .and_then(|s| s.get(id).cloned());
+                    let target = self.lock().channels.get(INVALIDATE_CHANNEL.as_bytes()).and_then(|s| s.get(id).cloned());
                     if let Some(sub) = target {
                         sub.send(m.message(true));
                     }
@@ -621,23 +519,14 @@ impl Hub {
 
     /// Channels with at least one subscriber, optionally matching `pattern`.
     pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
-        let mut out: Vec<Bytes> = self
-            .lock()
-            .channels
-            .keys()
-            .filter(|c| pattern.is_none_or(|p| glob_match(p, c)))
-            .cloned()
-            .collect();
+        let mut out: Vec<Bytes> =
+            self.lock().channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c))).cloned().collect();
         out.sort();
         out
     }
 
     pub fn numsub(&self, channel: &[u8]) -> usize {
-        self.lock()
-            .channels
-            .get(channel)
-            .map(|s| s.len())
-            .unwrap_or(0)
+        self.lock().channels.get(channel).map(|s| s.len()).unwrap_or(0)
     }
 
     pub fn numpat(&self) -> usize {
@@ -651,19 +540,10 @@ mod tests {
 
     #[test]
     fn flags_round_trip() {
-        assert_eq!(
-            format_notify_flags(parse_notify_flags("KEA").unwrap()),
-            "AKE"
-        );
-        assert_eq!(
-            format_notify_flags(parse_notify_flags("Kgx").unwrap()),
-            "gxK"
-        );
+        assert_eq!(format_notify_flags(parse_notify_flags("KEA").unwrap()), "AKE");
+        assert_eq!(format_notify_flags(parse_notify_flags("Kgx").unwrap()), "gxK");
         assert_eq!(format_notify_flags(parse_notify_flags("").unwrap()), "");
-        assert_eq!(
-            format_notify_flags(parse_notify_flags(DEFAULT_NOTIFY).unwrap()),
-            "LKE"
-        );
+        assert_eq!(format_notify_flags(parse_notify_flags(DEFAULT_NOTIFY).unwrap()), "LKE");
         assert!(parse_notify_flags("KQ").is_none());
     }
 
@@ -674,32 +554,19 @@ mod tests {
         hub.subscribe(1, &sub, &Bytes::from("__keyspace@0__:k"));
         hub.psubscribe(1, &sub, &Bytes::from("__keyevent@0__:*"));
         // Default flags: lock events only.
-        hub.dispatch(
-            vec![Event::Key {
-                class: 'g',
-                name: "del",
-                key: Bytes::from("k"),
-            }],
-            None,
-        );
+        hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }], None);
         assert!(rx.try_recv().is_err());
-        hub.dispatch(
-            vec![Event::Lease {
-                kind: crate::keyspace::LeaseEvent::Released,
-                key: Bytes::from("k"),
-                owner: Bytes::from("o"),
-                token: 1,
-                ttl_ms: 1,
-                held_ms: 1,
-            }],
-            None,
-        );
+        hub.dispatch(vec![Event::Lease {
+            kind: crate::keyspace::LeaseEvent::Released,
+            key: Bytes::from("k"),
+            owner: Bytes::from("o"),
+            token: 1,
+            ttl_ms: 1,
+            held_ms: 1,
+        }], None);
         assert_eq!(
             rx.try_recv().unwrap(),
-            PushMsg::Message {
-                channel: Bytes::from("__keyspace@0__:k"),
-                payload: Bytes::from("lock.released")
-            }
+            PushMsg::Message { channel: Bytes::from("__keyspace@0__:k"), payload: Bytes::from("lock.released") }
         );
         assert_eq!(
             rx.try_recv().unwrap(),
@@ -710,21 +577,8 @@ mod tests {
             }
         );
         hub.set_notify_flags(parse_notify_flags("KA").unwrap());
-        hub.dispatch(
-            vec![Event::Key {
-                class: 'g',
-                name: "del",
-                key: Bytes::from("k"),
-            }],
-            None,
-        );
-        assert_eq!(
-            rx.try_recv().unwrap(),
-            PushMsg::Message {
-                channel: Bytes::from("__keyspace@0__:k"),
-                payload: Bytes::from("del")
-            }
-        );
+        hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }], None);
+        assert_eq!(rx.try_recv().unwrap(), PushMsg::Message { channel: Bytes::from("__keyspace@0__:k"), payload: Bytes::from("del") });
         assert!(rx.try_recv().is_err());
     }
 

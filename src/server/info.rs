@@ -9,25 +9,14 @@ use crate::raft::RaftStatus;
 /// The version clients are told; raftlock implements Redis 7 behaviour.
 pub const REDIS_VERSION: &str = "7.2.4";
 
-const SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "persistence",
-    "stats",
-    "replication",
-    "cluster",
-    "keyspace",
-    "raft",
-];
+const SECTIONS: &[&str] = &["server", "clients", "persistence", "stats", "replication", "cluster", "keyspace", "raft"];
 
 /// `INFO [section ...]`: the requested sections (default: all).
 pub async fn info(node: &Node, requested: &[String]) -> String {
     let status = node.consensus.status().await;
     let wanted = |s: &str| {
         requested.is_empty()
-            || requested
-                .iter()
-                .any(|r| r == s || r == "all" || r == "everything" || r == "default")
+            || requested.iter().any(|r| r == s || r == "all" || r == "everything" || r == "default")
     };
     let mut out = String::new();
     for section in SECTIONS.iter().copied().filter(|s| wanted(s)) {
@@ -88,14 +77,8 @@ fn section_text(node: &Node, status: &RaftStatus, section: &str, out: &mut Strin
         }
         "stats" => {
             t.header("Stats");
-            t.field(
-                "total_connections_received",
-                node.total_connections.load(Ordering::Relaxed),
-            );
-            t.field(
-                "total_commands_processed",
-                node.total_commands.load(Ordering::Relaxed),
-            );
+            t.field("total_connections_received", node.total_connections.load(Ordering::Relaxed));
+            t.field("total_commands_processed", node.total_commands.load(Ordering::Relaxed));
             t.field("pubsub_channels", node.hub.channels(None).len());
             t.field("pubsub_patterns", node.hub.numpat());
         }
@@ -129,41 +112,24 @@ fn raft_fields(status: &RaftStatus, t: &mut Text) {
     t.field("node_id", status.node_id);
     t.field("role", status.role);
     t.field("term", status.term);
-    t.field(
-        "leader_id",
-        status.leader_id.map(|l| l.to_string()).unwrap_or_default(),
-    );
-    t.field(
-        "leader_addr",
-        status.leader_addr.clone().unwrap_or_default(),
-    );
+    t.field("leader_id", status.leader_id.map(|l| l.to_string()).unwrap_or_default());
+    t.field("leader_addr", status.leader_addr.clone().unwrap_or_default());
     t.field("commit_index", status.commit_index);
     t.field("applied_index", status.applied_index);
     t.field("last_log_index", status.last_log_index);
     t.field("snapshot_index", status.snapshot_index);
     t.field("repeated_commands", crate::metrics::repeated_commands());
-    let members: Vec<String> = status
-        .members
-        .iter()
-        .map(|(id, n)| format!("{id}@{}/{}", n.peer_addr, n.client_addr))
-        .collect();
+    let members: Vec<String> =
+        status.members.iter().map(|(id, n)| format!("{id}@{}/{}", n.peer_addr, n.client_addr)).collect();
     t.field("members", members.join(","));
     let ids = |want_voter: bool| -> Vec<String> {
         let is_voter = |id: &u64| status.voters.contains(id);
-        status
-            .members
-            .iter()
-            .filter(|(id, _)| is_voter(id) == want_voter)
-            .map(|(id, _)| id.to_string())
-            .collect()
+        status.members.iter().filter(|(id, _)| is_voter(id) == want_voter).map(|(id, _)| id.to_string()).collect()
     };
     t.field("voters", ids(true).join(","));
     t.field("learners", ids(false).join(","));
     // Measured on this node's calls to its peers (the leader's cover all).
-    let offsets: Vec<String> = crate::raft::peer_clock_offsets()
-        .iter()
-        .map(|(id, ms)| format!("{id}={ms}"))
-        .collect();
+    let offsets: Vec<String> = crate::raft::peer_clock_offsets().iter().map(|(id, ms)| format!("{id}={ms}")).collect();
     t.field("clock_offsets_ms", offsets.join(","));
 }
 

@@ -26,11 +26,7 @@ pub struct MemoryLimit {
 pub fn resident_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
         .unwrap_or(0);
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -50,8 +46,7 @@ impl MemoryLimit {
     /// Reads the resident set and notes whether it is over the limit.
     pub fn sample(&self) {
         let limit = self.limit();
-        self.over
-            .store(limit > 0 && resident_bytes() > limit, Ordering::Relaxed);
+        self.over.store(limit > 0 && resident_bytes() > limit, Ordering::Relaxed);
     }
 
     /// Whether commands that may grow the data set are refused now.

@@ -47,10 +47,7 @@ pub enum ServerError {
     #[error(transparent)]
     Raft(#[from] crate::raft::StartError),
     #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: String,
-        source: std::io::Error,
-    },
+    Listen { addr: String, source: std::io::Error },
 }
 
 /// Everything the connections share.
@@ -93,9 +90,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     #[cfg(not(unix))]
     let hangups = None::<()>;
     let tls = match config.tls_files() {
-        Some(files) => {
-            Some(crate::tls::Tls::new(files, config.tls_cluster).map_err(ServerError::Config)?)
-        }
+        Some(files) => Some(crate::tls::Tls::new(files, config.tls_cluster).map_err(ServerError::Config)?),
         None => None,
     };
     let storage = Arc::new(Storage::open(&config.data_dir)?);
@@ -106,22 +101,11 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         .initial_members()
         .map_err(ServerError::Config)?
         .into_iter()
-        .map(|(id, (peer_addr, client_addr))| {
-            (
-                id,
-                NodeInfo {
-                    peer_addr,
-                    client_addr,
-                },
-            )
-        })
+        .map(|(id, (peer_addr, client_addr))| (id, NodeInfo { peer_addr, client_addr }))
         .collect();
     let settings = RaftSettings {
         node_id: config.node_id,
-        node: NodeInfo {
-            peer_addr: config.advertised_peer_addr(),
-            client_addr: config.client_addr(),
-        },
+        node: NodeInfo { peer_addr: config.advertised_peer_addr(), client_addr: config.client_addr() },
         initial_members,
         cluster_secret: config.cluster_secret.clone(),
         heartbeat_ms: config.heartbeat_ms,
@@ -142,9 +126,8 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
             settings.skip_entries.clone(),
             match &settings.audit_log {
                 Some(path) => Some(Arc::new(
-                    crate::raft::AuditLog::open(path, config.node_id).map_err(|e| {
-                        ServerError::Config(format!("audit log {}: {e}", path.display()))
-                    })?,
+                    crate::raft::AuditLog::open(path, config.node_id)
+                        .map_err(|e| ServerError::Config(format!("audit log {}: {e}", path.display())))?,
                 )),
                 None => None,
             },
@@ -164,28 +147,15 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
             tracing::warn!("--force-new-cluster: this node is a one-node cluster of itself already; nothing changed; remove the flag");
         }
     }
-    crate::raft::recovery::remember_secret(&storage, &config.cluster_secret).map_err(|e| {
-        ServerError::Config(format!("cannot record the cluster secret's digest: {e}"))
-    })?;
+    crate::raft::recovery::remember_secret(&storage, &config.cluster_secret)
+        .map_err(|e| ServerError::Config(format!("cannot record the cluster secret's digest: {e}")))?;
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await
-        .map_err(|source| ServerError::Listen {
-            addr: config.peer_addr(),
-            source,
-        })?;
+        .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
     let sink = Arc::new(move |events, origin| sink_hub.dispatch(events, origin));
-    let consensus = Consensus::start(
-        settings,
-        peer_listener,
-        storage.clone(),
-        clock.clone(),
-        sink,
-    )
-    .await?;
+    let consensus = Consensus::start(settings, peer_listener, storage.clone(), clock.clone(), sink).await?;
     let applied_hub = hub.clone();
-    consensus.on_applied(Box::new(move |index| {
-        applied_hub.tracking.applied_through(index)
-    }));
+    consensus.on_applied(Box::new(move |index| applied_hub.tracking.applied_through(index)));
     let me = consensus.client_id(0);
     hub.set_local_identity(me.node, me.boot);
     let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
@@ -193,24 +163,14 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         let handle = crate::metrics::install().map_err(ServerError::Config)?;
         let listener = TcpListener::bind(addr)
             .await
-            .map_err(|source| ServerError::Listen {
-                addr: addr.to_string(),
-                source,
-            })?;
+            .map_err(|source| ServerError::Listen { addr: addr.to_string(), source })?;
         tokio::spawn(dashboard::serve(listener, handle));
     }
     let mut listeners = Vec::new();
-    for (addr, tls) in [
-        (config.plain_addr(), None),
-        (config.tls_addr(), tls.clone()),
-    ] {
+    for (addr, tls) in [(config.plain_addr(), None), (config.tls_addr(), tls.clone())] {
         let Some(addr) = addr else { continue };
-        let listener = TcpListener::bind(&addr)
-            .await
-            .map_err(|source| ServerError::Listen {
-                addr: addr.clone(),
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(&addr).await.map_err(|source| ServerError::Listen { addr: addr.clone(), source })?;
         listeners.push((listener, tls));
     }
     tracing::info!(
@@ -264,14 +224,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     }
     let loops: Vec<_> = listeners
         .into_iter()
-        .map(|(listener, tls)| {
-            tokio::spawn(accept_loop(
-                node.clone(),
-                listener,
-                tls,
-                shutdown_tx.clone(),
-            ))
-        })
+        .map(|(listener, tls)| tokio::spawn(accept_loop(node.clone(), listener, tls, shutdown_tx.clone())))
         .collect();
     let reloads = tokio::spawn(reload_on_sighup(tls, hangups));
     shutdown_signal().await;
@@ -343,27 +296,17 @@ async fn load_acl_file_at_start(consensus: Arc<Consensus>, path: std::path::Path
     let users = match crate::commands::acl::parse_acl_file(&contents) {
         Ok(users) => users,
         Err(e) => {
-            tracing::error!(
-                "the ACL file {} is not valid, not loaded: {e}",
-                path.display()
-            );
+            tracing::error!("the ACL file {} is not valid, not loaded: {e}", path.display());
             return;
         }
     };
-    if !consensus.wait_for_leader(Duration::from_secs(60)).await
-        || !consensus.acl().1.users.is_empty()
-    {
+    if !consensus.wait_for_leader(Duration::from_secs(60)).await || !consensus.acl().1.users.is_empty() {
         return;
     }
     // Decided when applied: a cluster that has users keeps them.
     let op = crate::commands::acl::AclOp::LoadIfEmpty { users };
-    match consensus
-        .execute(0, crate::commands::Request::Acl(op))
-        .await
-    {
-        Ok(crate::protocol::Reply::Error(e)) => {
-            tracing::info!("the ACL file {} was not loaded: {e}", path.display())
-        }
+    match consensus.execute(0, crate::commands::Request::Acl(op)).await {
+        Ok(crate::protocol::Reply::Error(e)) => tracing::info!("the ACL file {} was not loaded: {e}", path.display()),
         Ok(_) => tracing::info!("loaded the ACL users of {}", path.display()),
         Err(e) => tracing::error!("could not load the ACL file {}: {e}", path.display()),
     }
@@ -372,18 +315,13 @@ async fn load_acl_file_at_start(consensus: Arc<Consensus>, path: std::path::Path
 /// SIGHUP reads the TLS certificates again (and, as in Redis, never stops
 /// the node).
 #[cfg(unix)]
-async fn reload_on_sighup(
-    tls: Option<Arc<crate::tls::Tls>>,
-    hangups: Option<tokio::signal::unix::Signal>,
-) {
+async fn reload_on_sighup(tls: Option<Arc<crate::tls::Tls>>, hangups: Option<tokio::signal::unix::Signal>) {
     let Some(mut hup) = hangups else { return };
     while hup.recv().await.is_some() {
         match &tls {
             Some(tls) => match tls.reload() {
                 Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded"),
-                Err(e) => {
-                    tracing::error!("SIGHUP: TLS certificates not reloaded, the old ones stay: {e}")
-                }
+                Err(e) => tracing::error!("SIGHUP: TLS certificates not reloaded, the old ones stay: {e}"),
             },
             None => tracing::info!("SIGHUP ignored: no TLS certificates to reload"),
         }
@@ -393,12 +331,7 @@ async fn reload_on_sighup(
 #[cfg(not(unix))]
 async fn reload_on_sighup(_tls: Option<Arc<crate::tls::Tls>>, _hangups: Option<()>) {}
 
-async fn accept_loop(
-    node: Arc<Node>,
-    listener: TcpListener,
-    tls: Option<Arc<crate::tls::Tls>>,
-    shutdown: broadcast::Sender<()>,
-) {
+async fn accept_loop(node: Arc<Node>, listener: TcpListener, tls: Option<Arc<crate::tls::Tls>>, shutdown: broadcast::Sender<()>) {
     let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     let mut backoff = Duration::from_millis(5);
     loop {
@@ -422,13 +355,7 @@ async fn accept_loop(
         let local = socket.local_addr().ok();
         let Some(tls) = &tls else {
             let (reader, writer) = socket.into_split();
-            tokio::spawn(connection::serve(
-                node,
-                (Box::new(reader), Box::new(writer)),
-                addr,
-                local,
-                shutdown,
-            ));
+            tokio::spawn(connection::serve(node, (Box::new(reader), Box::new(writer)), addr, local, shutdown));
             continue;
         };
         // Connections that do not finish their handshake must not hold up
@@ -453,14 +380,7 @@ async fn accept_loop(
             };
             drop(permit);
             let (reader, writer) = tokio::io::split(stream);
-            connection::serve(
-                node,
-                (Box::new(reader), Box::new(writer)),
-                addr,
-                local,
-                shutdown,
-            )
-            .await;
+            connection::serve(node, (Box::new(reader), Box::new(writer)), addr, local, shutdown).await;
         });
     }
 }

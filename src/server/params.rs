@@ -25,161 +25,46 @@ struct Param {
     default: &'static str,
 }
 
-const UNSIGNED: Kind = Kind::Int {
-    min: 0,
-    max: i64::MAX,
-};
-const INT: Kind = Kind::Int {
-    min: i32::MIN as i64,
-    max: i32::MAX as i64,
-};
-const NON_NEGATIVE_INT: Kind = Kind::Int {
-    min: 0,
-    max: i32::MAX as i64,
-};
+const UNSIGNED: Kind = Kind::Int { min: 0, max: i64::MAX };
+const INT: Kind = Kind::Int { min: i32::MIN as i64, max: i32::MAX as i64 };
+const NON_NEGATIVE_INT: Kind = Kind::Int { min: 0, max: i32::MAX as i64 };
 
-const fn p(
-    name: &'static str,
-    alias: Option<&'static str>,
-    kind: Kind,
-    default: &'static str,
-) -> Param {
-    Param {
-        name,
-        alias,
-        kind,
-        default,
-    }
+const fn p(name: &'static str, alias: Option<&'static str>, kind: Kind, default: &'static str) -> Param {
+    Param { name, alias, kind, default }
 }
 
 static PARAMS: &[Param] = &[
-    p(
-        "list-max-listpack-size",
-        Some("list-max-ziplist-size"),
-        INT,
-        "-2",
-    ),
+    p("list-max-listpack-size", Some("list-max-ziplist-size"), INT, "-2"),
     p("list-compress-depth", None, NON_NEGATIVE_INT, "0"),
-    p(
-        "hash-max-listpack-entries",
-        Some("hash-max-ziplist-entries"),
-        UNSIGNED,
-        "512",
-    ),
-    p(
-        "hash-max-listpack-value",
-        Some("hash-max-ziplist-value"),
-        UNSIGNED,
-        "64",
-    ),
+    p("hash-max-listpack-entries", Some("hash-max-ziplist-entries"), UNSIGNED, "512"),
+    p("hash-max-listpack-value", Some("hash-max-ziplist-value"), UNSIGNED, "64"),
     p("set-max-intset-entries", None, UNSIGNED, "512"),
-    p(
-        "zset-max-listpack-entries",
-        Some("zset-max-ziplist-entries"),
-        UNSIGNED,
-        "128",
-    ),
-    p(
-        "zset-max-listpack-value",
-        Some("zset-max-ziplist-value"),
-        UNSIGNED,
-        "64",
-    ),
+    p("zset-max-listpack-entries", Some("zset-max-ziplist-entries"), UNSIGNED, "128"),
+    p("zset-max-listpack-value", Some("zset-max-ziplist-value"), UNSIGNED, "64"),
     p("stream-node-max-bytes", None, UNSIGNED, "4096"),
-    p(
-        "stream-node-max-entries",
-        None,
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-        "100",
-    ),
+    p("stream-node-max-entries", None, Kind::Int { min: 0, max: i64::MAX }, "100"),
     p("hll-sparse-max-bytes", None, UNSIGNED, "3000"),
     p("lazyfree-lazy-eviction", None, Kind::Bool, "no"),
     p("lazyfree-lazy-expire", None, Kind::Bool, "no"),
     p("lazyfree-lazy-server-del", None, Kind::Bool, "no"),
     p("lazyfree-lazy-user-del", None, Kind::Bool, "no"),
     p("lazyfree-lazy-user-flush", None, Kind::Bool, "no"),
-    p(
-        "replica-lazy-flush",
-        Some("slave-lazy-flush"),
-        Kind::Bool,
-        "no",
-    ),
+    p("replica-lazy-flush", Some("slave-lazy-flush"), Kind::Bool, "no"),
     p("activerehashing", None, Kind::Bool, "yes"),
     p("activedefrag", None, Kind::Bool, "no"),
     p("dynamic-hz", None, Kind::Bool, "yes"),
-    p(
-        "hz",
-        None,
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        "10",
-    ),
-    p(
-        "active-expire-effort",
-        None,
-        Kind::Int { min: 1, max: 10 },
-        "1",
-    ),
-    p(
-        "maxmemory-samples",
-        None,
-        Kind::Int {
-            min: 1,
-            max: i32::MAX as i64,
-        },
-        "5",
-    ),
+    p("hz", None, Kind::Int { min: 0, max: i32::MAX as i64 }, "10"),
+    p("active-expire-effort", None, Kind::Int { min: 1, max: 10 }, "1"),
+    p("maxmemory-samples", None, Kind::Int { min: 1, max: i32::MAX as i64 }, "5"),
     p("lfu-log-factor", None, NON_NEGATIVE_INT, "10"),
     p("lfu-decay-time", None, NON_NEGATIVE_INT, "1"),
-    p(
-        "slowlog-log-slower-than",
-        None,
-        Kind::Int {
-            min: -1,
-            max: i64::MAX,
-        },
-        "10000",
-    ),
-    p(
-        "slowlog-max-len",
-        None,
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-        "128",
-    ),
-    p(
-        "latency-monitor-threshold",
-        None,
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-        "0",
-    ),
+    p("slowlog-log-slower-than", None, Kind::Int { min: -1, max: i64::MAX }, "10000"),
+    p("slowlog-max-len", None, Kind::Int { min: 0, max: i64::MAX }, "128"),
+    p("latency-monitor-threshold", None, Kind::Int { min: 0, max: i64::MAX }, "0"),
     p("latency-tracking", None, Kind::Bool, "yes"),
-    p(
-        "lua-time-limit",
-        Some("busy-reply-threshold"),
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-        "5000",
-    ),
+    p("lua-time-limit", Some("busy-reply-threshold"), Kind::Int { min: 0, max: i64::MAX }, "5000"),
     p("tcp-keepalive", None, NON_NEGATIVE_INT, "300"),
-    p(
-        "loglevel",
-        None,
-        Kind::Choice(&["debug", "verbose", "notice", "warning", "nothing"]),
-        "notice",
-    ),
+    p("loglevel", None, Kind::Choice(&["debug", "verbose", "notice", "warning", "nothing"]), "notice"),
     p("appendfilename", None, Kind::Choice(&[]), "appendonly.aof"),
     p("no-appendfsync-on-rewrite", None, Kind::Bool, "no"),
     p("stop-writes-on-bgsave-error", None, Kind::Bool, "yes"),
@@ -195,22 +80,13 @@ pub struct StoredParams {
 
 impl Default for StoredParams {
     fn default() -> Self {
-        StoredParams {
-            values: Mutex::new(
-                PARAMS
-                    .iter()
-                    .map(|p| (p.name, p.default.to_string()))
-                    .collect(),
-            ),
-        }
+        StoredParams { values: Mutex::new(PARAMS.iter().map(|p| (p.name, p.default.to_string())).collect()) }
     }
 }
 
 /// The parameter `name` (or its alias), case-insensitively.
 fn find(name: &str) -> Option<&'static Param> {
-    PARAMS.iter().find(|p| {
-        p.name.eq_ignore_ascii_case(name) || p.alias.is_some_and(|a| a.eq_ignore_ascii_case(name))
-    })
+    PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name) || p.alias.is_some_and(|a| a.eq_ignore_ascii_case(name)))
 }
 
 impl StoredParams {
@@ -236,18 +112,12 @@ impl StoredParams {
     /// The value `raw` as it would be stored for `name`, or Redis's reason
     /// for refusing it.
     pub fn check(name: &str, raw: &str) -> Result<String, String> {
-        let p = find(name).ok_or_else(|| {
-            format!("Unknown option or number of arguments for CONFIG SET - '{name}'")
-        })?;
+        let p = find(name).ok_or_else(|| format!("Unknown option or number of arguments for CONFIG SET - '{name}'"))?;
         match p.kind {
             Kind::Int { min, max } => {
-                let n: i64 = raw
-                    .parse()
-                    .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+                let n: i64 = raw.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
                 if n < min || n > max {
-                    return Err(format!(
-                        "argument must be between {min} and {max} inclusive"
-                    ));
+                    return Err(format!("argument must be between {min} and {max} inclusive"));
                 }
                 Ok(n.to_string())
             }
@@ -262,10 +132,7 @@ impl StoredParams {
                 if choices.contains(&lower.as_str()) {
                     Ok(lower)
                 } else {
-                    Err(format!(
-                        "argument(s) must be one of the following: {}",
-                        choices.join(", ")
-                    ))
+                    Err(format!("argument(s) must be one of the following: {}", choices.join(", ")))
                 }
             }
         }
@@ -274,10 +141,7 @@ impl StoredParams {
     /// Stores a value that [`StoredParams::check`] returned.
     pub fn set(&self, name: &str, value: String) {
         if let Some(p) = find(name) {
-            self.values
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(p.name, value);
+            self.values.lock().unwrap_or_else(|p| p.into_inner()).insert(p.name, value);
         }
     }
 }
@@ -288,26 +152,15 @@ mod tests {
 
     #[test]
     fn values_are_checked_as_redis_checks_them() {
-        assert_eq!(
-            StoredParams::check("hash-max-listpack-entries", "64"),
-            Ok("64".into())
-        );
+        assert_eq!(StoredParams::check("hash-max-listpack-entries", "64"), Ok("64".into()));
         assert_eq!(
             StoredParams::check("hash-max-listpack-entries", "-1"),
             Err("argument must be between 0 and 9223372036854775807 inclusive".into())
         );
-        assert_eq!(
-            StoredParams::check("list-max-ziplist-size", "1.5"),
-            Err("argument couldn't be parsed into an integer".into())
-        );
-        assert_eq!(
-            StoredParams::check("lazyfree-lazy-user-del", "NO"),
-            Ok("no".into())
-        );
+        assert_eq!(StoredParams::check("list-max-ziplist-size", "1.5"), Err("argument couldn't be parsed into an integer".into()));
+        assert_eq!(StoredParams::check("lazyfree-lazy-user-del", "NO"), Ok("no".into()));
         assert!(StoredParams::check("lazyfree-lazy-user-del", "maybe").is_err());
-        assert!(StoredParams::check("no-such-parameter", "1")
-            .unwrap_err()
-            .starts_with("Unknown option"));
+        assert!(StoredParams::check("no-such-parameter", "1").unwrap_err().starts_with("Unknown option"));
     }
 
     #[test]
@@ -317,9 +170,6 @@ mod tests {
         let all = params.all();
         assert!(all.contains(&("list-max-listpack-size", "128".into())));
         assert!(all.contains(&("list-max-ziplist-size", "128".into())));
-        assert_eq!(
-            StoredParams::canonical("HASH-MAX-ZIPLIST-ENTRIES"),
-            Some("hash-max-listpack-entries")
-        );
+        assert_eq!(StoredParams::canonical("HASH-MAX-ZIPLIST-ENTRIES"), Some("hash-max-listpack-entries"));
     }
 }

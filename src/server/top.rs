@@ -72,29 +72,15 @@ impl Summary {
         let key = Bytes::copy_from_slice(key);
         if self.counters.len() < CAPACITY {
             self.index.insert(key.clone(), self.counters.len());
-            self.counters.push(Counter {
-                key,
-                count: weight,
-                error: 0,
-            });
+            self.counters.push(Counter { key, count: weight, error: 0 });
             return;
         }
         // The smallest counter goes to the new key, which may have been
         // counted there before it was replaced: so much may be overcounted.
-        let (i, min) = self
-            .counters
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (i, c.count))
-            .min_by_key(|&(_, c)| c)
-            .unwrap_or((0, 0));
+        let (i, min) = self.counters.iter().enumerate().map(|(i, c)| (i, c.count)).min_by_key(|&(_, c)| c).unwrap_or((0, 0));
         self.index.remove(&self.counters[i].key);
         self.index.insert(key.clone(), i);
-        self.counters[i] = Counter {
-            key,
-            count: min.saturating_add(weight),
-            error: min,
-        };
+        self.counters[i] = Counter { key, count: min.saturating_add(weight), error: min };
     }
 
     fn clear(&mut self) {
@@ -119,10 +105,7 @@ pub struct Top {
 
 impl Default for Top {
     fn default() -> Top {
-        Top {
-            start: Instant::now(),
-            periods: (0..PERIODS).map(|_| Period::default()).collect(),
-        }
+        Top { start: Instant::now(), periods: (0..PERIODS).map(|_| Period::default()).collect() }
     }
 }
 
@@ -158,11 +141,7 @@ impl Top {
                 *sums.entry(&c.key).or_default() += sure;
             }
         }
-        let mut out: Vec<(Bytes, u64)> = sums
-            .into_iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| (k.clone(), n))
-            .collect();
+        let mut out: Vec<(Bytes, u64)> = sums.into_iter().filter(|(_, n)| *n > 0).map(|(k, n)| (k.clone(), n)).collect();
         out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         out.truncate(count);
         out
@@ -172,11 +151,7 @@ impl Top {
     /// `PERIODS * 3 * CAPACITY`).
     #[cfg(test)]
     pub fn counters(&self) -> usize {
-        self.periods
-            .iter()
-            .flat_map(|p| p.rankings.iter())
-            .map(|s| s.counters.len())
-            .sum()
+        self.periods.iter().flat_map(|p| p.rankings.iter()).map(|s| s.counters.len()).sum()
     }
 }
 
@@ -195,10 +170,7 @@ pub fn record(ranking: Ranking, key: &[u8], weight: u64) {
 pub fn report(count: usize) -> Vec<(Ranking, Vec<(Bytes, u64)>)> {
     let top = global().lock().unwrap_or_else(|p| p.into_inner());
     let now = Instant::now();
-    Ranking::ALL
-        .iter()
-        .map(|&r| (r, top.top_at(now, r, count)))
-        .collect()
+    Ranking::ALL.iter().map(|&r| (r, top.top_at(now, r, count))).collect()
 }
 
 /// Counts a denial if `reply` refused the lock attempt on `key` (see
@@ -235,29 +207,16 @@ mod tests {
                 top.add_at(now, Ranking::Denials, format!("once:{i}").as_bytes(), 1);
             }
         }
-        assert!(
-            top.counters() <= PERIODS * 3 * CAPACITY,
-            "{} counters",
-            top.counters()
-        );
+        assert!(top.counters() <= PERIODS * 3 * CAPACITY, "{} counters", top.counters());
         let now = t0 + Duration::from_secs(50);
         let holds = top.top_at(now, Ranking::HoldMs, 3);
         assert_eq!(holds[0].0, Bytes::from("hot"), "{holds:?}");
         assert!(holds[0].1 <= 10_000 * 40, "{holds:?}");
         let denials = top.top_at(now, Ranking::Denials, 2);
-        assert_eq!(
-            denials.iter().map(|d| d.0.clone()).collect::<Vec<_>>(),
-            vec![Bytes::from("hot"), Bytes::from("warm")]
-        );
+        assert_eq!(denials.iter().map(|d| d.0.clone()).collect::<Vec<_>>(), vec![Bytes::from("hot"), Bytes::from("warm")]);
         // A lower bound: never more than was counted (50,000 and 20,000).
-        assert!(
-            denials[0].1 <= 50_000 && denials[0].1 > 25_000,
-            "{denials:?}"
-        );
-        assert!(
-            denials[1].1 <= 20_000 && denials[1].1 > 5_000,
-            "{denials:?}"
-        );
+        assert!(denials[0].1 <= 50_000 && denials[0].1 > 25_000, "{denials:?}");
+        assert!(denials[1].1 <= 20_000 && denials[1].1 > 5_000, "{denials:?}");
         assert!(top.top_at(now, Ranking::Waits, 5).is_empty());
     }
 
@@ -267,23 +226,12 @@ mod tests {
         let t0 = top.start;
         top.add_at(t0, Ranking::Waits, b"k", 3);
         top.add_at(t0 + Duration::from_secs(25), Ranking::Waits, b"k", 4);
-        assert_eq!(
-            top.top_at(t0 + Duration::from_secs(30), Ranking::Waits, 10),
-            vec![(Bytes::from("k"), 7)]
-        );
-        assert_eq!(
-            top.top_at(t0 + Duration::from_secs(65), Ranking::Waits, 10),
-            vec![(Bytes::from("k"), 4)]
-        );
-        assert!(top
-            .top_at(t0 + Duration::from_secs(95), Ranking::Waits, 10)
-            .is_empty());
+        assert_eq!(top.top_at(t0 + Duration::from_secs(30), Ranking::Waits, 10), vec![(Bytes::from("k"), 7)]);
+        assert_eq!(top.top_at(t0 + Duration::from_secs(65), Ranking::Waits, 10), vec![(Bytes::from("k"), 4)]);
+        assert!(top.top_at(t0 + Duration::from_secs(95), Ranking::Waits, 10).is_empty());
         // A slot reused for a new period starts empty.
         top.add_at(t0 + Duration::from_secs(61), Ranking::Waits, b"j", 1);
-        assert_eq!(
-            top.top_at(t0 + Duration::from_secs(61), Ranking::Waits, 10),
-            vec![(Bytes::from("k"), 4), (Bytes::from("j"), 1)]
-        );
+        assert_eq!(top.top_at(t0 + Duration::from_secs(61), Ranking::Waits, 10), vec![(Bytes::from("k"), 4), (Bytes::from("j"), 1)]);
     }
 
     #[test]

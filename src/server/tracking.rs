@@ -96,20 +96,8 @@ impl Tracking {
     /// Turns tracking on (or changes its options) for connection `id`.
     pub fn enable(&self, id: u64, mode: TrackingMode, own: &Subscriber) {
         let mut state = self.lock();
-        let (keys, pending) = state
-            .trackers
-            .remove(&id)
-            .map(|t| (t.keys, t.pending))
-            .unwrap_or_default();
-        state.trackers.insert(
-            id,
-            Tracker {
-                mode,
-                own: own.clone(),
-                keys,
-                pending,
-            },
-        );
+        let (keys, pending) = state.trackers.remove(&id).map(|t| (t.keys, t.pending)).unwrap_or_default();
+        state.trackers.insert(id, Tracker { mode, own: own.clone(), keys, pending });
     }
 
     /// Turns tracking off for `id` (and forgets what it read).
@@ -137,18 +125,10 @@ impl Tracking {
     /// Redis's `tracking-table-max-keys`, keys are dropped from the table and
     /// their readers told they changed (they may no longer rely on them):
     /// those messages are returned for the caller to send.
-    pub fn remember<'a>(
-        &self,
-        id: u64,
-        keys: impl IntoIterator<Item = &'a Bytes>,
-    ) -> Vec<Invalidation> {
+    pub fn remember<'a>(&self, id: u64, keys: impl IntoIterator<Item = &'a Bytes>) -> Vec<Invalidation> {
         let mut state = self.lock();
-        let State {
-            trackers, readers, ..
-        } = &mut *state;
-        let Some(t) = trackers.get_mut(&id) else {
-            return Vec::new();
-        };
+        let State { trackers, readers, .. } = &mut *state;
+        let Some(t) = trackers.get_mut(&id) else { return Vec::new() };
         if t.mode.bcast {
             return Vec::new();
         }
@@ -163,19 +143,9 @@ impl Tracking {
             return Vec::new();
         }
         // Not keys with a read in flight: `changed` would keep them.
-        let in_flight = |key: &Bytes, ids: &HashSet<u64>| {
-            ids.iter().any(|id| {
-                trackers
-                    .get(id)
-                    .is_some_and(|t| t.pending.contains_key(key))
-            })
-        };
-        let evicted: Vec<Bytes> = readers
-            .iter()
-            .filter(|(key, ids)| !in_flight(key, ids))
-            .map(|(key, _)| key.clone())
-            .take(over)
-            .collect();
+        let in_flight = |key: &Bytes, ids: &HashSet<u64>| ids.iter().any(|id| trackers.get(id).is_some_and(|t| t.pending.contains_key(key)));
+        let evicted: Vec<Bytes> =
+            readers.iter().filter(|(key, ids)| !in_flight(key, ids)).map(|(key, _)| key.clone()).take(over).collect();
         drop(state);
         self.changed(&evicted, None)
     }
@@ -185,9 +155,7 @@ impl Tracking {
     /// each ends its tracking, as in Redis.
     pub fn answered(&self, id: u64, keys: &[Bytes]) {
         let mut state = self.lock();
-        let Some(t) = state.trackers.get_mut(&id) else {
-            return;
-        };
+        let Some(t) = state.trackers.get_mut(&id) else { return };
         for key in keys {
             if let Some(n) = t.pending.get_mut(key) {
                 *n -= 1;
@@ -206,22 +174,14 @@ impl Tracking {
     /// reaches the reader. Call it only while `index` is not applied, in
     /// step with [`Tracking::applied_through`].
     pub fn answered_at(&self, index: u64, id: u64, keys: Vec<Bytes>) {
-        self.lock()
-            .deferred
-            .entry(index)
-            .or_default()
-            .push((id, keys));
+        self.lock().deferred.entry(index).or_default().push((id, keys));
     }
 
     /// This node has applied every entry up to `index` (and delivered their
     /// changes): the answers waiting for it count as answered now.
     pub fn applied_through(&self, index: u64) {
         let mut state = self.lock();
-        if state
-            .deferred
-            .first_key_value()
-            .is_none_or(|(first, _)| *first > index)
-        {
+        if state.deferred.first_key_value().is_none_or(|(first, _)| *first > index) {
             return;
         }
         let later = state.deferred.split_off(&(index + 1));
@@ -242,15 +202,11 @@ impl Tracking {
             return Vec::new();
         }
         let mut per_client: HashMap<u64, Vec<Bytes>> = HashMap::new();
-        let State {
-            trackers, readers, ..
-        } = &mut *state;
+        let State { trackers, readers, .. } = &mut *state;
         for key in keys {
             if let Some(mut ids) = readers.remove(key) {
                 ids.retain(|id| {
-                    let Some(t) = trackers.get_mut(id) else {
-                        return false;
-                    };
+                    let Some(t) = trackers.get_mut(id) else { return false };
                     if !(t.mode.noloop && origin == Some(*id)) {
                         per_client.entry(*id).or_default().push(key.clone());
                     }
@@ -267,8 +223,7 @@ impl Tracking {
             }
             for (id, t) in trackers.iter() {
                 let wanted = t.mode.bcast
-                    && (t.mode.prefixes.is_empty()
-                        || t.mode.prefixes.iter().any(|p| key.starts_with(p)))
+                    && (t.mode.prefixes.is_empty() || t.mode.prefixes.iter().any(|p| key.starts_with(p)))
                     && !(t.mode.noloop && origin == Some(*id));
                 if wanted {
                     per_client.entry(*id).or_default().push(key.clone());
@@ -279,10 +234,7 @@ impl Tracking {
             .into_iter()
             .filter_map(|(id, mut keys)| {
                 keys.dedup();
-                trackers.get(&id).map(|t| Invalidation {
-                    to: delivery(t),
-                    keys: Some(keys),
-                })
+                trackers.get(&id).map(|t| Invalidation { to: delivery(t), keys: Some(keys) })
             })
             .collect();
         out.sort_by_key(|i| match &i.to {
@@ -296,9 +248,7 @@ impl Tracking {
     /// and forgets what it read.
     pub fn flushed(&self) -> Vec<Invalidation> {
         let mut state = self.lock();
-        let State {
-            trackers, readers, ..
-        } = &mut *state;
+        let State { trackers, readers, .. } = &mut *state;
         readers.clear();
         let out = trackers.iter_mut().map(|(id, t)| {
             // Reads in flight stay tracked, as in `changed`.
@@ -306,10 +256,7 @@ impl Tracking {
             for key in &t.keys {
                 readers.entry(key.clone()).or_default().insert(*id);
             }
-            Invalidation {
-                to: delivery(t),
-                keys: None,
-            }
+            Invalidation { to: delivery(t), keys: None }
         });
         out.collect()
     }
@@ -324,20 +271,14 @@ fn delivery(t: &Tracker) -> Delivery {
 
 impl Invalidation {
     pub fn message(&self, via_channel: bool) -> PushMsg {
-        PushMsg::Invalidate {
-            keys: self.keys.clone(),
-            via_channel,
-        }
+        PushMsg::Invalidate { keys: self.keys.clone(), via_channel }
     }
 }
 
 /// Parses `CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST]
 /// [OPTIN] [OPTOUT] [NOLOOP]` (`argv` from `TRACKING` on): `None` for OFF,
 /// or Redis 7's error text. `exists` says whether a connection id is live.
-pub fn parse_tracking(
-    argv: &[Bytes],
-    exists: impl Fn(u64) -> bool,
-) -> Result<Option<TrackingMode>, String> {
+pub fn parse_tracking(argv: &[Bytes], exists: impl Fn(u64) -> bool) -> Result<Option<TrackingMode>, String> {
     let syntax = || "ERR syntax error".to_string();
     let on = match argv.get(1).map(|a| a.to_ascii_uppercase()) {
         Some(a) if a == b"ON" => true,
@@ -351,9 +292,7 @@ pub fn parse_tracking(
         let value = argv.get(i + 1);
         match (&opt[..], value) {
             (b"REDIRECT", Some(v)) => {
-                let id = crate::protocol::parse_i64(v)
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| "ERR value is not an integer or out of range".to_string())?;
+                let id = crate::protocol::parse_i64(v).filter(|n| *n > 0).ok_or_else(|| "ERR value is not an integer or out of range".to_string())?;
                 if !exists(id as u64) {
                     return Err("ERR The client ID you want redirect to does not exist".into());
                 }
@@ -422,35 +361,21 @@ mod tests {
         assert!(t.remember(1, [&b("a"), &b("b")]).is_empty());
         t.answered(1, &[b("a"), b("b")]);
         assert!(t.changed(&[b("c")], None).is_empty(), "a key it never read");
-        assert_eq!(
-            keys_of(&t.changed(&[b("a")], None)),
-            vec![Some(vec![b("a")])]
-        );
-        assert!(
-            t.changed(&[b("a")], None).is_empty(),
-            "told once, until it reads again"
-        );
+        assert_eq!(keys_of(&t.changed(&[b("a")], None)), vec![Some(vec![b("a")])]);
+        assert!(t.changed(&[b("a")], None).is_empty(), "told once, until it reads again");
         t.remember(1, [&b("a")]);
         t.answered(1, &[b("a")]);
-        assert_eq!(
-            keys_of(&t.changed(&[b("a"), b("b")], None)),
-            vec![Some(vec![b("a"), b("b")])]
-        );
+        assert_eq!(keys_of(&t.changed(&[b("a"), b("b")], None)), vec![Some(vec![b("a"), b("b")])]);
         // The table is bounded: past its size, keys are dropped, their
         // readers told.
-        let many: Vec<Bytes> = (0..MAX_TRACKED_KEYS)
-            .map(|i| Bytes::from(i.to_string()))
-            .collect();
+        let many: Vec<Bytes> = (0..MAX_TRACKED_KEYS).map(|i| Bytes::from(i.to_string())).collect();
         assert!(t.remember(1, many.iter()).is_empty());
         t.answered(1, &many);
         let more = [b("new1"), b("new2"), b("new3")];
         let out = t.remember(1, more.iter());
         let told: Vec<&Bytes> = out.iter().flat_map(|i| i.keys.iter().flatten()).collect();
         assert_eq!(told.len(), 3, "the table is back at its size");
-        assert!(
-            told.iter().all(|k| !more.contains(k)),
-            "keys of reads in flight are not the ones evicted: {told:?}"
-        );
+        assert!(told.iter().all(|k| !more.contains(k)), "keys of reads in flight are not the ones evicted: {told:?}");
         assert_eq!(t.lock().readers.len(), MAX_TRACKED_KEYS);
         t.disable(1);
         t.enable(1, TrackingMode::default(), &sub());
@@ -463,44 +388,19 @@ mod tests {
     #[test]
     fn a_change_during_a_read_in_flight_does_not_end_its_tracking() {
         let t = Tracking::default();
-        t.enable(
-            1,
-            TrackingMode {
-                noloop: true,
-                ..Default::default()
-            },
-            &sub(),
-        );
+        t.enable(1, TrackingMode { noloop: true, ..Default::default() }, &sub());
         t.remember(1, [&b("lock")]);
-        assert_eq!(
-            keys_of(&t.changed(&[b("lock")], None)),
-            vec![Some(vec![b("lock")])],
-            "a renewal by another client"
-        );
-        assert!(
-            t.changed(&[b("lock")], Some(1)).is_empty(),
-            "NOLOOP: its own change is not told"
-        );
+        assert_eq!(keys_of(&t.changed(&[b("lock")], None)), vec![Some(vec![b("lock")])], "a renewal by another client");
+        assert!(t.changed(&[b("lock")], Some(1)).is_empty(), "NOLOOP: its own change is not told");
         t.answered(1, &[b("lock")]);
-        assert_eq!(
-            keys_of(&t.changed(&[b("lock")], None)),
-            vec![Some(vec![b("lock")])],
-            "the release after the read"
-        );
-        assert!(
-            t.changed(&[b("lock")], None).is_empty(),
-            "and then it is over"
-        );
+        assert_eq!(keys_of(&t.changed(&[b("lock")], None)), vec![Some(vec![b("lock")])], "the release after the read");
+        assert!(t.changed(&[b("lock")], None).is_empty(), "and then it is over");
         // Two reads of one key in flight: tracked until both are answered.
         t.remember(1, [&b("k")]);
         t.remember(1, [&b("k")]);
         t.answered(1, &[b("k")]);
         assert_eq!(t.changed(&[b("k")], None).len(), 1);
-        assert_eq!(
-            t.changed(&[b("k")], None).len(),
-            1,
-            "one read still in flight"
-        );
+        assert_eq!(t.changed(&[b("k")], None).len(), 1, "one read still in flight");
         t.answered(1, &[b("k")]);
         assert_eq!(t.changed(&[b("k")], None).len(), 1);
         assert!(t.changed(&[b("k")], None).is_empty());
@@ -508,10 +408,7 @@ mod tests {
         t.remember(1, [&b("f")]);
         t.flushed();
         t.answered(1, &[b("f")]);
-        assert_eq!(
-            keys_of(&t.changed(&[b("f")], None)),
-            vec![Some(vec![b("f")])]
-        );
+        assert_eq!(keys_of(&t.changed(&[b("f")], None)), vec![Some(vec![b("f")])]);
     }
 
     #[test]
@@ -522,17 +419,9 @@ mod tests {
         // The leader answered at index 10; this node is at 8.
         t.answered_at(10, 1, vec![b("k")]);
         t.applied_through(9);
-        assert_eq!(
-            t.changed(&[b("k")], None).len(),
-            1,
-            "entry 9, applied late: told"
-        );
+        assert_eq!(t.changed(&[b("k")], None).len(), 1, "entry 9, applied late: told");
         t.applied_through(10);
-        assert_eq!(
-            t.changed(&[b("k")], None).len(),
-            1,
-            "the first change after the read: told"
-        );
+        assert_eq!(t.changed(&[b("k")], None).len(), 1, "the first change after the read: told");
         assert!(t.changed(&[b("k")], None).is_empty(), "and then it is over");
         // Answers at several indexes are each released at theirs.
         t.remember(1, [&b("a")]);
@@ -542,11 +431,7 @@ mod tests {
         t.applied_through(25);
         t.changed(&[b("a"), b("c")], None);
         assert!(t.changed(&[b("a")], None).is_empty(), "a: answered at 20");
-        assert_eq!(
-            t.changed(&[b("c")], None).len(),
-            1,
-            "c: still waiting for 30"
-        );
+        assert_eq!(t.changed(&[b("c")], None).len(), 1, "c: still waiting for 30");
         t.applied_through(31);
         t.changed(&[b("c")], None);
         assert!(t.changed(&[b("c")], None).is_empty());
@@ -564,78 +449,31 @@ mod tests {
         let parse = |s: &str| parse_tracking(&argv(s), |id| id == 7);
         assert_eq!(parse("TRACKING ON"), Ok(Some(TrackingMode::default())));
         assert_eq!(parse("TRACKING OFF"), Ok(None));
-        let m = parse("TRACKING on BCAST PREFIX a: PREFIX b: NOLOOP REDIRECT 7")
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (m.bcast, m.prefixes.len(), m.noloop, m.redirect),
-            (true, 2, true, Some(7))
-        );
-        assert_eq!(
-            parse("TRACKING ON REDIRECT 8"),
-            Err("ERR The client ID you want redirect to does not exist".into())
-        );
-        assert_eq!(
-            parse("TRACKING ON PREFIX a"),
-            Err("ERR PREFIX option requires BCAST mode to be enabled".into())
-        );
-        assert_eq!(
-            parse("TRACKING ON OPTIN OPTOUT"),
-            Err("ERR You can't use both OPTIN and OPTOUT".into())
-        );
-        assert_eq!(
-            parse("TRACKING ON BCAST OPTIN"),
-            Err("ERR OPTIN and OPTOUT are not compatible with BCAST".into())
-        );
+        let m = parse("TRACKING on BCAST PREFIX a: PREFIX b: NOLOOP REDIRECT 7").unwrap().unwrap();
+        assert_eq!((m.bcast, m.prefixes.len(), m.noloop, m.redirect), (true, 2, true, Some(7)));
+        assert_eq!(parse("TRACKING ON REDIRECT 8"), Err("ERR The client ID you want redirect to does not exist".into()));
+        assert_eq!(parse("TRACKING ON PREFIX a"), Err("ERR PREFIX option requires BCAST mode to be enabled".into()));
+        assert_eq!(parse("TRACKING ON OPTIN OPTOUT"), Err("ERR You can't use both OPTIN and OPTOUT".into()));
+        assert_eq!(parse("TRACKING ON BCAST OPTIN"), Err("ERR OPTIN and OPTOUT are not compatible with BCAST".into()));
         assert_eq!(parse("TRACKING MAYBE"), Err("ERR syntax error".into()));
         assert_eq!(parse("TRACKING ON FOO"), Err("ERR syntax error".into()));
-        let optin = TrackingMode {
-            optin: true,
-            ..Default::default()
-        };
+        let optin = TrackingMode { optin: true, ..Default::default() };
         assert!(!tracks(&optin, None) && tracks(&optin, Some(true)));
-        let optout = TrackingMode {
-            optout: true,
-            ..Default::default()
-        };
+        let optout = TrackingMode { optout: true, ..Default::default() };
         assert!(tracks(&optout, None) && !tracks(&optout, Some(false)));
     }
 
     #[test]
     fn bcast_prefixes_noloop_and_flush() {
         let t = Tracking::default();
-        let mode = TrackingMode {
-            bcast: true,
-            prefixes: vec![b("lock:")],
-            noloop: true,
-            ..Default::default()
-        };
+        let mode = TrackingMode { bcast: true, prefixes: vec![b("lock:")], noloop: true, ..Default::default() };
         t.enable(1, mode, &sub());
-        t.enable(
-            2,
-            TrackingMode {
-                redirect: Some(9),
-                ..Default::default()
-            },
-            &sub(),
-        );
-        assert_eq!(
-            keys_of(&t.changed(&[b("lock:1"), b("other")], None)),
-            vec![Some(vec![b("lock:1")])]
-        );
-        assert!(
-            t.changed(&[b("lock:1")], Some(1)).is_empty(),
-            "NOLOOP: not its own change"
-        );
+        t.enable(2, TrackingMode { redirect: Some(9), ..Default::default() }, &sub());
+        assert_eq!(keys_of(&t.changed(&[b("lock:1"), b("other")], None)), vec![Some(vec![b("lock:1")])]);
+        assert!(t.changed(&[b("lock:1")], Some(1)).is_empty(), "NOLOOP: not its own change");
         t.remember(2, [&b("x")]);
         let out = t.changed(&[b("x")], Some(1));
-        assert!(matches!(
-            out[..],
-            [Invalidation {
-                to: Delivery::Redirect(9),
-                ..
-            }]
-        ));
+        assert!(matches!(out[..], [Invalidation { to: Delivery::Redirect(9), .. }]));
         assert_eq!(keys_of(&t.flushed()).len(), 2);
     }
 }

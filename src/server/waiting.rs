@@ -43,25 +43,14 @@ pub fn waits(argv: &[Bytes]) -> bool {
 
 /// Runs `LOCK.ACQUIRE ... WAIT` for connection `conn`; `None` if the client
 /// went away while blocked (`closed` completes when it does).
-pub async fn acquire(
-    node: &Arc<Node>,
-    conn: u64,
-    argv: Vec<Bytes>,
-    closed: impl Future<Output = ()>,
-) -> Option<Reply> {
+pub async fn acquire(node: &Arc<Node>, conn: u64, argv: Vec<Bytes>, closed: impl Future<Output = ()>) -> Option<Reply> {
     // A malformed WAIT gets the command's own error from the state machine.
-    let wait = argv
-        .get(5)
-        .and_then(|a| parse_i64(a))
-        .filter(|ms| *ms > 0)
-        .map_or(Duration::ZERO, |ms| Duration::from_millis(ms as u64));
+    let wait = argv.get(5).and_then(|a| parse_i64(a)).filter(|ms| *ms > 0).map_or(Duration::ZERO, |ms| {
+        Duration::from_millis(ms as u64)
+    });
     let (key, owner) = (argv[1].clone(), argv[2].clone());
     let mut registration = node.hub.await_lock(node.consensus.client_id(conn));
-    let reply = match node
-        .consensus
-        .execute_numbered(conn, Request::Command(argv))
-        .await
-    {
+    let reply = match node.consensus.execute_numbered(conn, Request::Command(argv)).await {
         (_, Ok(reply)) => reply,
         (seq, Err(e)) => {
             // No answer (no leader, timed out): the WAIT may have queued
@@ -69,17 +58,12 @@ pub async fn acquire(
             // that is not waiting for it.
             let node = node.clone();
             tokio::spawn(async move {
-                let _ = node
-                    .consensus
-                    .execute(conn, Request::Dequeue { key, owner, seq })
-                    .await;
+                let _ = node.consensus.execute(conn, Request::Dequeue { key, owner, seq }).await;
             });
             return Some(Reply::Error(e.to_string()));
         }
     };
-    let Reply::Queued { seq } = reply else {
-        return Some(reply);
-    };
+    let Reply::Queued { seq } = reply else { return Some(reply) };
 
     let _blocked = super::connection::Blocked::new(node, conn);
     let fallback = tokio::time::sleep(wait.min(LONGEST_WAIT) + GRACE);
@@ -109,16 +93,10 @@ pub async fn acquire(
     // No end by the deadline (no leader could end it, or this node installed
     // a snapshot over the entry that did): leave the queue through the log.
     // Its reply is how the wait ended: the token if it was granted first.
-    tracing::debug!(
-        conn,
-        "no end of a lock wait by its deadline: leaving the queue"
-    );
+    tracing::debug!(conn, "no end of a lock wait by its deadline: leaving the queue");
     Some(execute(node, conn, Request::Dequeue { key, owner, seq }).await)
 }
 
 async fn execute(node: &Node, conn: u64, request: Request) -> Reply {
-    node.consensus
-        .execute(conn, request)
-        .await
-        .unwrap_or_else(|e| Reply::Error(e.to_string()))
+    node.consensus.execute(conn, request).await.unwrap_or_else(|e| Reply::Error(e.to_string()))
 }

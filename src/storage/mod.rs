@@ -22,9 +22,7 @@ pub mod wal;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use rocksdb::{
-    ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB,
-};
+use rocksdb::{ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 
 /// A column family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,8 +116,7 @@ impl Batch {
 
     /// Deletes keys in `[from, to)`.
     pub fn delete_range(&mut self, cf: Cf, from: impl Into<Vec<u8>>, to: impl Into<Vec<u8>>) {
-        self.ops
-            .push(BatchOp::DeleteRange(cf, from.into(), to.into()));
+        self.ops.push(BatchOp::DeleteRange(cf, from.into(), to.into()));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -137,8 +134,7 @@ pub struct Storage {
 impl Storage {
     /// Opens (creating if needed) the database in `dir`.
     pub fn open(dir: &Path) -> Result<Storage, StorageError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| StorageError(format!("cannot create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| StorageError(format!("cannot create {}: {e}", dir.display())))?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
@@ -146,18 +142,12 @@ impl Storage {
         // it must be intact (records acknowledged were fsynced).
         opts.set_wal_recovery_mode(rocksdb::DBRecoveryMode::TolerateCorruptedTailRecords);
         opts.set_keep_log_file_num(4);
-        let cfs = Cf::ALL
-            .iter()
-            .map(|cf| ColumnFamilyDescriptor::new(cf.name(), Options::default()));
+        let cfs = Cf::ALL.iter().map(|cf| ColumnFamilyDescriptor::new(cf.name(), Options::default()));
         let db = DB::open_cf_descriptors(&opts, dir, cfs)?;
         let snapshot_dir = dir.join("snapshot");
         std::fs::create_dir_all(&snapshot_dir)
             .map_err(|e| StorageError(format!("cannot create {}: {e}", snapshot_dir.display())))?;
-        Ok(Storage {
-            db,
-            snapshot_dir,
-            log_dir: dir.join("raftlog"),
-        })
+        Ok(Storage { db, snapshot_dir, log_dir: dir.join("raftlog") })
     }
 
     /// Where the Raft log's segment files are ([`wal`]).
@@ -175,22 +165,12 @@ impl Storage {
         write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
         legacy_key: &[u8],
     ) -> Result<(), StorageError> {
-        let err =
-            |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
+        let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
         let tmp = self.snapshot_dir.join("next");
         let f = std::fs::File::create(&tmp).map_err(|e| err("create", e))?;
-        let mut w = std::io::BufWriter::with_capacity(
-            1 << 20,
-            SyncedEvery {
-                file: f,
-                unsynced: 0,
-            },
-        );
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, SyncedEvery { file: f, unsynced: 0 });
         write(&mut w).map_err(|e| err("write", e))?;
-        let f = w
-            .into_inner()
-            .map_err(|e| err("write", e.into_error()))?
-            .file;
+        let f = w.into_inner().map_err(|e| err("write", e.into_error()))?.file;
         f.sync_all().map_err(|e| err("fsync", e))?;
         drop(f);
         std::fs::rename(&tmp, self.snapshot_dir.join("current")).map_err(|e| err("rename", e))?;
@@ -207,17 +187,13 @@ impl Storage {
     pub fn read_snapshot_file(&self, legacy_key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         match std::fs::read(self.snapshot_dir.join("current")) {
             Ok(data) => Ok(Some(data)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.get(Cf::Snapshot, legacy_key)
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.get(Cf::Snapshot, legacy_key),
             Err(e) => Err(StorageError(format!("snapshot file: read: {e}"))),
         }
     }
 
     fn handle(&self, cf: Cf) -> &rocksdb::ColumnFamily {
-        self.db
-            .cf_handle(cf.name())
-            .expect("column families are created at open")
+        self.db.cf_handle(cf.name()).expect("column families are created at open")
     }
 
     pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
@@ -258,10 +234,7 @@ impl Storage {
         from: &[u8],
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, StorageError>,
     ) -> Result<(), StorageError> {
-        for item in self.db.iterator_cf(
-            self.handle(cf),
-            IteratorMode::From(from, Direction::Forward),
-        ) {
+        for item in self.db.iterator_cf(self.handle(cf), IteratorMode::From(from, Direction::Forward)) {
             let (k, v) = item?;
             if !visit(&k, &v)? {
                 break;
@@ -297,9 +270,7 @@ mod tests {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        let cfs = BEFORE_LOG_IN_FILES
-            .iter()
-            .map(|name| ColumnFamilyDescriptor::new(*name, Options::default()));
+        let cfs = BEFORE_LOG_IN_FILES.iter().map(|name| ColumnFamilyDescriptor::new(*name, Options::default()));
         DB::open_cf_descriptors(&opts, dir, cfs)
     }
 
@@ -309,9 +280,7 @@ mod tests {
         // Data an older version wrote opens here, and is then refused to it.
         drop(open_as_before_log_in_files(dir.path()).unwrap());
         drop(Storage::open(dir.path()).unwrap());
-        let refused = open_as_before_log_in_files(dir.path())
-            .err()
-            .expect("an older version must not open this data");
+        let refused = open_as_before_log_in_files(dir.path()).err().expect("an older version must not open this data");
         assert!(refused.into_string().contains("Column families not opened"));
         // Still opens here, again and again.
         drop(Storage::open(dir.path()).unwrap());
@@ -364,25 +333,14 @@ mod tests {
             let mut b = Batch::default();
             b.put(Cf::Snapshot, b"current".to_vec(), b"old".to_vec());
             s.write(b, true).unwrap();
-            assert_eq!(
-                s.read_snapshot_file(b"current").unwrap(),
-                Some(b"old".to_vec())
-            );
-            s.write_snapshot_file(|w| w.write_all(b"new"), b"current")
-                .unwrap();
-            s.write_snapshot_file(|w| w.write_all(b"newer"), b"current")
-                .unwrap();
+            assert_eq!(s.read_snapshot_file(b"current").unwrap(), Some(b"old".to_vec()));
+            s.write_snapshot_file(|w| w.write_all(b"new"), b"current").unwrap();
+            s.write_snapshot_file(|w| w.write_all(b"newer"), b"current").unwrap();
             s.sync_wal().unwrap();
         }
         let s = Storage::open(dir.path()).unwrap();
-        assert_eq!(
-            s.read_snapshot_file(b"current").unwrap(),
-            Some(b"newer".to_vec())
-        );
+        assert_eq!(s.read_snapshot_file(b"current").unwrap(), Some(b"newer".to_vec()));
         assert_eq!(s.get(Cf::Snapshot, b"current").unwrap(), None);
-        assert!(
-            !dir.path().join("snapshot/next").exists(),
-            "the temporary file is renamed into place"
-        );
+        assert!(!dir.path().join("snapshot/next").exists(), "the temporary file is renamed into place");
     }
 }

@@ -168,8 +168,8 @@ struct Shared {
     state: Mutex<State>,
     /// The number of the last append the writer has written to its file.
     written: AtomicU64,
-    /// With the planted `AppliedBeforeDurable`: the next batch is written a
-    /// second late.
+    /// With the planted `AppliedBeforeDurable` or `LeaderLogLag`: the next
+    /// batch is written a second late.
     lag_next: std::sync::atomic::AtomicBool,
     /// Held by a test to stop the writer before its next batch.
     #[cfg(test)]
@@ -183,21 +183,10 @@ impl Shared {
 }
 
 enum Job {
-    Write {
-        segment: u64,
-        create: Option<u64>,
-        offset: u64,
-        bytes: Bytes,
-        append: u64,
-        done: Done,
-    },
+    Write { segment: u64, create: Option<u64>, offset: u64, bytes: Bytes, append: u64, done: Done },
     /// Remove these segments (newest first), then mark `zero` (segment,
     /// offset) as the end of its segment; both durably.
-    Truncate {
-        remove: Vec<u64>,
-        zero: Option<(u64, u64)>,
-        done: mpsc::Sender<Result<(), String>>,
-    },
+    Truncate { remove: Vec<u64>, zero: Option<(u64, u64)>, done: mpsc::Sender<Result<(), String>> },
     /// Remove these purged segments.
     Remove(Vec<u64>),
 }
@@ -221,10 +210,7 @@ struct Recovered {
 /// `first`.
 fn scan_segment(path: &Path, first: u64) -> Result<Vec<(u64, Loc)>, WalError> {
     let file = File::open(path).map_err(|e| WalError::io(path.display(), e))?;
-    let size = file
-        .metadata()
-        .map_err(|e| WalError::io(path.display(), e))?
-        .len();
+    let size = file.metadata().map_err(|e| WalError::io(path.display(), e))?.len();
     let mut r = std::io::BufReader::with_capacity(1 << 20, file);
     let mut out = Vec::new();
     let mut offset = 0u64;
@@ -243,14 +229,7 @@ fn scan_segment(path: &Path, first: u64) -> Result<Vec<(u64, Loc)>, WalError> {
         if r.read_exact(&mut payload).is_err() || checksum(index, &payload) != crc {
             break;
         }
-        out.push((
-            index,
-            Loc {
-                segment: first,
-                offset,
-                len,
-            },
-        ));
+        out.push((index, Loc { segment: first, offset, len }));
         offset += HEADER as u64 + u64::from(len);
         expected += 1;
     }
@@ -268,11 +247,7 @@ fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
     for entry in entries {
         let entry = entry.map_err(|e| WalError::io(dir.display(), e))?;
         let name = entry.file_name();
-        let Some(first) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(SUFFIX))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
+        let Some(first) = name.to_str().and_then(|n| n.strip_suffix(SUFFIX)).and_then(|n| n.parse::<u64>().ok()) else {
             continue;
         };
         files.push((first, entry.path()));
@@ -322,11 +297,7 @@ fn recover(dir: &Path, purged: Option<u64>) -> Result<Recovered, WalError> {
 /// changing anything (for tools and tests; the node must be stopped).
 pub fn span(dir: &Path, purged: Option<u64>) -> Result<Option<(u64, u64)>, WalError> {
     let found = recover(dir, purged)?;
-    Ok(found
-        .records
-        .first()
-        .zip(found.records.last())
-        .map(|((a, _), (b, _))| (*a, *b)))
+    Ok(found.records.first().zip(found.records.last()).map(|((a, _), (b, _))| (*a, *b)))
 }
 
 /// Whether `dir` holds no segment.
@@ -342,10 +313,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// the empty log directory `dir`, durably (moving a log kept elsewhere
 /// before). Written beside it and renamed into place: a crash leaves the
 /// whole segment or none.
-pub fn import(
-    dir: &Path,
-    records: impl IntoIterator<Item = (u64, Vec<u8>)>,
-) -> Result<u64, WalError> {
+pub fn import(dir: &Path, records: impl IntoIterator<Item = (u64, Vec<u8>)>) -> Result<u64, WalError> {
     use std::io::Write;
     std::fs::create_dir_all(dir).map_err(|e| WalError::io(dir.display(), e))?;
     let tmp = dir.join("import.tmp");
@@ -357,24 +325,17 @@ pub fn import(
     for (index, payload) in records {
         if let Some(f) = first {
             if index != f + count {
-                return Err(WalError(format!(
-                    "import: record {index} where {} should be",
-                    f + count
-                )));
+                return Err(WalError(format!("import: record {index} where {} should be", f + count)));
             }
         }
         first.get_or_insert(index);
         buf.clear();
         encode_record(&mut buf, index, &payload);
-        w.write_all(&buf)
-            .map_err(|e| WalError::io(tmp.display(), e))?;
+        w.write_all(&buf).map_err(|e| WalError::io(tmp.display(), e))?;
         count += 1;
     }
-    let file = w
-        .into_inner()
-        .map_err(|e| WalError::io(tmp.display(), e.into_error()))?;
-    file.sync_all()
-        .map_err(|e| WalError::io(tmp.display(), e))?;
+    let file = w.into_inner().map_err(|e| WalError::io(tmp.display(), e.into_error()))?;
+    file.sync_all().map_err(|e| WalError::io(tmp.display(), e))?;
     drop(file);
     match first {
         Some(first) => {
@@ -426,14 +387,7 @@ impl Wal {
         for (seg_first, path) in found.files {
             match last_of.get(&seg_first) {
                 Some(last) => {
-                    segments.insert(
-                        seg_first,
-                        Segment {
-                            path,
-                            last: *last,
-                            reader: OnceLock::new(),
-                        },
-                    );
+                    segments.insert(seg_first, Segment { path, last: *last, reader: OnceLock::new() });
                 }
                 None => {
                     // Empty (a crash right after it was created), superseded,
@@ -455,22 +409,11 @@ impl Wal {
                 let end = loc.offset + HEADER as u64 + u64::from(loc.len);
                 let capacity = SEGMENT_BYTES.max(end);
                 let path = dir.join(segment_name(loc.segment));
-                let file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| WalError::io(path.display(), e))?;
-                file.set_len(end)
-                    .map_err(|e| WalError::io(path.display(), e))?;
-                allocate(&file, end, capacity - end)
-                    .map_err(|e| WalError::io(path.display(), e))?;
-                file.sync_all()
-                    .map_err(|e| WalError::io(path.display(), e))?;
-                Some(Active {
-                    first: loc.segment,
-                    next_index: last + 1,
-                    end,
-                    capacity,
-                })
+                let file = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| WalError::io(path.display(), e))?;
+                file.set_len(end).map_err(|e| WalError::io(path.display(), e))?;
+                allocate(&file, end, capacity - end).map_err(|e| WalError::io(path.display(), e))?;
+                file.sync_all().map_err(|e| WalError::io(path.display(), e))?;
+                Some(Active { first: loc.segment, next_index: last + 1, end, capacity })
             }
             None => None,
         };
@@ -508,8 +451,8 @@ impl Wal {
         self.shared.hold.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// For the planted `AppliedBeforeDurable`: the writer's next batch is
-    /// written a second late.
+    /// For the planted `AppliedBeforeDurable` and `LeaderLogLag`: the
+    /// writer's next batch is written a second late.
     pub fn planted_lag(&self) {
         self.shared.lag_next.store(true, Ordering::Release);
     }
@@ -522,16 +465,11 @@ impl Wal {
     /// The index of the last record, if any is held.
     pub fn last_index(&self) -> Option<u64> {
         let state = self.shared.lock();
-        state
-            .end()
-            .checked_sub(1)
-            .filter(|_| !state.locs.is_empty())
+        state.end().checked_sub(1).filter(|_| !state.locs.is_empty())
     }
 
     fn send(&self, job: Job) -> Result<(), WalError> {
-        self.jobs
-            .send(job)
-            .map_err(|_| WalError("the log writer stopped".into()))
+        self.jobs.send(job).map_err(|_| WalError("the log writer stopped".into()))
     }
 
     /// Appends `records`, whose indexes must continue the log one by one.
@@ -554,53 +492,29 @@ impl Wal {
             state.first = start;
         }
         if start != state.end() {
-            return Err(WalError(format!(
-                "append of record {start} where {} should come next",
-                state.end()
-            )));
+            return Err(WalError(format!("append of record {start} where {} should come next", state.end())));
         }
         let mut buf = Vec::with_capacity(records.iter().map(|(_, p)| HEADER + p.len()).sum());
         let mut spans = Vec::with_capacity(records.len());
         for (n, (index, payload)) in records.iter().enumerate() {
             if *index != start + n as u64 {
-                return Err(WalError(format!(
-                    "append of record {index} where {} should come next",
-                    start + n as u64
-                )));
+                return Err(WalError(format!("append of record {index} where {} should come next", start + n as u64)));
             }
             if payload.is_empty() || payload.len() > u32::MAX as usize {
-                return Err(WalError(format!(
-                    "record {index} of {} bytes",
-                    payload.len()
-                )));
+                return Err(WalError(format!("record {index} of {} bytes", payload.len())));
             }
             let at = buf.len();
             encode_record(&mut buf, *index, payload);
             spans.push((at, payload.len()));
         }
         let total = buf.len() as u64;
-        let fits = state
-            .active
-            .as_ref()
-            .is_some_and(|a| a.next_index == start && a.end + total <= a.capacity);
+        let fits = state.active.as_ref().is_some_and(|a| a.next_index == start && a.end + total <= a.capacity);
         let mut create = None;
         if !fits {
             let capacity = SEGMENT_BYTES.max(total);
-            state.active = Some(Active {
-                first: start,
-                next_index: start,
-                end: 0,
-                capacity,
-            });
+            state.active = Some(Active { first: start, next_index: start, end: 0, capacity });
             let path = self.shared.dir.join(segment_name(start));
-            state.segments.insert(
-                start,
-                Segment {
-                    path,
-                    last: start,
-                    reader: OnceLock::new(),
-                },
-            );
+            state.segments.insert(start, Segment { path, last: start, reader: OnceLock::new() });
             create = Some(capacity);
         }
         let (segment, base) = {
@@ -614,28 +528,15 @@ impl Wal {
         let append = state.appends;
         let bytes = Bytes::from(buf);
         for (at, len) in spans {
-            state.locs.push_back(Loc {
-                segment,
-                offset: base + at as u64,
-                len: len as u32,
-            });
-            state
-                .recent
-                .push_back((bytes.slice(at + HEADER..at + HEADER + len), append));
+            state.locs.push_back(Loc { segment, offset: base + at as u64, len: len as u32 });
+            state.recent.push_back((bytes.slice(at + HEADER..at + HEADER + len), append));
             state.recent_bytes += len;
         }
         if let Some(seg) = state.segments.get_mut(&segment) {
             seg.last = start + records.len() as u64 - 1;
         }
         state.trim_recent(self.shared.written.load(Ordering::Acquire));
-        self.send(Job::Write {
-            segment,
-            create,
-            offset: base,
-            bytes,
-            append,
-            done,
-        })
+        self.send(Job::Write { segment, create, offset: base, bytes, append, done })
     }
 
     /// The payloads of the records in `[start, end)` that the log holds, in
@@ -653,25 +554,20 @@ impl Wal {
             let recent_from = state.end() - state.recent.len() as u64;
             for index in start..end {
                 if index >= recent_from {
-                    out.push((
-                        index,
-                        state.recent[(index - recent_from) as usize].0.clone(),
-                    ));
+                    out.push((index, state.recent[(index - recent_from) as usize].0.clone()));
                     continue;
                 }
                 let loc = state.locs[(index - state.first) as usize];
-                let seg = state.segments.get(&loc.segment).ok_or_else(|| {
-                    WalError(format!("record {index}: segment {} is gone", loc.segment))
-                })?;
+                let seg = state
+                    .segments
+                    .get(&loc.segment)
+                    .ok_or_else(|| WalError(format!("record {index}: segment {} is gone", loc.segment)))?;
                 let file = match seg.reader.get() {
                     Some(f) => f.clone(),
                     None => {
                         // Opened under the lock, so a purge cannot remove the
                         // file between finding the record and opening it.
-                        let f = Arc::new(
-                            File::open(&seg.path)
-                                .map_err(|e| WalError::io(seg.path.display(), e))?,
-                        );
+                        let f = Arc::new(File::open(&seg.path).map_err(|e| WalError::io(seg.path.display(), e))?);
                         seg.reader.get_or_init(|| f).clone()
                     }
                 };
@@ -682,14 +578,10 @@ impl Wal {
         let mut older = Vec::with_capacity(from_files.len());
         for (index, loc, file) in from_files {
             let mut raw = vec![0u8; HEADER + loc.len as usize];
-            file.read_exact_at(&mut raw, loc.offset)
-                .map_err(|e| WalError::io(format!("read record {index}"), e))?;
+            file.read_exact_at(&mut raw, loc.offset).map_err(|e| WalError::io(format!("read record {index}"), e))?;
             let (len, crc, at) = decode_header(raw[..HEADER].try_into().expect("header"));
             if len != loc.len || at != index || checksum(index, &raw[HEADER..]) != crc {
-                return Err(WalError(format!(
-                    "record {index} at offset {} of segment {} is damaged",
-                    loc.offset, loc.segment
-                )));
+                return Err(WalError(format!("record {index} at offset {} of segment {} is damaged", loc.offset, loc.segment)));
             }
             older.push((index, Bytes::from(raw).slice(HEADER..)));
         }
@@ -718,11 +610,7 @@ impl Wal {
         }
         let keep = (from - state.first) as usize;
         state.locs.truncate(keep);
-        let gone: Vec<u64> = state
-            .segments
-            .range(from..)
-            .map(|(first, _)| *first)
-            .collect();
+        let gone: Vec<u64> = state.segments.range(from..).map(|(first, _)| *first).collect();
         for first in &gone {
             state.segments.remove(first);
         }
@@ -736,11 +624,7 @@ impl Wal {
             None
         };
         state.active = None;
-        self.send(Job::Truncate {
-            remove,
-            zero,
-            done: tx,
-        })?;
+        self.send(Job::Truncate { remove, zero, done: tx })?;
         Ok(rx)
     }
 
@@ -784,12 +668,7 @@ fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     }
     // SAFETY: fallocate on a file descriptor we own; no memory is passed.
     let r = unsafe {
-        libc::fallocate(
-            std::os::fd::AsRawFd::as_raw_fd(file),
-            0,
-            offset as libc::off_t,
-            len as libc::off_t,
-        )
+        libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(file), 0, offset as libc::off_t, len as libc::off_t)
     };
     if r != 0 {
         let e = std::io::Error::last_os_error();
@@ -806,11 +685,7 @@ fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
 /// named in its directory.
 fn create_segment(dir: &Path, first: u64, capacity: u64) -> std::io::Result<File> {
     let path = dir.join(segment_name(first));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
+    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
     if let Err(e) = allocate(&file, 0, capacity) {
         let _ = std::fs::remove_file(&path);
         return Err(e);
@@ -852,21 +727,13 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
             }
         }
         if plant_slow_writes && shared.lag_next.swap(false, Ordering::AcqRel) {
-            // With `AppliedBeforeDurable`: a leader's own entries reach the
-            // disk a second late, so that a leader killed meanwhile loses
-            // what it applied.
+            // A leader's own entries reach the disk a second after openraft
+            // was told they are stored (`LogStore::append_acking`).
             std::thread::sleep(std::time::Duration::from_millis(1000));
         }
         for job in jobs {
             match job {
-                Job::Write {
-                    segment,
-                    create,
-                    offset,
-                    bytes,
-                    append,
-                    done,
-                } => {
+                Job::Write { segment, create, offset, bytes, append, done } => {
                     waiting.push(done);
                     if failed.is_some() {
                         continue;
@@ -877,14 +744,11 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                         } else if !files.contains_key(&segment) {
                             // Continued after a restart (see `Wal::open`).
                             let path = shared.dir.join(segment_name(segment));
-                            files.insert(
-                                segment,
-                                std::fs::OpenOptions::new().write(true).open(path)?,
-                            );
+                            files.insert(segment, std::fs::OpenOptions::new().write(true).open(path)?);
                         }
-                        let file = files.get(&segment).ok_or_else(|| {
-                            std::io::Error::other(format!("segment {segment} is not open"))
-                        })?;
+                        let file = files
+                            .get(&segment)
+                            .ok_or_else(|| std::io::Error::other(format!("segment {segment} is not open")))?;
                         file.write_all_at(&bytes, offset)
                     })();
                     match result {
@@ -901,8 +765,7 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                     sync(&files, &mut dirty, &mut waiting, &mut failed);
                     let result = match &failed {
                         Some(f) => Err(f.clone()),
-                        None => truncate_files(&shared.dir, &mut files, remove, zero)
-                            .map_err(|e| e.to_string()),
+                        None => truncate_files(&shared.dir, &mut files, remove, zero).map_err(|e| e.to_string()),
                     };
                     if let Err(e) = &result {
                         failed.get_or_insert_with(|| e.clone());
@@ -922,12 +785,7 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
 }
 
 /// Makes the writes so far durable and tells their waiters.
-fn sync(
-    files: &BTreeMap<u64, File>,
-    dirty: &mut Vec<u64>,
-    waiting: &mut Vec<Done>,
-    failed: &mut Option<String>,
-) {
+fn sync(files: &BTreeMap<u64, File>, dirty: &mut Vec<u64>, waiting: &mut Vec<Done>, failed: &mut Option<String>) {
     if waiting.is_empty() && dirty.is_empty() {
         return;
     }
@@ -960,11 +818,7 @@ fn sync(
 }
 
 /// Removes these segments, in the order given, then syncs the directory.
-fn remove_segments(
-    dir: &Path,
-    files: &mut BTreeMap<u64, File>,
-    segments: &[u64],
-) -> std::io::Result<()> {
+fn remove_segments(dir: &Path, files: &mut BTreeMap<u64, File>, segments: &[u64]) -> std::io::Result<()> {
     if segments.is_empty() {
         return Ok(());
     }
@@ -1020,11 +874,7 @@ mod tests {
 
     fn append_sync(wal: &Wal, recs: Vec<(u64, Vec<u8>)>) {
         let (tx, rx) = mpsc::channel();
-        wal.append(
-            recs,
-            Box::new(move |r| tx.send(r.map_err(|e| e.to_string())).unwrap()),
-        )
-        .unwrap();
+        wal.append(recs, Box::new(move |r| tx.send(r.map_err(|e| e.to_string())).unwrap())).unwrap();
         rx.recv().unwrap().unwrap();
     }
 
@@ -1055,28 +905,13 @@ mod tests {
             append_sync(&wal, records(0..10));
             append_sync(&wal, records(10..25));
             assert_eq!(read_all(&wal), (0..25).collect::<Vec<_>>());
-            assert_eq!(
-                wal.read(5, 8)
-                    .unwrap()
-                    .iter()
-                    .map(|(i, _)| *i)
-                    .collect::<Vec<_>>(),
-                vec![5, 6, 7]
-            );
+            assert_eq!(wal.read(5, 8).unwrap().iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![5, 6, 7]);
         }
         let wal = Wal::open(dir.path(), None).unwrap();
         assert_eq!(wal.last_index(), Some(24));
         assert_eq!(read_all(&wal), (0..25).collect::<Vec<_>>());
         append_sync(&wal, records(25..30));
-        assert_eq!(
-            list_segments(dir.path())
-                .unwrap()
-                .iter()
-                .map(|(f, _)| *f)
-                .collect::<Vec<_>>(),
-            vec![0],
-            "a restart goes on in the last segment"
-        );
+        assert_eq!(list_segments(dir.path()).unwrap().iter().map(|(f, _)| *f).collect::<Vec<_>>(), vec![0], "a restart goes on in the last segment");
         drop(wal);
         let wal = Wal::open(dir.path(), None).unwrap();
         assert_eq!(read_all(&wal), (0..30).collect::<Vec<_>>());
@@ -1155,15 +990,10 @@ mod tests {
         assert!(!dir.path().join(segment_name(0)).exists());
         let wal = Wal::open(dir.path(), Some(40)).unwrap();
         assert_eq!(read_all(&wal), (41..45).collect::<Vec<_>>());
-        assert!(
-            !dir.path().join(segment_name(10)).exists(),
-            "a segment with nothing live is removed at open"
-        );
+        assert!(!dir.path().join(segment_name(10)).exists(), "a segment with nothing live is removed at open");
         drop(wal);
         // Records above the purged index that are missing: refused.
-        let err = Wal::open(dir.path(), Some(30))
-            .err()
-            .expect("a gap must be refused");
+        let err = Wal::open(dir.path(), Some(30)).err().expect("a gap must be refused");
         assert!(err.to_string().contains("gap"), "{err}");
     }
 
@@ -1175,19 +1005,12 @@ mod tests {
         let big = vec![7u8; 1 << 20];
         for i in 0..(RECENT_BYTES / big.len() + 8) as u64 {
             let (tx, rx) = mpsc::channel();
-            wal.append(
-                vec![(i, big.clone())],
-                Box::new(move |r| tx.send(r.is_ok()).unwrap()),
-            )
-            .unwrap();
+            wal.append(vec![(i, big.clone())], Box::new(move |r| tx.send(r.is_ok()).unwrap())).unwrap();
             assert!(rx.recv().unwrap());
         }
         {
             let state = wal.shared.lock();
-            assert!(
-                state.recent.len() < state.locs.len(),
-                "some records left memory"
-            );
+            assert!(state.recent.len() < state.locs.len(), "some records left memory");
         }
         let got = wal.read(0, 3).unwrap();
         assert_eq!(got.len(), 3);
@@ -1195,12 +1018,8 @@ mod tests {
         // Damage record 1 on disk: the read reports it.
         let seg = dir.path().join(segment_name(0));
         let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
-        f.write_all_at(b"!", (HEADER + big.len() + HEADER + 10) as u64)
-            .unwrap();
-        let err = wal
-            .read(1, 2)
-            .err()
-            .expect("a damaged record must not be returned");
+        f.write_all_at(b"!", (HEADER + big.len() + HEADER + 10) as u64).unwrap();
+        let err = wal.read(1, 2).err().expect("a damaged record must not be returned");
         assert!(err.to_string().contains("damaged"), "{err}");
     }
 

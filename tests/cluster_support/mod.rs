@@ -59,10 +59,7 @@ pub fn free_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
         .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
 /// One raftlock process (possibly not running) and its directory.
@@ -87,17 +84,7 @@ impl Node {
             .tempdir()
             .expect("tempdir");
         let metrics_port = free_ports(1)[0];
-        Node {
-            id,
-            port,
-            peer_port,
-            metrics_port,
-            dir: Some(dir),
-            child: None,
-            stopped: false,
-            starts: 0,
-            initial_cluster,
-        }
+        Node { id, port, peer_port, metrics_port, dir: Some(dir), child: None, stopped: false, starts: 0, initial_cluster }
     }
 
     pub fn dir(&self) -> &Path {
@@ -148,17 +135,8 @@ impl Node {
     fn spawn(&mut self, secret: &str, opts: &Opts) {
         assert!(self.child.is_none(), "node {} already running", self.id);
         self.starts += 1;
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .expect("open log file");
-        writeln!(
-            &log,
-            "===== raftlock node {} start #{} =====",
-            self.id, self.starts
-        )
-        .ok();
+        let log = OpenOptions::new().create(true).append(true).open(self.log_path()).expect("open log file");
+        writeln!(&log, "===== raftlock node {} start #{} =====", self.id, self.starts).ok();
         let log2 = log.try_clone().expect("clone log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_raftlock"));
         // Do not let a developer's environment change the configuration under test.
@@ -174,11 +152,7 @@ impl Node {
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--metrics-addr")
-            .arg(if opts.metrics {
-                format!("127.0.0.1:{}", self.metrics_port)
-            } else {
-                "off".into()
-            })
+            .arg(if opts.metrics { format!("127.0.0.1:{}", self.metrics_port) } else { "off".into() })
             .args(["--cluster-secret", secret])
             .args(["--initial-cluster", &self.initial_cluster]);
         if let Some(v) = opts.election_timeout_ms {
@@ -217,9 +191,7 @@ impl Node {
     }
 
     fn signal(&self, sig: &str) {
-        let pid = self
-            .pid()
-            .unwrap_or_else(|| panic!("node {} is not running", self.id));
+        let pid = self.pid().unwrap_or_else(|| panic!("node {} is not running", self.id));
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(pid.to_string())
@@ -234,10 +206,7 @@ impl Node {
         if let Some(mut child) = self.child.take() {
             if self.stopped {
                 // Resume first so the process does not linger as a stopped zombie-to-be.
-                let _ = Command::new("kill")
-                    .arg("-CONT")
-                    .arg(child.id().to_string())
-                    .status();
+                let _ = Command::new("kill").arg("-CONT").arg(child.id().to_string()).status();
             }
             let _ = child.kill();
             let _ = child.wait();
@@ -289,52 +258,33 @@ impl Node {
     /// node is an error, not a hang).
     /// The samples of this node's /metrics (`name{labels}` -> value).
     pub fn metrics(&self) -> Result<BTreeMap<String, f64>, String> {
-        let mut http = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port))
-            .map_err(|e| e.to_string())?;
-        http.set_read_timeout(Some(Duration::from_secs(10)))
-            .map_err(|e| e.to_string())?;
-        http.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            .map_err(|e| e.to_string())?;
+        let mut http = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).map_err(|e| e.to_string())?;
+        http.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        http.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
         let mut text = String::new();
         http.read_to_string(&mut text).map_err(|e| e.to_string())?;
-        let (_, body) = text
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| format!("no HTTP header end: {text}"))?;
+        let (_, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("no HTTP header end: {text}"))?;
         Ok(body
             .lines()
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .filter_map(|l| {
-                l.rsplit_once(' ')
-                    .and_then(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
-            })
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(k, v)| Some((k.to_string(), v.parse().ok()?))))
             .collect())
     }
 
     pub fn raft_info(&self) -> Result<RaftInfo, String> {
         let client = redis::Client::open(self.url()).map_err(|e| e.to_string())?;
-        let mut con = client
-            .get_connection_with_timeout(Duration::from_secs(1))
-            .map_err(|e| e.to_string())?;
-        con.set_read_timeout(Some(Duration::from_secs(2)))
-            .map_err(|e| e.to_string())?;
-        con.set_write_timeout(Some(Duration::from_secs(2)))
-            .map_err(|e| e.to_string())?;
-        let v = redis::cmd("RAFT.INFO")
-            .query::<Value>(&mut con)
-            .map_err(|e| e.to_string())?;
+        let mut con = client.get_connection_with_timeout(Duration::from_secs(1)).map_err(|e| e.to_string())?;
+        con.set_read_timeout(Some(Duration::from_secs(2))).map_err(|e| e.to_string())?;
+        con.set_write_timeout(Some(Duration::from_secs(2))).map_err(|e| e.to_string())?;
+        let v = redis::cmd("RAFT.INFO").query::<Value>(&mut con).map_err(|e| e.to_string())?;
         let text = as_text(&v).ok_or_else(|| format!("RAFT.INFO replied {v:?}"))?;
         Ok(RaftInfo::parse(&text))
     }
 
     /// `INFO <section>` of this node (answered locally, never forwarded).
     pub fn info_section(&self, section: &str) -> Result<String, String> {
-        let mut con = self
-            .try_client(Duration::from_secs(2))
-            .map_err(|e| e.to_string())?;
-        let v = redis::cmd("INFO")
-            .arg(section)
-            .query::<Value>(&mut con)
-            .map_err(|e| e.to_string())?;
+        let mut con = self.try_client(Duration::from_secs(2)).map_err(|e| e.to_string())?;
+        let v = redis::cmd("INFO").arg(section).query::<Value>(&mut con).map_err(|e| e.to_string())?;
         as_text(&v).ok_or_else(|| format!("INFO replied {v:?}"))
     }
 }
@@ -374,15 +324,8 @@ impl Cluster {
         let mut last = String::new();
         for _attempt in 0..3 {
             let ports = free_ports(2 * n as usize);
-            let specs: Vec<(u64, u16, u16)> = (1..=n)
-                .map(|id| {
-                    (
-                        id,
-                        ports[2 * (id as usize - 1)],
-                        ports[2 * (id as usize - 1) + 1],
-                    )
-                })
-                .collect();
+            let specs: Vec<(u64, u16, u16)> =
+                (1..=n).map(|id| (id, ports[2 * (id as usize - 1)], ports[2 * (id as usize - 1) + 1])).collect();
             // With a proxy, the peer address every node is told is the proxy's.
             let mut net = opts.partitionable.then(net::Net::new);
             let mut advertised = BTreeMap::new();
@@ -411,8 +354,7 @@ impl Cluster {
                 net,
             };
             for (id, p, pp) in specs {
-                c.nodes
-                    .insert(id, Node::new(id, p, pp, initial_cluster.clone()));
+                c.nodes.insert(id, Node::new(id, p, pp, initial_cluster.clone()));
             }
             let ids: Vec<u64> = c.nodes.keys().copied().collect();
             for id in &ids {
@@ -446,16 +388,12 @@ impl Cluster {
 
     #[track_caller]
     pub fn node(&self, id: u64) -> &Node {
-        self.nodes
-            .get(&id)
-            .unwrap_or_else(|| panic!("no node {id}"))
+        self.nodes.get(&id).unwrap_or_else(|| panic!("no node {id}"))
     }
 
     #[track_caller]
     pub fn node_mut(&mut self, id: u64) -> &mut Node {
-        self.nodes
-            .get_mut(&id)
-            .unwrap_or_else(|| panic!("no node {id}"))
+        self.nodes.get_mut(&id).unwrap_or_else(|| panic!("no node {id}"))
     }
 
     pub fn ids(&self) -> Vec<u64> {
@@ -469,9 +407,7 @@ impl Cluster {
     /// The proxies' switch (the cluster must be started with `Opts::partitionable`).
     #[track_caller]
     pub fn net(&self) -> &net::Net {
-        self.net
-            .as_ref()
-            .expect("cluster started without Opts::partitionable")
+        self.net.as_ref().expect("cluster started without Opts::partitionable")
     }
 
     pub fn pause(&mut self, id: u64) {
@@ -505,17 +441,14 @@ impl Cluster {
         let ports = free_ports(2);
         let spec = format!("{id}=127.0.0.1:{}/127.0.0.1:{}", ports[1], ports[0]);
         let initial = format!("{},{spec}", self.initial_cluster);
-        self.nodes
-            .insert(id, Node::new(id, ports[0], ports[1], initial));
+        self.nodes.insert(id, Node::new(id, ports[0], ports[1], initial));
         self.spawn(id);
         let node = self.node(id);
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             match node.raft_info() {
                 Ok(_) => return,
-                Err(e) if Instant::now() >= deadline => {
-                    panic!("node {id} does not answer RAFT.INFO: {e}")
-                }
+                Err(e) if Instant::now() >= deadline => panic!("node {id} does not answer RAFT.INFO: {e}"),
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
         }
@@ -525,33 +458,21 @@ impl Cluster {
     /// every one of them reports it as `leader_id`); returns its id.
     #[track_caller]
     pub fn wait_leader(&self, ids: &[u64], timeout: Duration) -> u64 {
-        self.try_wait_leader(ids, timeout)
-            .unwrap_or_else(|e| panic!("{e}"))
+        self.try_wait_leader(ids, timeout).unwrap_or_else(|e| panic!("{e}"))
     }
 
     pub fn try_wait_leader(&self, ids: &[u64], timeout: Duration) -> Result<u64, String> {
         let deadline = Instant::now() + timeout;
         loop {
-            let infos: Vec<(u64, Result<RaftInfo, String>)> = ids
-                .iter()
-                .map(|id| (*id, self.node(*id).raft_info()))
-                .collect();
+            let infos: Vec<(u64, Result<RaftInfo, String>)> =
+                ids.iter().map(|id| (*id, self.node(*id).raft_info())).collect();
             let leaders: Vec<u64> = infos
                 .iter()
-                .filter_map(|(id, i)| {
-                    i.as_ref()
-                        .ok()
-                        .filter(|i| i.fields.get("role").map(|r| r == "leader").unwrap_or(false))
-                        .map(|_| *id)
-                })
+                .filter_map(|(id, i)| i.as_ref().ok().filter(|i| i.fields.get("role").map(|r| r == "leader").unwrap_or(false)).map(|_| *id))
                 .collect();
             if leaders.len() == 1 {
                 let l = leaders[0];
-                if infos.iter().all(|(_, i)| {
-                    i.as_ref()
-                        .map(|i| i.leader_id() == Some(l))
-                        .unwrap_or(false)
-                }) {
+                if infos.iter().all(|(_, i)| i.as_ref().map(|i| i.leader_id() == Some(l)).unwrap_or(false)) {
                     return Ok(l);
                 }
             }
@@ -569,9 +490,7 @@ impl Cluster {
                 .collect::<Vec<_>>()
                 .join("; ");
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "no agreed leader among {ids:?} within {timeout:?}; last: {last}"
-                ));
+                return Err(format!("no agreed leader among {ids:?} within {timeout:?}; last: {last}"));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -581,8 +500,7 @@ impl Cluster {
     /// succeeds.
     #[track_caller]
     pub fn wait_ready(&self, ids: &[u64], timeout: Duration) {
-        self.try_wait_ready(ids, timeout)
-            .unwrap_or_else(|e| panic!("{e}"))
+        self.try_wait_ready(ids, timeout).unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn try_wait_ready(&self, ids: &[u64], timeout: Duration) -> Result<(), String> {
@@ -592,23 +510,18 @@ impl Cluster {
             let key = format!("__ready:{id}");
             let mut last: String;
             loop {
-                let r = self
-                    .node(*id)
-                    .try_client(Duration::from_secs(2))
-                    .and_then(|mut c| {
-                        let v: Value = redis::cmd("SET").arg(&key).arg("1").query(&mut c)?;
-                        let _: Value = redis::cmd("DEL").arg(&key).query(&mut c)?;
-                        Ok(v)
-                    });
+                let r = self.node(*id).try_client(Duration::from_secs(2)).and_then(|mut c| {
+                    let v: Value = redis::cmd("SET").arg(&key).arg("1").query(&mut c)?;
+                    let _: Value = redis::cmd("DEL").arg(&key).query(&mut c)?;
+                    Ok(v)
+                });
                 match r {
                     Ok(Value::Okay) => break,
                     Ok(v) => last = format!("SET replied {v:?}"),
                     Err(e) => last = err_text(&e),
                 }
                 if Instant::now() >= deadline {
-                    return Err(format!(
-                        "node {id} does not serve writes within {timeout:?}; last: {last}"
-                    ));
+                    return Err(format!("node {id} does not serve writes within {timeout:?}; last: {last}"));
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -621,11 +534,7 @@ impl Cluster {
         self.nodes
             .values()
             .map(|n| match n.raft_info() {
-                Ok(i) => format!(
-                    "node {}: {}",
-                    n.id,
-                    i.raw.replace("\r\n", " ").replace('\n', " ")
-                ),
+                Ok(i) => format!("node {}: {}", n.id, i.raw.replace("\r\n", " ").replace('\n', " ")),
                 Err(e) => format!("node {}: {e}", n.id),
             })
             .collect::<Vec<_>>()
@@ -691,14 +600,10 @@ pub struct LockInfo {
 pub fn parse_lock_info(v: &Value) -> Result<Option<LockInfo>, String> {
     let pairs: Vec<(String, Value)> = match v {
         Value::Nil => return Ok(None),
-        Value::Map(m) => m
-            .iter()
-            .map(|(k, v)| (as_text(k).unwrap_or_default(), v.clone()))
-            .collect(),
-        Value::Array(a) if a.len() % 2 == 0 => a
-            .chunks(2)
-            .map(|c| (as_text(&c[0]).unwrap_or_default(), c[1].clone()))
-            .collect(),
+        Value::Map(m) => m.iter().map(|(k, v)| (as_text(k).unwrap_or_default(), v.clone())).collect(),
+        Value::Array(a) if a.len() % 2 == 0 => {
+            a.chunks(2).map(|c| (as_text(&c[0]).unwrap_or_default(), c[1].clone())).collect()
+        }
         other => return Err(format!("LOCK.INFO replied {other:?}")),
     };
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
@@ -707,10 +612,7 @@ pub fn parse_lock_info(v: &Value) -> Result<Option<LockInfo>, String> {
         other => Err(format!("LOCK.INFO {k} is {other:?} in {v:?}")),
     };
     Ok(Some(LockInfo {
-        owner: get("owner")
-            .as_ref()
-            .and_then(as_text)
-            .ok_or_else(|| format!("LOCK.INFO owner missing in {v:?}"))?,
+        owner: get("owner").as_ref().and_then(as_text).ok_or_else(|| format!("LOCK.INFO owner missing in {v:?}"))?,
         token: int("token")?,
         ttl_ms: int("ttl-ms")?,
         waiters: int("waiters")?,

@@ -47,16 +47,11 @@ impl State {
     /// `call` (held by [`Net::hold_calls`] too).
     fn wait_open_for(&self, from: u64, to: u64, call: bool) -> bool {
         let held = |cut: &HashSet<(u64, u64)>| {
-            cut.contains(&(from, to))
-                || (call && self.calls_cut.lock().unwrap().contains(&(from, to)))
+            cut.contains(&(from, to)) || (call && self.calls_cut.lock().unwrap().contains(&(from, to)))
         };
         let mut cut = self.cut.lock().unwrap();
         while held(&cut) && !self.stop.load(Ordering::SeqCst) {
-            cut = self
-                .changed
-                .wait_timeout(cut, Duration::from_millis(50))
-                .unwrap()
-                .0;
+            cut = self.changed.wait_timeout(cut, Duration::from_millis(50)).unwrap().0;
         }
         !self.stop.load(Ordering::SeqCst)
     }
@@ -76,22 +71,15 @@ pub struct Net {
 
 impl Net {
     pub fn new() -> Net {
-        Net {
-            state: Arc::new(State::default()),
-            threads: Vec::new(),
-        }
+        Net { state: Arc::new(State::default()), threads: Vec::new() }
     }
 
     /// Proxies connections made to `listener` to node `id`'s peer port
     /// `upstream`.
     pub fn add_proxy(&mut self, id: u64, listener: TcpListener, upstream: u16) {
-        listener
-            .set_nonblocking(true)
-            .expect("nonblocking listener");
+        listener.set_nonblocking(true).expect("nonblocking listener");
         let state = self.state.clone();
-        self.threads.push(thread::spawn(move || {
-            accept_loop(state, id, listener, upstream)
-        }));
+        self.threads.push(thread::spawn(move || accept_loop(state, id, listener, upstream)));
     }
 
     /// Holds the bytes `from` sends `to` (one direction).
@@ -185,26 +173,18 @@ fn read_first_frame(socket: &mut TcpStream) -> Option<Vec<u8>> {
 fn proxy_conn(state: Arc<State>, to: u64, mut caller: TcpStream, upstream: u16) {
     state.keep(&caller);
     let _ = caller.set_nodelay(true);
-    let Some(hello) = read_first_frame(&mut caller) else {
-        return;
-    };
-    let Some(from) = hello_node_id(&hello) else {
-        return;
-    };
+    let Some(hello) = read_first_frame(&mut caller) else { return };
+    let Some(from) = hello_node_id(&hello) else { return };
     if !state.wait_open_for(from, to, true) {
         return;
     }
-    let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
-        return;
-    };
+    let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else { return };
     state.keep(&server);
     let _ = server.set_nodelay(true);
     if server.write_all(&hello).is_err() {
         return;
     }
-    let (Ok(caller2), Ok(server2)) = (caller.try_clone(), server.try_clone()) else {
-        return;
-    };
+    let (Ok(caller2), Ok(server2)) = (caller.try_clone(), server.try_clone()) else { return };
     let back = {
         let state = state.clone();
         thread::spawn(move || pump(&state, (to, from), false, server2, caller2))

@@ -106,9 +106,7 @@ impl TestServer {
     /// and readiness checks authenticate.
     pub fn url(&self) -> String {
         match self.env.iter().find(|(k, _)| k == "RAFTLOCK_REQUIREPASS") {
-            Some((_, pass)) if !pass.is_empty() => {
-                format!("redis://:{pass}@127.0.0.1:{}/", self.port)
-            }
+            Some((_, pass)) if !pass.is_empty() => format!("redis://:{pass}@127.0.0.1:{}/", self.port),
             _ => format!("redis://127.0.0.1:{}/", self.port),
         }
     }
@@ -377,18 +375,12 @@ impl RaftInfo {
                 fields.insert(k.trim().to_string(), v.trim().to_string());
             }
         }
-        RaftInfo {
-            fields,
-            raw: text.to_string(),
-        }
+        RaftInfo { fields, raw: text.to_string() }
     }
 
     #[track_caller]
     pub fn get(&self, k: &str) -> &str {
-        self.fields
-            .get(k)
-            .map(|s| s.as_str())
-            .unwrap_or_else(|| panic!("RAFT.INFO lacks {k}:\n{}", self.raw))
+        self.fields.get(k).map(|s| s.as_str()).unwrap_or_else(|| panic!("RAFT.INFO lacks {k}:\n{}", self.raw))
     }
 
     pub fn role(&self) -> &str {
@@ -398,8 +390,7 @@ impl RaftInfo {
     #[track_caller]
     pub fn num(&self, k: &str) -> u64 {
         let v = self.get(k);
-        v.parse()
-            .unwrap_or_else(|_| panic!("RAFT.INFO {k}:{v} is not a number:\n{}", self.raw))
+        v.parse().unwrap_or_else(|_| panic!("RAFT.INFO {k}:{v} is not a number:\n{}", self.raw))
     }
 
     pub fn leader_id(&self) -> Option<u64> {
@@ -410,14 +401,8 @@ impl RaftInfo {
     pub fn members(&self) -> std::collections::BTreeMap<u64, String> {
         let mut m = std::collections::BTreeMap::new();
         for item in self.get("members").split(',').filter(|s| !s.is_empty()) {
-            let (id, addrs) = item
-                .split_once('@')
-                .unwrap_or_else(|| panic!("bad member {item:?}:\n{}", self.raw));
-            m.insert(
-                id.parse()
-                    .unwrap_or_else(|_| panic!("bad member id {item:?}")),
-                addrs.to_string(),
-            );
+            let (id, addrs) = item.split_once('@').unwrap_or_else(|| panic!("bad member {item:?}:\n{}", self.raw));
+            m.insert(id.parse().unwrap_or_else(|_| panic!("bad member id {item:?}")), addrs.to_string());
         }
         m
     }
@@ -427,9 +412,7 @@ impl RaftInfo {
 #[track_caller]
 fn raft_info_on(c: &mut RawConn) -> RaftInfo {
     match c.cmd(&["RAFT.INFO"]) {
-        r @ (Resp::Bulk(Some(_)) | Resp::Verbatim(..) | Resp::Simple(_)) => {
-            RaftInfo::parse(&r.text().unwrap())
-        }
+        r @ (Resp::Bulk(Some(_)) | Resp::Verbatim(..) | Resp::Simple(_)) => RaftInfo::parse(&r.text().unwrap()),
         other => panic!("RAFT.INFO replied {other:?}"),
     }
 }
@@ -461,23 +444,16 @@ impl TestServer {
                 "no snapshot at index >= {index} after {writes} single writes (--snapshot-logs {every}); RAFT.INFO:\n{}",
                 now.raw
             );
-            assert_eq!(
-                c.cmd(&["SET", filler_key, &writes.to_string()]),
-                Resp::Simple("OK".into())
-            );
+            assert_eq!(c.cmd(&["SET", filler_key, &writes.to_string()]), Resp::Simple("OK".into()));
             writes += 1;
             if writes % 20 == 0 {
                 now = info(&mut c);
             }
         }
-        poll_until(
-            EVENT_TIMEOUT,
-            &format!("no snapshot build in flight (gap < {every})"),
-            || {
-                let i = info(&mut c);
-                (i.num("applied_index") - i.num("snapshot_index") < every).then_some(i)
-            },
-        )
+        poll_until(EVENT_TIMEOUT, &format!("no snapshot build in flight (gap < {every})"), || {
+            let i = info(&mut c);
+            (i.num("applied_index") - i.num("snapshot_index") < every).then_some(i)
+        })
     }
 
     /// The snapshot test in one step: writes until a snapshot covers entry
@@ -510,10 +486,7 @@ impl TestServer {
     /// With the node stopped: the first and last index of the Raft log on disk
     /// (None if the log is empty), read straight from its files.
     pub fn log_on_disk(&self) -> Option<(u64, u64)> {
-        assert!(
-            self.child.is_none(),
-            "log_on_disk needs the node stopped (RocksDB is single-process)"
-        );
+        assert!(self.child.is_none(), "log_on_disk needs the node stopped (RocksDB is single-process)");
         use raftlock::storage::Storage;
         let db = Storage::open(&self.data_dir()).expect("open the node's RocksDB");
         let span = raftlock::raft::log_on_disk(&db).expect("read the log");

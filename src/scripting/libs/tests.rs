@@ -40,13 +40,7 @@ fn replies_match_redis() {
             ));
         }
     }
-    assert!(
-        differences.is_empty(),
-        "{} of {} cases differ:\n{}",
-        differences.len(),
-        CASES.len(),
-        differences.join("\n")
-    );
+    assert!(differences.is_empty(), "{} of {} cases differ:\n{}", differences.len(), CASES.len(), differences.join("\n"));
 }
 
 fn is_err(reply: &Reply, needle: &str) -> bool {
@@ -58,27 +52,13 @@ fn is_err(reply: &Reply, needle: &str) -> bool {
 #[test]
 fn deep_and_cyclic_input_is_refused() {
     let deep_json = "cjson.decode_max_depth(2^31 - 1) return cjson.decode(string.rep('[', 100000))";
-    assert!(is_err(
-        &eval_str(deep_json),
-        "Found too many nested data structures (1001) at character 1001"
-    ));
-    let deep_objects =
-        "cjson.decode_max_depth(2^31 - 1) return cjson.decode(string.rep('{\"k\":', 100000))";
-    assert!(is_err(
-        &eval_str(deep_objects),
-        "Found too many nested data structures (1001)"
-    ));
+    assert!(is_err(&eval_str(deep_json), "Found too many nested data structures (1001) at character 1001"));
+    let deep_objects = "cjson.decode_max_depth(2^31 - 1) return cjson.decode(string.rep('{\"k\":', 100000))";
+    assert!(is_err(&eval_str(deep_objects), "Found too many nested data structures (1001)"));
     let cyclic = "cjson.encode_max_depth(2^31 - 1) local t = {} t[1] = t return cjson.encode(t)";
-    assert!(is_err(
-        &eval_str(cyclic),
-        "Cannot serialise, excessive nesting (1001)"
-    ));
-    let cyclic_object =
-        "cjson.encode_max_depth(2^31 - 1) local t = {} t.k = {t} return cjson.encode(t)";
-    assert!(is_err(
-        &eval_str(cyclic_object),
-        "Cannot serialise, excessive nesting (1001)"
-    ));
+    assert!(is_err(&eval_str(cyclic), "Cannot serialise, excessive nesting (1001)"));
+    let cyclic_object = "cjson.encode_max_depth(2^31 - 1) local t = {} t.k = {t} return cjson.encode(t)";
+    assert!(is_err(&eval_str(cyclic_object), "Cannot serialise, excessive nesting (1001)"));
     // msgpack nests through arrays, map values and map keys.
     for nest in ["'\\145'", "'\\129\\1'", "'\\129'"] {
         let body = format!("return cmsgpack.unpack(string.rep({nest}, 100000) .. '\\1')");
@@ -99,12 +79,10 @@ fn work_in_the_libraries_is_charged() {
     // A table that holds itself twice per level: 2^40 leaves.
     let dag = "local t = {} for i = 1, 40 do t = {t, t} end return #cjson.encode(t)";
     assert!(is_err(&eval_str(dag), "budget"));
-    let dag =
-        "local t = {} for i = 1, 15 do t = {t, t, t, t, t, t, t, t} end return #cmsgpack.pack(t)";
+    let dag = "local t = {} for i = 1, 15 do t = {t, t, t, t, t, t, t, t} end return #cmsgpack.pack(t)";
     assert!(is_err(&eval_str(dag), "budget"));
     // Many small calls add up too.
-    let small =
-        "local s = '[' .. string.rep('1,', 5000) .. '1]' for i = 1, 1e6 do cjson.decode(s) end";
+    let small = "local s = '[' .. string.rep('1,', 5000) .. '1]' for i = 1, 1e6 do cjson.decode(s) end";
     assert!(is_err(&eval_str(small), "budget"));
 }
 
@@ -112,10 +90,7 @@ fn work_in_the_libraries_is_charged() {
 #[test]
 fn outputs_past_the_memory_limit_are_refused() {
     // 10 MB of control bytes become 60 MB of escapes.
-    assert!(is_err(
-        &eval_str("return #cjson.encode(string.rep('\\1', 1e7))"),
-        "not enough memory"
-    ));
+    assert!(is_err(&eval_str("return #cjson.encode(string.rep('\\1', 1e7))"), "not enough memory"));
     // One 10 MB string packed 7000 times would be 70 GB.
     let many = "local s = string.rep('x', 1e7) local t = {} for i = 1, 7000 do t[i] = s end \
                 return #struct.pack(string.rep('c0', 7000), unpack(t))";
@@ -135,30 +110,16 @@ fn outputs_past_the_memory_limit_are_refused() {
         assert!(matches!(eval_str(body), Reply::Error(_)), "{body}");
     }
     // Below the limit, big outputs work.
-    assert_eq!(
-        eval_str("return #cjson.encode(string.rep('x', 1e7))"),
-        Reply::Int(10_000_002)
-    );
+    assert_eq!(eval_str("return #cjson.encode(string.rep('x', 1e7))"), Reply::Int(10_000_002));
 }
 
 /// Thousands of results reach Lua (up to Redis's stack limit) without mlua
 /// holding a reference to each.
 #[test]
 fn many_results_stay_within_lua_limits() {
-    assert_eq!(
-        eval_str("return select('#', cmsgpack.unpack(string.rep('\\161a', 7998)))"),
-        Reply::Int(7998)
-    );
-    assert_eq!(
-        eval_str(
-            "return select('#', struct.unpack(string.rep('c1', 7997), string.rep('x', 7997)))"
-        ),
-        Reply::Int(7998)
-    );
-    assert!(is_err(
-        &eval_str("return cmsgpack.unpack(string.rep('\\161a', 8000))"),
-        "stack overflow"
-    ));
+    assert_eq!(eval_str("return select('#', cmsgpack.unpack(string.rep('\\161a', 7998)))"), Reply::Int(7998));
+    assert_eq!(eval_str("return select('#', struct.unpack(string.rep('c1', 7997), string.rep('x', 7997)))"), Reply::Int(7998));
+    assert!(is_err(&eval_str("return cmsgpack.unpack(string.rep('\\161a', 8000))"), "stack overflow"));
 }
 
 /// `cjson`'s configuration lasts for one run: the next script, on this VM or
@@ -166,12 +127,6 @@ fn many_results_stay_within_lua_limits() {
 #[test]
 fn cjson_configuration_does_not_outlive_a_run() {
     assert_eq!(eval_str("cjson.encode_max_depth(1) cjson.encode_number_precision(2) return cjson.encode(3.14159)"), Reply::bulk("3.1"));
-    assert_eq!(
-        eval_str("return cjson.encode({{3.14159}})"),
-        Reply::bulk("[[3.14159]]")
-    );
-    assert_eq!(
-        eval_str("return tostring(cjson.null)"),
-        Reply::bulk("userdata: (nil)")
-    );
+    assert_eq!(eval_str("return cjson.encode({{3.14159}})"), Reply::bulk("[[3.14159]]"));
+    assert_eq!(eval_str("return tostring(cjson.null)"), Reply::bulk("userdata: (nil)"));
 }
