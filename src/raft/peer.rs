@@ -16,6 +16,7 @@
 //! [`crate::tls`]), and the handshake above runs inside it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -305,26 +306,48 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
         }
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
-    let writer = tokio::spawn(async move {
-        // Every answer ready at this moment goes out in one write.
-        'frames: while let Some(frame) = rx.recv().await {
-            if sink.feed(frame).await.is_err() {
-                break;
-            }
-            while let Ok(frame) = rx.try_recv() {
+    // Requests being served: their answers are still to come.
+    let serving = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let serving = serving.clone();
+        tokio::spawn(async move {
+            // Every answer ready at this moment goes out in one write.
+            'frames: while let Some(frame) = rx.recv().await {
                 if sink.feed(frame).await.is_err() {
-                    break 'frames;
+                    break;
+                }
+                let mut yielded = false;
+                loop {
+                    while let Ok(frame) = rx.try_recv() {
+                        if sink.feed(frame).await.is_err() {
+                            break 'frames;
+                        }
+                    }
+                    // An answer wakes this task, which then runs before the
+                    // other tasks woken with it (the runtime's LIFO slot):
+                    // without a yield each answer of a commit's batch went
+                    // out in a write (and a TCP segment) of its own. While
+                    // other requests are in hand, let the tasks ready now
+                    // run first, once (see `yield_for_company`).
+                    if yielded || serving.load(Ordering::Acquire) == 0 {
+                        break;
+                    }
+                    yield_for_company().await;
+                    yielded = true;
+                }
+                if sink.flush().await.is_err() {
+                    break;
                 }
             }
-            if sink.flush().await.is_err() {
-                break;
-            }
-        }
-    });
+        })
+    };
     while let Some(frame) = stream.next().await {
         let frame = frame.map_err(|e| e.to_string())?;
         let (id, request): (u64, PeerRequest) = bincode::deserialize(&frame).map_err(|e| e.to_string())?;
         let (raft, handler, tx) = (raft.clone(), handler.clone(), tx.clone());
+        // Forwarded commands come many at a time and are answered together
+        // (one commit answers them all); a Raft RPC's answer goes out alone.
+        let serving = matches!(request, PeerRequest::Forward(_)).then(|| Serving::start(&serving));
         tokio::spawn(async move {
             let (response, applied) = match request {
                 PeerRequest::Hello { .. } | PeerRequest::Proof(_) => {
@@ -338,7 +361,12 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
                     (PeerResponse::Forward(result), Some(applied))
                 }
             };
-            let _ = tx.send(encode_stamped(id, &response, applied)).await;
+            let frame = encode_stamped(id, &response, applied);
+            // Counted out as it is queued: the writer, which drains the
+            // queue before it flushes, finds it there (or, on another
+            // thread, in its next write).
+            drop(serving);
+            let _ = tx.send(frame).await;
         });
     }
     writer.abort();
@@ -346,6 +374,30 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
 }
 
 type Waiter = oneshot::Sender<Result<Answer, PeerError>>;
+
+/// Lets every task that is ready to run do so before this one goes on: the
+/// runtime defers a yielding task until its run queue is empty (and has
+/// polled for I/O), so what those tasks send meanwhile joins the caller's
+/// write. With nothing else ready it costs one poll of the I/O driver.
+async fn yield_for_company() {
+    tokio::task::yield_now().await;
+}
+
+/// Counts a request of a peer's connection while it is served.
+struct Serving(Arc<AtomicUsize>);
+
+impl Serving {
+    fn start(count: &Arc<AtomicUsize>) -> Serving {
+        count.fetch_add(1, Ordering::AcqRel);
+        Serving(count.clone())
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// One persistent connection to a peer, shared by every caller.
 struct PeerConn {
@@ -431,6 +483,7 @@ async fn run_conn(
         let mut inflight: HashMap<u64, (Waiter, u64, Instant)> = HashMap::new();
         let mut clock = ClockEstimate::new(target);
         let mut pending = Some(first);
+        let mut last_batch = 0;
         loop {
             if let Some(first) = pending.take() {
                 // Every request queued at this moment goes out in one write.
@@ -440,6 +493,10 @@ async fn run_conn(
                 let mut next = Some(first);
                 let mut fed = 0;
                 let mut failed = false;
+                // Other callers are about (requests in flight, or the last
+                // write carried several): their requests may be on their
+                // way, from tasks this one's wake-up ran ahead of.
+                let mut company = !inflight.is_empty() || last_batch > 1;
                 while let Some((request, waiter)) = next.take() {
                     let id = next_id;
                     next_id += 1;
@@ -452,8 +509,13 @@ async fn run_conn(
                     fed += 1;
                     if fed < MAX_COALESCED {
                         next = requests.try_recv().ok();
+                        if next.is_none() && std::mem::take(&mut company) {
+                            yield_for_company().await;
+                            next = requests.try_recv().ok();
+                        }
                     }
                 }
+                last_batch = fed;
                 if failed || sink.flush().await.is_err() {
                     break;
                 }
