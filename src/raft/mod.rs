@@ -139,6 +139,9 @@ const MAX_IN_FLIGHT: usize = 1;
 /// above: none about 25k pairs/s, 8 about 31k, 16 about 32k; a lone client
 /// never waits, so never yields.
 const GATHER_YIELDS: usize = 16;
+/// The gathering stops after this many yields in a row that brought no
+/// command.
+const GATHER_IDLE_YIELDS: usize = 4;
 
 /// How long a batch holding only deferrable commands (waiters that will
 /// queue behind a held lock) waits for another command to share its entry.
@@ -249,8 +252,17 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
             // let them write their replies and read their next commands
             // before this batch closes, or they all miss it and wait a whole
             // round for the one after. A lone client never waits here.
+            // Stops early once yields bring nothing more: a handoff under
+            // contention has its two commands in hand at once, and should
+            // not wait for clients that are not coming.
+            let mut idle = 0;
             for _ in 0..GATHER_YIELDS {
+                let queued = rx.len();
                 tokio::task::yield_now().await;
+                idle = if rx.len() == queued { idle + 1 } else { 0 };
+                if idle == GATHER_IDLE_YIELDS {
+                    break;
+                }
             }
         }
         let mut bytes = first.command.request.size();
