@@ -125,35 +125,9 @@ REDIS_PORT="$(free_port)"
 RL_PORT="$(free_port)"
 RL_PEER_PORT="$(free_port)"
 declare -A C_PORT=() C_PEER=() C_METRICS=()
-MEMBERS=""
-for id in 1 2 3; do
-    C_PORT[$id]="$(free_port)"
-    C_PEER[$id]="$(free_port)"
-    C_METRICS[$id]="$(free_port)"
-    MEMBERS+="${MEMBERS:+,}$id=127.0.0.1:${C_PEER[$id]}/127.0.0.1:${C_PORT[$id]}"
-done
+cluster_ports
 SECRET="bench-$$-$RANDOM"
 
-start_cluster_node() { # id
-    mkdir -p "$WORK/node$1"
-    "$RAFTLOCK" --node-id "$1" --bind 127.0.0.1 --port "${C_PORT[$1]}" --peer-port "${C_PEER[$1]}" \
-        --data-dir "$WORK/node$1" --metrics-addr "127.0.0.1:${C_METRICS[$1]}" --cluster-secret "$SECRET" \
-        --initial-cluster "$MEMBERS" >>"$WORK/node$1.log" 2>&1 &
-    PIDS[node$1]=$!
-}
-# The id of the node every running node names as leader (empty until they agree).
-cluster_leader() {
-    local id l leader=""
-    for id in 1 2 3; do
-        kill -0 "${PIDS[node$id]:-0}" 2>/dev/null || continue
-        l="$(raft_field "${C_PORT[$id]}" leader_id)"
-        [[ -n "$l" ]] || return 0
-        [[ -z "$leader" || "$leader" == "$l" ]] || return 0
-        leader="$l"
-    done
-    [[ -n "$leader" && "$(raft_field "${C_PORT[$leader]}" role)" == leader ]] && echo "$leader"
-    return 0
-}
 wait_cluster() { # until all three agree on a leader and each serves a write
     local i id leader
     for i in $(seq 1 300); do # 60 s

@@ -66,8 +66,46 @@ wait_ready() { # port pid name logfile
     tail -n 30 "$4" >&2 || true
     return 1
 }
-raft_field() { # port field
-    timeout 2 redis-cli -h 127.0.0.1 -p "$1" RAFT.INFO 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p" | head -n 1
+# RAFT.INFO of the node at client port $1 ("" if it does not answer), one
+# field of such a text, and one field read from a node.
+raft_info() { timeout 2 redis-cli -h 127.0.0.1 -p "$1" RAFT.INFO 2>/dev/null | tr -d '\r' || true; }
+field_of() { sed -n "s/^$1://p" <<<"$2" | head -n 1; } # field raft-info-text
+raft_field() { field_of "$2" "$(raft_info "$1")"; } # port field
+
+# Three-node clusters (bench.sh, scale.sh). The caller declares
+# `declare -A C_PORT=() C_PEER=() C_METRICS=() PIDS=()` and sets RAFTLOCK,
+# WORK and SECRET. cluster_ports picks free ports for nodes 1-3 and sets
+# MEMBERS (the --initial-cluster list).
+cluster_ports() {
+    local id
+    MEMBERS=""
+    for id in 1 2 3; do
+        C_PORT[$id]="$(free_port)"
+        C_PEER[$id]="$(free_port)"
+        C_METRICS[$id]="$(free_port)"
+        MEMBERS+="${MEMBERS:+,}$id=127.0.0.1:${C_PEER[$id]}/127.0.0.1:${C_PORT[$id]}"
+    done
+}
+start_cluster_node() { # id [data-dir, default $WORK/node<id>]; log in $WORK/node<id>.log
+    local dir="${2:-$WORK/node$1}"
+    mkdir -p "$dir"
+    "$RAFTLOCK" --node-id "$1" --bind 127.0.0.1 --port "${C_PORT[$1]}" --peer-port "${C_PEER[$1]}" \
+        --data-dir "$dir" --metrics-addr "127.0.0.1:${C_METRICS[$1]}" --cluster-secret "$SECRET" \
+        --initial-cluster "$MEMBERS" >>"$WORK/node$1.log" 2>&1 &
+    PIDS[node$1]=$!
+}
+# The id of the node every running node names as leader (empty until they agree).
+cluster_leader() {
+    local id l leader=""
+    for id in 1 2 3; do
+        kill -0 "${PIDS[node$id]:-0}" 2>/dev/null || continue
+        l="$(raft_field "${C_PORT[$id]}" leader_id)"
+        [[ -n "$l" ]] || return 0
+        [[ -z "$leader" || "$leader" == "$l" ]] || return 0
+        leader="$l"
+    done
+    [[ -n "$leader" && "$(raft_field "${C_PORT[$leader]}" role)" == leader ]] && echo "$leader"
+    return 0
 }
 
 

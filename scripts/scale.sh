@@ -190,11 +190,6 @@ if kill -0 "${PIDS[raftlock]}" 2>/dev/null; then
     RESTARTED_RSS="$((rss / 1024)) MB, $(( rss * 1024 / (keys > 0 ? keys : 1) )) bytes/key"
 fi
 
-# RAFT.INFO of the node at client port $1 ("" if it does not answer), and one
-# field of such a text.
-raft_info() { timeout 2 redis-cli -h 127.0.0.1 -p "$1" RAFT.INFO 2>/dev/null | tr -d '\r' || true; }
-field_of() { sed -n "s/^$1://p" <<<"$2" | head -n 1; } # field raft-info-text
-rfield() { field_of "$2" "$(raft_info "$1")"; }      # port field
 dbsize() { timeout 10 redis-cli -h 127.0.0.1 -p "$1" DBSIZE 2>/dev/null || echo 0; }
 # Waits until the node at port $1 has applied index $2 (at most $3 s); prints
 # the ms waited, or "" if it never did.
@@ -202,7 +197,7 @@ wait_applied() { # port index seconds
     local start applied
     start="$(date +%s%N)"
     while (( $(date +%s%N) - start < $3 * 1000000000 )); do
-        applied="$(rfield "$1" applied_index)"
+        applied="$(raft_field "$1" applied_index)"
         if [[ -n "$applied" && "$applied" -ge "$2" ]]; then
             echo $(( ($(date +%s%N) - start) / 1000000 ))
             return 0
@@ -222,38 +217,21 @@ if [[ $CLUSTER == 1 ]]; then
     unset 'PIDS[redis]'
     stop_server "${PIDS[raftlock]}" raftlock
     unset 'PIDS[raftlock]'
-    for id in 1 2 3; do
-        C_PORT[$id]="$(free_port)"
-        C_PEER[$id]="$(free_port)"
-        C_METRICS[$id]="$(free_port)"
-        MEMBERS+="${MEMBERS:+,}$id=127.0.0.1:${C_PEER[$id]}/127.0.0.1:${C_PORT[$id]}"
-    done
+    cluster_ports
     SECRET="scale-$$-$RANDOM"
     log "starting a three-node raftlock cluster ($MEMBERS)"
-    for id in 1 2 3; do
-        mkdir -p "$WORK/cluster/node$id"
-        "$RAFTLOCK" --node-id "$id" --bind 127.0.0.1 --port "${C_PORT[$id]}" --peer-port "${C_PEER[$id]}" \
-            --data-dir "$WORK/cluster/node$id" --metrics-addr "127.0.0.1:${C_METRICS[$id]}" --cluster-secret "$SECRET" \
-            --initial-cluster "$MEMBERS" >>"$WORK/node$id.log" 2>&1 &
-        PIDS[node$id]=$!
-    done
+    for id in 1 2 3; do start_cluster_node "$id" "$WORK/cluster/node$id"; done
     for id in 1 2 3; do wait_ready "${C_PORT[$id]}" "${PIDS[node$id]}" "node $id" "$WORK/node$id.log"; done
     # A leader that every node names, and that says so itself (60 s at most).
     for i in $(seq 1 300); do
-        LEADER=""
-        for id in 1 2 3; do
-            l="$(rfield "${C_PORT[$id]}" leader_id)"
-            [[ -n "$l" && ( -z "$LEADER" || "$LEADER" == "$l" ) ]] || { LEADER=""; break; }
-            LEADER="$l"
-        done
-        [[ -n "$LEADER" && "$(rfield "${C_PORT[$LEADER]}" role)" == leader ]] && break
-        LEADER=""
+        LEADER="$(cluster_leader)"
+        [[ -n "$LEADER" ]] && break
         sleep 0.2
     done
     [[ -n "$LEADER" ]] || { log "the cluster did not agree on a leader within 60 s"; exit 1; }
     log "cluster: node $LEADER leads"
     measure cluster "${C_PORT[$LEADER]}" "${PIDS[node$LEADER]}" raftlock "$WORK/cluster/node$LEADER"
-    C_COMMIT="$(rfield "${C_PORT[$LEADER]}" commit_index)"
+    C_COMMIT="$(raft_field "${C_PORT[$LEADER]}" commit_index)"
     C_KEYS="$(dbsize "${C_PORT[$LEADER]}")"
     C_FOLLOWED=""
     for id in 1 2 3; do
