@@ -629,6 +629,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             None => None,
         };
         self.durable.truncated(before);
+        // The entries this node acknowledged early from `log_id` on are gone
+        // (and the writer synced those below before it cut the log): a vote
+        // change must not wait for the log to grow back past them, which
+        // it may never do, and not while openraft's core waits on the vote.
+        self.early_upto = self.early_upto.filter(|upto| *upto < log_id.index);
         Ok(())
     }
 
@@ -935,6 +940,34 @@ mod tests {
         drop(held);
         voted.await.unwrap().unwrap();
         assert_eq!(durable.last().map(|l| l.index), Some(1));
+    }
+
+    /// A deposed leader whose own entries (acknowledged early) were cut off
+    /// by the next leader's log can change its vote again: it does not wait
+    /// for the log to grow back past them (a chaos run found a node whose
+    /// core waited there for good, its applies stopped).
+    #[tokio::test]
+    async fn a_vote_change_after_a_truncation_waits_for_no_entry_that_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
+            .unwrap()
+            .for_node(1);
+        log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        let rx = acked_at_once(&mut log, (0..6).map(|i| entry(2, 1, i)).collect());
+        assert!(rx.recv().unwrap().is_ok());
+        log.save_vote(&Vote::new_committed(3, 2)).await.unwrap();
+        log.truncate(*entry(2, 1, 3).get_log_id()).await.unwrap();
+        let voted = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            log.save_vote(&Vote::new(4, 3)),
+        )
+        .await;
+        assert!(
+            voted.is_ok(),
+            "the vote change waited for early-acknowledged entries the truncation removed"
+        );
+        voted.unwrap().unwrap();
     }
 
     /// A node that was the leader does not start as the leader again in the
