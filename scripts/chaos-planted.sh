@@ -28,7 +28,7 @@ done
 if [ ${#bugs[@]} -eq 0 ]; then
     bugs=(stale-reads wall-clock-lease ack-before-fsync token-reuse resource-no-check
           log-time-from-uncommitted reads-at-leader-clock version-kept-on-write wait-lifo
-          applied-before-durable)
+          applied-before-durable vote-waits-for-truncated)
 fi
 # The faults (and their timing) that can expose each bug.
 schedule_for() {
@@ -57,6 +57,11 @@ schedule_for() {
         # lets the other follower and the old leader, both without it, elect
         # a leader that never had it.
         applied-before-durable) echo --faults kill-all,kill-leader ;;
+        # A deposed leader whose own entries the next leader's log cuts off,
+        # then a second election (leader-returns pauses the new leaders):
+        # its vote change waits on entries that are gone, and it stops
+        # applying; the convergence check before the final restart sees it.
+        vote-waits-for-truncated) echo --faults leader-returns --quiet 1,2 ;;
         *) echo "unknown planted bug $1" >&2; return 2 ;;
     esac
 }

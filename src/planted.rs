@@ -42,6 +42,11 @@ pub enum Bug {
     /// writes lag a second. A leader that dies meanwhile loses entries it
     /// acknowledged, or gives other entries their log ids.
     AppliedBeforeDurable,
+    /// A truncation leaves the early acknowledgements of the entries it cut
+    /// off in place, so a deposed leader's next vote change waits for its
+    /// log to grow back past them, holding openraft's core (the fix of
+    /// 2026-12-04): the node stops applying while it runs.
+    VoteWaitsForTruncated,
     /// Not a bug: the leader's log writes lag a second behind the early
     /// acknowledgements of its own entries, as `AppliedBeforeDurable` has
     /// them, with every safeguard in place. A chaos run with it must pass.

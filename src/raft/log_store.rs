@@ -633,7 +633,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // (and the writer synced those below before it cut the log): a vote
         // change must not wait for the log to grow back past them, which
         // it may never do, and not while openraft's core waits on the vote.
-        self.early_upto = self.early_upto.filter(|upto| *upto < log_id.index);
+        if !crate::planted::active(crate::planted::Bug::VoteWaitsForTruncated) {
+            self.early_upto = self.early_upto.filter(|upto| *upto < log_id.index);
+        }
         Ok(())
     }
 

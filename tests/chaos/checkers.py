@@ -984,6 +984,18 @@ def check_convergence(run):
     v.counts.update(nodes=len(nodes), answered=sum(1 for d in digests.values() if d is not None))
     if len(values) == 1:
         v.counts["applied_index"] = next(iter(values))[0]
+    # The same, after healing and before the final restart: a node that
+    # stopped applying (its process alive) shows here and nowhere else.
+    healed = final.get("healed_digests")
+    if healed is None:
+        v.info.append("no healed_digests in final.json: nodes not compared before the final restart")
+    else:
+        seen = {tuple(d) for d in healed.values() if d is not None}
+        behind = [n for n in nodes if healed.get(n) is None]
+        if len(seen) > 1 or behind:
+            v.problem("not caught up after healing, before the final restart: " + "; ".join(
+                ["node %s: applied %s %s" % (n, d[0], d[1]) for n, d in sorted(healed.items()) if d is not None]
+                + ["node %s did not answer" % n for n in behind]))
     return v
 
 

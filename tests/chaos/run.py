@@ -215,6 +215,14 @@ def main():
         for s in subs:
             s.join(5)
 
+        # Before any restart: every node, running since the heal, must have
+        # applied what the others did (a node whose applying stopped would
+        # catch up only by being restarted). One that exited since the heal
+        # (a failed fsync stops a node) is started first: it is not stuck.
+        for nid in cluster.nodes:
+            if not cluster.alive(nid):
+                cluster.start(nid)
+        healed = cluster.wait_converged(30)
         log("final full restart (kill -9 of every node)")
         for nid in cluster.nodes:
             cluster.kill(nid)
@@ -226,7 +234,7 @@ def main():
         digests = cluster.wait_converged(60)
         final = {"nodes": sorted(cluster.nodes), "digests": digests,
                  "probe_token": probe if isinstance(probe, int) else None,
-                 "heal_events": heal_events, "live_subs": live}
+                 "heal_events": heal_events, "live_subs": live, "healed_digests": healed}
         with open(os.path.join(out, "final.json"), "w") as f:
             json.dump(final, f, indent=1)
         log(f"final: probe token {probe}, digests {digests}")

@@ -1163,6 +1163,18 @@ class Convergence(Base):
         write_run(self.dir, final={"nodes": [1, 2, 3], "digests": {"1": [40, "ab"], "2": None, "3": [40, "ab"]}})
         self.assertLacks("convergence", "node 2 did not answer")
 
+    def test_a_node_behind_after_healing_fails_though_it_caught_up_after_the_restart(self):
+        same = {"1": [40, "ab"], "2": [40, "ab"], "3": [40, "ab"]}
+        write_run(self.dir, final={"nodes": [1, 2, 3], "digests": same,
+                                   "healed_digests": {"1": [31, "cd"], "2": [38, "ef"], "3": [38, "ef"]}})
+        self.assertIn("not caught up after healing", self.assertFails("convergence").problems[0])
+        write_run(self.dir, final={"nodes": [1, 2, 3], "digests": same,
+                                   "healed_digests": {"2": [38, "ef"], "3": [38, "ef"]}})
+        self.assertIn("node 1 did not answer", self.assertFails("convergence").problems[0])
+        write_run(self.dir, final={"nodes": [1, 2, 3], "digests": same,
+                                   "healed_digests": {"1": [38, "ef"], "2": [38, "ef"], "3": [38, "ef"]}})
+        self.assertPasses("convergence")
+
     def test_the_nodes_come_from_the_audit_logs_when_final_json_does_not_list_them(self):
         write_run(self.dir, audit={1: [], 2: [], 3: []}, final={"digests": {"1": [40, "ab"], "2": [40, "ab"]}})
         self.assertLacks("convergence", "node 3 did not answer")
