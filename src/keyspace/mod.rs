@@ -603,8 +603,15 @@ impl Keyspace {
     /// The live entry under `key`, for modification; an expired entry is
     /// deleted first (emitting `expired`), as Redis expires keys lazily.
     pub fn get_mut(&mut self, key: &Bytes, ctx: &mut ExecCtx) -> Option<&mut Entry> {
-        if self.entries.get(&key[..]).is_some_and(|e| e.is_expired(ctx.log_time)) {
-            self.expire_key(key, ctx);
+        match self.entries.get(&key[..]) {
+            // A miss ends here: the map's mutable lookup would copy the
+            // nodes on its path that a snapshot still shares, for nothing.
+            None => return None,
+            Some(e) if e.is_expired(ctx.log_time) => {
+                self.expire_key(key, ctx);
+                return None;
+            }
+            Some(_) => {}
         }
         self.remember(key);
         self.entries.get_mut(&key[..])
@@ -665,15 +672,14 @@ impl Keyspace {
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
         let key = Key::from(key);
         self.remember(&key);
-        if let Some(old) = self.entries.get(&key) {
-            if let Some(at) = old.expires_at() {
-                self.expiries.remove(at, &key);
-            }
+        let at = entry.expires_at();
+        // One descent of the map: the entry replaced comes back from it.
+        if let Some(old_at) = self.entries.insert(key.clone(), entry).and_then(|old| old.expires_at()) {
+            self.expiries.remove(old_at, &key);
         }
-        if let Some(at) = entry.expires_at() {
-            self.expiries.insert(at, key.clone());
+        if let Some(at) = at {
+            self.expiries.insert(at, key);
         }
-        self.entries.insert(key, entry);
     }
 
     /// Removes `key` whatever its expiry, returning the entry it had.

@@ -143,7 +143,39 @@ impl SharedState {
 #[derive(Serialize, Deserialize)]
 struct StoredSnapshot {
     meta: SnapshotMeta<NodeId, NodeInfo>,
+    #[serde(with = "whole_bytes")]
     data: Vec<u8>,
+}
+
+/// A snapshot's bytes written and read as one length and one run of bytes.
+/// The derived `Vec<u8>` code went a byte at a time (serde has no special
+/// case for bytes): reading a 10 M-key snapshot that way took seconds.
+/// bincode writes a `Vec<u8>` as the same length and bytes, so files are
+/// unchanged (`snapshot_files_keep_their_bytes`).
+mod whole_bytes {
+    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Vec<u8>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+
+            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_byte_buf(Bytes)
+    }
 }
 
 /// [`StoredSnapshot`] read in place: the same bytes, the data borrowed.
@@ -182,6 +214,11 @@ pub struct StateMachine {
     /// is (a leader's own entries are committed by openraft before their
     /// fsync here; see [`super::log_store`]).
     durable: Option<super::log_store::Durable>,
+    /// The snapshot file as `open` read it, until openraft asks for the
+    /// current snapshot, which it does once as it starts (for its meta):
+    /// reading a gigabyte twice took seconds of a restart at 10 M keys.
+    /// Dropped by anything that replaces the file.
+    as_opened: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
 impl StateMachine {
@@ -201,6 +238,7 @@ impl StateMachine {
             applied.membership = snap.meta.last_membership.clone();
             clock.applied(applied.keyspace.log_time());
         }
+        let as_opened = Arc::new(Mutex::new(raw));
         let acl = std::sync::RwLock::new(applied.keyspace.acl().clone());
         let shared = Arc::new(SharedState {
             applied: Mutex::new(applied),
@@ -212,7 +250,7 @@ impl StateMachine {
             applied_hook: Default::default(),
         });
         shared.batch_applied(&shared.lock());
-        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default(), durable: None })
+        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default(), durable: None, as_opened })
     }
 
     /// Applies an entry only once `durable` shows it on disk.
@@ -253,11 +291,29 @@ impl StateMachine {
         self.shared.clone()
     }
 
+    /// The current snapshot, read from its file.
     fn read_snapshot(db: &Storage) -> Result<Option<StoredSnapshot>, StorageIoError> {
         let raw = db.read_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
-        raw.map(|r| bincode::deserialize(&r).map_err(|e| io_err(ErrorVerb::Read, e))).transpose()
+        raw.map(stored_from).transpose()
     }
 
+    /// Forgets the snapshot file as `open` read it (it is being replaced).
+    fn forget_as_opened(&self) {
+        drop(self.as_opened.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+}
+
+/// The snapshot stored in the file's bytes `raw`.
+/// The data stays in `raw`, moved to its front, not copied into a second
+/// buffer.
+fn stored_from(mut raw: Vec<u8>) -> Result<StoredSnapshot, StorageIoError> {
+    let (meta, start, len) = {
+        let stored: StoredSnapshotRef = bincode::deserialize(&raw).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        (stored.meta, stored.data.as_ptr() as usize - raw.as_ptr() as usize, stored.data.len())
+    };
+    raw.truncate(start + len);
+    raw.drain(..start);
+    Ok(StoredSnapshot { meta, data: raw })
 }
 
 /// Stores `snap` as the current snapshot (durably). Blocking: call it from a
@@ -295,6 +351,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             let applied = self.shared.lock();
             (applied.keyspace.clone(), applied.last_applied, applied.membership.clone())
         };
+        self.forget_as_opened();
         let snapshot_id = match last_log_id {
             Some(id) => format!("{}-{}-{}", id.leader_id.term, id.leader_id.node_id, id.index),
             None => "empty".to_string(),
@@ -419,6 +476,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, NodeInfo>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageIoError> {
+        self.forget_as_opened();
         let data = snapshot.into_inner();
         let db = self.db.clone();
         let stored = StoredSnapshot { meta: meta.clone(), data };
@@ -449,8 +507,54 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageIoError> {
         let db = self.db.clone();
-        Ok(off_runtime(move || Self::read_snapshot(&db))
-            .await??
+        let as_opened = self.as_opened.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Ok(off_runtime(move || match as_opened {
+            Some(raw) => stored_from(raw).map(Some),
+            None => Self::read_snapshot(&db),
+        })
+        .await??
             .map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(index: u64) -> SnapshotMeta<NodeId, NodeInfo> {
+        SnapshotMeta {
+            last_log_id: Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), index)),
+            last_membership: StoredMembership::default(),
+            snapshot_id: format!("3-1-{index}"),
+        }
+    }
+
+    /// Files written before the data was written as bytes must still be read,
+    /// and new files must be readable by the code that wrote them before.
+    #[test]
+    fn snapshot_files_keep_their_bytes() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Before {
+            meta: SnapshotMeta<NodeId, NodeInfo>,
+            data: Vec<u8>,
+        }
+        let data: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let now = bincode::serialize(&StoredSnapshot { meta: meta(7), data: data.clone() }).unwrap();
+        let before = bincode::serialize(&Before { meta: meta(7), data: data.clone() }).unwrap();
+        assert_eq!(now, before);
+        let read: StoredSnapshot = bincode::deserialize(&before).unwrap();
+        assert_eq!((read.meta, read.data), (meta(7), data));
+    }
+
+    #[test]
+    fn the_current_snapshot_reads_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Storage::open(dir.path()).unwrap();
+        assert!(StateMachine::read_snapshot(&db).unwrap().is_none());
+        for data in [Vec::new(), b"x".to_vec(), (0..100_000u32).map(|i| (i * 7) as u8).collect()] {
+            write_snapshot(&db, &StoredSnapshot { meta: meta(data.len() as u64), data: data.clone() }).unwrap();
+            let read = StateMachine::read_snapshot(&db).unwrap().expect("a snapshot");
+            assert_eq!((read.meta, read.data), (meta(data.len() as u64), data));
+        }
     }
 }
