@@ -364,9 +364,14 @@ impl Consensus {
         let shared = sm.shared();
         let pool = PeerPool::new(settings.node_id, settings.cluster_secret.clone(), settings.tls.clone());
         let network = Network { pool: pool.clone(), node_id: settings.node_id, durable: durable.clone() };
+        // openraft applies the committed entries that follow the snapshot
+        // before it returns.
+        let (restored, started) = (shared.applied_index(), Instant::now());
         let raft = types::Raft::new(settings.node_id, Arc::new(config), network, log, sm)
             .await
             .map_err(|e| err(&e))?;
+        let replayed = shared.applied_index().saturating_sub(restored);
+        tracing::info!(replayed, ms = started.elapsed().as_millis() as u64, "raft started: committed log entries replayed");
         {
             // A commit index kept from the followers because the leader's own
             // disk was behind (log_store::Durable) is sent as soon as the disk

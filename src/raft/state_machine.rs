@@ -225,12 +225,22 @@ impl StateMachine {
     /// Opens the state machine, restoring the last snapshot if there is one.
     pub fn open(db: Arc<Storage>, clock: Arc<LogClock>, sink: EventSink) -> Result<StateMachine, StorageIoError> {
         let mut applied = Applied { keyspace: Keyspace::new(), last_applied: None, membership: StoredMembership::default(), wall_clock: None };
+        let started = std::time::Instant::now();
         let raw = db.read_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        let read_ms = started.elapsed().as_millis() as u64;
         // Decoded from the file's bytes as read: the keyspace's part is not
         // copied out first (a gigabyte at 10 M keys).
         let stored = raw.as_deref().map(bincode::deserialize::<StoredSnapshotRef>).transpose();
         if let Some(snap) = stored.map_err(|e| io_err(ErrorVerb::Read, e))? {
             applied.keyspace = Keyspace::decode(snap.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+            tracing::info!(
+                index = snap.meta.last_log_id.map_or(0, |id| id.index),
+                bytes = snap.data.len(),
+                keys = applied.keyspace.len(applied.keyspace.log_time()),
+                read_ms,
+                decode_ms = started.elapsed().as_millis() as u64 - read_ms,
+                "snapshot restored"
+            );
             if planted::active(Bug::TokenReuse) {
                 applied.keyspace.planted_forget_last_version();
             }
