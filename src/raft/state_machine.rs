@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 use super::applying;
 use super::audit::AuditLog;
-use super::types::{Entry, LogId, NodeId, NodeInfo, StorageIoError, TypeConfig};
+use super::types::{Entry, LogId, NodeId, NodeInfo, SnapshotData, StorageIoError, StoredData, TypeConfig};
 use crate::clock::LogClock;
 use crate::commands;
 use crate::keyspace::acl::AclTable;
@@ -23,7 +23,7 @@ use crate::keyspace::{Event, Keyspace};
 use crate::planted::{self, Bug};
 
 use crate::protocol::Reply;
-use crate::storage::Storage;
+use crate::storage::{SnapshotBytes, Storage};
 
 const CURRENT: &[u8] = b"current";
 
@@ -218,7 +218,7 @@ pub struct StateMachine {
     /// current snapshot, which it does once as it starts (for its meta):
     /// reading a gigabyte twice took seconds of a restart at 10 M keys.
     /// Dropped by anything that replaces the file.
-    as_opened: Arc<Mutex<Option<Vec<u8>>>>,
+    as_opened: Arc<Mutex<Option<SnapshotBytes>>>,
 }
 
 impl StateMachine {
@@ -226,11 +226,11 @@ impl StateMachine {
     pub fn open(db: Arc<Storage>, clock: Arc<LogClock>, sink: EventSink) -> Result<StateMachine, StorageIoError> {
         let mut applied = Applied { keyspace: Keyspace::new(), last_applied: None, membership: StoredMembership::default(), wall_clock: None };
         let started = std::time::Instant::now();
-        let raw = db.read_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        let raw = db.map_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
         let read_ms = started.elapsed().as_millis() as u64;
-        // Decoded from the file's bytes as read: the keyspace's part is not
-        // copied out first (a gigabyte at 10 M keys).
-        let stored = raw.as_deref().map(bincode::deserialize::<StoredSnapshotRef>).transpose();
+        // Decoded from the file's bytes where they lie: the keyspace's part
+        // is not copied out first (a gigabyte at 10 M keys).
+        let stored = raw.as_ref().map(|raw| bincode::deserialize::<StoredSnapshotRef>(raw.as_ref())).transpose();
         if let Some(snap) = stored.map_err(|e| io_err(ErrorVerb::Read, e))? {
             applied.keyspace = Keyspace::decode(snap.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
             tracing::info!(
@@ -301,9 +301,9 @@ impl StateMachine {
         self.shared.clone()
     }
 
-    /// The current snapshot, read from its file.
-    fn read_snapshot(db: &Storage) -> Result<Option<StoredSnapshot>, StorageIoError> {
-        let raw = db.read_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
+    /// The current snapshot, mapped from its file.
+    fn read_snapshot(db: &Storage) -> Result<Option<(SnapshotMeta<NodeId, NodeInfo>, StoredData)>, StorageIoError> {
+        let raw = db.map_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
         raw.map(stored_from).transpose()
     }
 
@@ -313,17 +313,15 @@ impl StateMachine {
     }
 }
 
-/// The snapshot stored in the file's bytes `raw`.
-/// The data stays in `raw`, moved to its front, not copied into a second
-/// buffer.
-fn stored_from(mut raw: Vec<u8>) -> Result<StoredSnapshot, StorageIoError> {
+/// The snapshot stored in the file's bytes `raw`: its meta, and its data
+/// where it lies in them.
+fn stored_from(raw: SnapshotBytes) -> Result<(SnapshotMeta<NodeId, NodeInfo>, StoredData), StorageIoError> {
     let (meta, start, len) = {
-        let stored: StoredSnapshotRef = bincode::deserialize(&raw).map_err(|e| io_err(ErrorVerb::Read, e))?;
-        (stored.meta, stored.data.as_ptr() as usize - raw.as_ptr() as usize, stored.data.len())
+        let all = raw.as_ref();
+        let stored: StoredSnapshotRef = bincode::deserialize(all).map_err(|e| io_err(ErrorVerb::Read, e))?;
+        (stored.meta, stored.data.as_ptr() as usize - all.as_ptr() as usize, stored.data.len())
     };
-    raw.truncate(start + len);
-    raw.drain(..start);
-    Ok(StoredSnapshot { meta, data: raw })
+    Ok((meta, StoredData { bytes: raw, range: start..start + len }))
 }
 
 /// Stores `snap` as the current snapshot (durably). Blocking: call it from a
@@ -380,7 +378,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         .await??;
         tracing::debug!(bytes = stored.data.len(), elapsed = ?started.elapsed(), "snapshot built");
         crate::metrics::record_snapshot(stored.data.len(), started.elapsed());
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
+        Ok(Snapshot { meta, snapshot: Box::new(SnapshotData::in_memory(stored.data)) })
     }
 }
 
@@ -477,17 +475,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageIoError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotData>, StorageIoError> {
+        Ok(Box::new(SnapshotData::in_memory(Vec::new())))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<NodeId, NodeInfo>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotData>,
     ) -> Result<(), StorageIoError> {
         self.forget_as_opened();
-        let data = snapshot.into_inner();
+        let data = snapshot.into_vec();
         let db = self.db.clone();
         let stored = StoredSnapshot { meta: meta.clone(), data };
         let keyspace = off_runtime(move || {
@@ -523,7 +521,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             None => Self::read_snapshot(&db),
         })
         .await??
-            .map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+        .map(|(meta, data)| Snapshot { meta, snapshot: Box::new(SnapshotData::Stored(Cursor::new(data))) }))
     }
 }
 
@@ -563,8 +561,8 @@ mod tests {
         assert!(StateMachine::read_snapshot(&db).unwrap().is_none());
         for data in [Vec::new(), b"x".to_vec(), (0..100_000u32).map(|i| (i * 7) as u8).collect()] {
             write_snapshot(&db, &StoredSnapshot { meta: meta(data.len() as u64), data: data.clone() }).unwrap();
-            let read = StateMachine::read_snapshot(&db).unwrap().expect("a snapshot");
-            assert_eq!((read.meta, read.data), (meta(data.len() as u64), data));
+            let (read_meta, read) = StateMachine::read_snapshot(&db).unwrap().expect("a snapshot");
+            assert_eq!((read_meta, read.as_ref()), (meta(data.len() as u64), &data[..]));
         }
     }
 }

@@ -1,8 +1,14 @@
 //! The openraft type configuration and the node description peers exchange.
 
 use std::io::Cursor;
+use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
+
+use crate::storage::SnapshotBytes;
 
 use crate::commands::Proposal;
 use crate::protocol::Reply;
@@ -29,7 +35,7 @@ openraft::declare_raft_types!(
         NodeId = u64,
         Node = NodeInfo,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = SnapshotData,
         AsyncRuntime = openraft::TokioRuntime,
 );
 
@@ -38,3 +44,87 @@ pub type LogId = openraft::LogId<NodeId>;
 pub type Entry = openraft::Entry<TypeConfig>;
 pub type Raft = openraft::Raft<TypeConfig>;
 pub type StorageIoError = openraft::StorageError<NodeId>;
+
+/// A snapshot's data as openraft reads it (to send it to a follower) or
+/// writes it (receiving one).
+pub enum SnapshotData {
+    /// In memory: one being received, or one just built.
+    Memory(Cursor<Vec<u8>>),
+    /// Where the snapshot file lies (mapped), not read into memory: openraft
+    /// asks for the current snapshot at every start, for its meta alone.
+    Stored(Cursor<StoredData>),
+}
+
+/// The data part (`range`) of a snapshot file's bytes.
+pub struct StoredData {
+    pub bytes: SnapshotBytes,
+    pub range: Range<usize>,
+}
+
+impl AsRef<[u8]> for StoredData {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes.as_ref()[self.range.clone()]
+    }
+}
+
+impl SnapshotData {
+    pub fn in_memory(data: Vec<u8>) -> SnapshotData {
+        SnapshotData::Memory(Cursor::new(data))
+    }
+
+    /// The data, moved out if it is in memory, else copied.
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            SnapshotData::Memory(c) => c.into_inner(),
+            SnapshotData::Stored(c) => c.get_ref().as_ref().to_vec(),
+        }
+    }
+}
+
+impl AsyncRead for SnapshotData {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            SnapshotData::Memory(c) => Pin::new(c).poll_read(cx, buf),
+            SnapshotData::Stored(c) => Pin::new(c).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncSeek for SnapshotData {
+    fn start_seek(self: Pin<&mut Self>, position: std::io::SeekFrom) -> std::io::Result<()> {
+        match self.get_mut() {
+            SnapshotData::Memory(c) => Pin::new(c).start_seek(position),
+            SnapshotData::Stored(c) => Pin::new(c).start_seek(position),
+        }
+    }
+
+    fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<u64>> {
+        match self.get_mut() {
+            SnapshotData::Memory(c) => Pin::new(c).poll_complete(cx),
+            SnapshotData::Stored(c) => Pin::new(c).poll_complete(cx),
+        }
+    }
+}
+
+impl AsyncWrite for SnapshotData {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            SnapshotData::Memory(c) => Pin::new(c).poll_write(cx, buf),
+            SnapshotData::Stored(_) => Poll::Ready(Err(std::io::Error::other("a stored snapshot is not written to"))),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            SnapshotData::Memory(c) => Pin::new(c).poll_flush(cx),
+            SnapshotData::Stored(_) => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            SnapshotData::Memory(c) => Pin::new(c).poll_shutdown(cx),
+            SnapshotData::Stored(_) => Poll::Ready(Ok(())),
+        }
+    }
+}
