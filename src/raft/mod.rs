@@ -433,7 +433,7 @@ impl Consensus {
             match self.leader_term() {
                 Ok(_) => return Ok(Route::Here),
                 Err(ClusterError::NotLeader(id)) => {
-                    let m = rx.borrow().clone();
+                    let m = rx.borrow();
                     return match m.membership_config.nodes().find(|(nid, _)| **nid == id) {
                         Some((_, node)) => Ok(Route::Leader(id, node.peer_addr.clone())),
                         None => Err(ClusterError::NoLeader),
