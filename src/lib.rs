@@ -53,6 +53,11 @@
 //! time it changes after a snapshot, and a B-tree (`imbl::OrdMap`) rather than
 //! a hash table. The clone is encoded on a blocking thread and streamed into
 //! a file beside the database (`storage`), not through the WAL the log uses.
+//! That file is mapped, not read, when a node starts (it is decoded where it
+//! lies) and when it is sent to a follower (openraft reads its chunks from
+//! the mapping): its pages are the page cache's, never a copy in the heap.
+//! The cost a design in RocksDB would not have: a start decodes the whole
+//! keyspace, and replays the log since the snapshot, before it serves.
 
 #[cfg(feature = "server")]
 pub mod backup;
