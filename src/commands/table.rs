@@ -311,11 +311,12 @@ pub static COMMANDS: &[CommandSpec] = &[
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     static INDEX: OnceLock<HashMap<&'static str, &'static CommandSpec>> = OnceLock::new();
     let index = INDEX.get_or_init(|| COMMANDS.iter().map(|c| (c.name, c)).collect());
-    if name.len() > 32 {
-        return None;
-    }
-    let lower = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
-    index.get(lower.as_str()).copied()
+    // Lowered on the stack: this runs for every command, some more than once.
+    let mut buf = [0u8; 32];
+    let lower = buf.get_mut(..name.len())?;
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    index.get(std::str::from_utf8(lower).ok()?).copied()
 }
 
 /// One command's `COMMAND INFO` entry, in Redis 7's shape.
@@ -395,6 +396,9 @@ mod tests {
         }
         assert_eq!(lookup(b"LoCk.AcQuIrE").unwrap().name, "lock.acquire");
         assert!(lookup(b"dping").is_none());
+        assert!(lookup(&[b'a'; 40]).is_none(), "longer than any name");
+        assert!(lookup(b"g\xffet").is_none(), "not UTF-8");
+        assert!(lookup(b"").is_none());
     }
 
     #[test]
