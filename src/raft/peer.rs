@@ -449,6 +449,12 @@ impl PeerPool {
     }
 }
 
+/// The longest a peer connection waits before it tries to connect again
+/// after a failure (from 20 ms, doubling). Short: a restarted peer must hear
+/// from the leader within an election timeout (`network::REACH_AGAIN`), and
+/// a failed connect to a live host costs little.
+pub(super) const MAX_RECONNECT_DELAY: Duration = Duration::from_millis(100);
+
 /// Owns the connection to one peer: connects when there is work, sends
 /// requests, routes answers by id, and fails waiters when the link drops.
 async fn run_conn(
@@ -474,7 +480,7 @@ async fn run_conn(
                 while let Ok(Some((_, w))) = tokio::time::timeout_at(until.into(), requests.recv()).await {
                     let _ = w.send(Err(PeerError::NotSent(target, "reconnecting".into())));
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                backoff = (backoff * 2).min(MAX_RECONNECT_DELAY);
                 continue;
             }
         };
