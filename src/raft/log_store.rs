@@ -724,6 +724,15 @@ mod tests {
         }
     }
 
+    /// A fresh log of node 1 in a temporary directory (kept while the
+    /// returned guard lives).
+    fn node_one_log() -> (tempfile::TempDir, LogStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let log = LogStore::open(db, Arc::new(LogClock::system())).unwrap().for_node(1);
+        (dir, log)
+    }
+
     /// Appends `entries` and reports whether openraft was told they are
     /// stored before the writer wrote them.
     fn acked_at_once(
@@ -748,11 +757,7 @@ mod tests {
     /// they are synced.
     #[tokio::test]
     async fn a_leaders_own_entries_are_acknowledged_early_and_shown_durable_only_once_synced() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Storage::open(dir.path()).unwrap());
-        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
-            .unwrap()
-            .for_node(1);
+        let (_dir, mut log) = node_one_log();
         let wal = log.reader.wal.clone();
         log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
         let durable = log.durable();
@@ -800,11 +805,7 @@ mod tests {
     /// synced.
     #[tokio::test]
     async fn a_followers_entries_and_membership_changes_are_acknowledged_only_once_synced() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Storage::open(dir.path()).unwrap());
-        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
-            .unwrap()
-            .for_node(1);
+        let (_dir, mut log) = node_one_log();
         let wal = log.reader.wal.clone();
         let durable = log.durable();
         // Node 2 leads term 2: its entries, which node 1 holds as a follower.
@@ -865,11 +866,7 @@ mod tests {
     /// through where it now ends.
     #[tokio::test]
     async fn truncation_moves_the_durable_end_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Storage::open(dir.path()).unwrap());
-        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
-            .unwrap()
-            .for_node(1);
+        let (_dir, mut log) = node_one_log();
         log.save_vote(&Vote::new_committed(2, 2)).await.unwrap();
         let rx = acked_at_once(&mut log, (0..6).map(|i| entry(2, 2, i)).collect());
         assert!(rx.recv().unwrap().is_ok());
@@ -922,11 +919,7 @@ mod tests {
     /// must be first.
     #[tokio::test]
     async fn a_leader_steps_down_only_once_its_own_entries_are_on_disk() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Storage::open(dir.path()).unwrap());
-        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
-            .unwrap()
-            .for_node(1);
+        let (_dir, mut log) = node_one_log();
         let wal = log.reader.wal.clone();
         let durable = log.durable();
         log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
@@ -950,11 +943,7 @@ mod tests {
     /// core waited there for good, its applies stopped).
     #[tokio::test]
     async fn a_vote_change_after_a_truncation_waits_for_no_entry_that_is_gone() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Storage::open(dir.path()).unwrap());
-        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system()))
-            .unwrap()
-            .for_node(1);
+        let (_dir, mut log) = node_one_log();
         log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
         let rx = acked_at_once(&mut log, (0..6).map(|i| entry(2, 1, i)).collect());
         assert!(rx.recv().unwrap().is_ok());

@@ -23,7 +23,7 @@ use crate::keyspace::{Event, Keyspace};
 use crate::planted::{self, Bug};
 
 use crate::protocol::Reply;
-use crate::storage::{SnapshotBytes, Storage};
+use crate::storage::Storage;
 
 const CURRENT: &[u8] = b"current";
 
@@ -140,42 +140,20 @@ impl SharedState {
     }
 }
 
-#[derive(Serialize, Deserialize)]
+/// A snapshot as its file holds it; read back as [`StoredSnapshotRef`].
+#[derive(Serialize)]
 struct StoredSnapshot {
     meta: SnapshotMeta<NodeId, NodeInfo>,
-    #[serde(with = "whole_bytes")]
+    /// Written as one length and one run of bytes: the derived `Vec<u8>`
+    /// code goes a byte at a time (serde has no special case for bytes).
+    /// bincode writes a `Vec<u8>` as the same length and bytes, so files
+    /// are unchanged (`snapshot_files_keep_their_bytes`).
+    #[serde(serialize_with = "as_bytes")]
     data: Vec<u8>,
 }
 
-/// A snapshot's bytes written and read as one length and one run of bytes.
-/// The derived `Vec<u8>` code went a byte at a time (serde has no special
-/// case for bytes): reading a 10 M-key snapshot that way took seconds.
-/// bincode writes a `Vec<u8>` as the same length and bytes, so files are
-/// unchanged (`snapshot_files_keep_their_bytes`).
-mod whole_bytes {
-    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(v)
-    }
-
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        struct Bytes;
-        impl<'de> serde::de::Visitor<'de> for Bytes {
-            type Value = Vec<u8>;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-
-            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-                Ok(v.to_vec())
-            }
-
-            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-                Ok(v)
-            }
-        }
-        d.deserialize_byte_buf(Bytes)
-    }
+fn as_bytes<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bytes(v)
 }
 
 /// [`StoredSnapshot`] read in place: the same bytes, the data borrowed.
@@ -214,11 +192,6 @@ pub struct StateMachine {
     /// is (a leader's own entries are committed by openraft before their
     /// fsync here; see [`super::log_store`]).
     durable: Option<super::log_store::Durable>,
-    /// The snapshot file as `open` read it, until openraft asks for the
-    /// current snapshot, which it does once as it starts (for its meta):
-    /// reading a gigabyte twice took seconds of a restart at 10 M keys.
-    /// Dropped by anything that replaces the file.
-    as_opened: Arc<Mutex<Option<SnapshotBytes>>>,
 }
 
 impl StateMachine {
@@ -248,7 +221,6 @@ impl StateMachine {
             applied.membership = snap.meta.last_membership.clone();
             clock.applied(applied.keyspace.log_time());
         }
-        let as_opened = Arc::new(Mutex::new(raw));
         let acl = std::sync::RwLock::new(applied.keyspace.acl().clone());
         let shared = Arc::new(SharedState {
             applied: Mutex::new(applied),
@@ -260,7 +232,7 @@ impl StateMachine {
             applied_hook: Default::default(),
         });
         shared.batch_applied(&shared.lock());
-        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default(), durable: None, as_opened })
+        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default(), durable: None })
     }
 
     /// Applies an entry only once `durable` shows it on disk.
@@ -301,27 +273,20 @@ impl StateMachine {
         self.shared.clone()
     }
 
-    /// The current snapshot, mapped from its file.
+    /// The current snapshot, mapped from its file: its meta, and its data
+    /// where it lies in the mapping (openraft asks for it at every start,
+    /// for the meta alone, and to send it to a follower).
     fn read_snapshot(db: &Storage) -> Result<Option<(SnapshotMeta<NodeId, NodeInfo>, StoredData)>, StorageIoError> {
-        let raw = db.map_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
-        raw.map(stored_from).transpose()
+        let Some(raw) = db.map_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))? else {
+            return Ok(None);
+        };
+        let (meta, start, len) = {
+            let all = raw.as_ref();
+            let stored: StoredSnapshotRef = bincode::deserialize(all).map_err(|e| io_err(ErrorVerb::Read, e))?;
+            (stored.meta, stored.data.as_ptr() as usize - all.as_ptr() as usize, stored.data.len())
+        };
+        Ok(Some((meta, StoredData { bytes: raw, range: start..start + len })))
     }
-
-    /// Forgets the snapshot file as `open` read it (it is being replaced).
-    fn forget_as_opened(&self) {
-        drop(self.as_opened.lock().unwrap_or_else(|e| e.into_inner()).take());
-    }
-}
-
-/// The snapshot stored in the file's bytes `raw`: its meta, and its data
-/// where it lies in them.
-fn stored_from(raw: SnapshotBytes) -> Result<(SnapshotMeta<NodeId, NodeInfo>, StoredData), StorageIoError> {
-    let (meta, start, len) = {
-        let all = raw.as_ref();
-        let stored: StoredSnapshotRef = bincode::deserialize(all).map_err(|e| io_err(ErrorVerb::Read, e))?;
-        (stored.meta, stored.data.as_ptr() as usize - all.as_ptr() as usize, stored.data.len())
-    };
-    Ok((meta, StoredData { bytes: raw, range: start..start + len }))
 }
 
 /// Stores `snap` as the current snapshot (durably). Blocking: call it from a
@@ -359,7 +324,6 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             let applied = self.shared.lock();
             (applied.keyspace.clone(), applied.last_applied, applied.membership.clone())
         };
-        self.forget_as_opened();
         let snapshot_id = match last_log_id {
             Some(id) => format!("{}-{}-{}", id.leader_id.term, id.leader_id.node_id, id.index),
             None => "empty".to_string(),
@@ -484,7 +448,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, NodeInfo>,
         snapshot: Box<SnapshotData>,
     ) -> Result<(), StorageIoError> {
-        self.forget_as_opened();
         let data = snapshot.into_vec();
         let db = self.db.clone();
         let stored = StoredSnapshot { meta: meta.clone(), data };
@@ -515,13 +478,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageIoError> {
         let db = self.db.clone();
-        let as_opened = self.as_opened.lock().unwrap_or_else(|e| e.into_inner()).take();
-        Ok(off_runtime(move || match as_opened {
-            Some(raw) => stored_from(raw).map(Some),
-            None => Self::read_snapshot(&db),
-        })
-        .await??
-        .map(|(meta, data)| Snapshot { meta, snapshot: Box::new(SnapshotData::Stored(Cursor::new(data))) }))
+        Ok(off_runtime(move || Self::read_snapshot(&db))
+            .await??
+            .map(|(meta, data)| Snapshot { meta, snapshot: Box::new(SnapshotData::Stored(Cursor::new(data))) }))
     }
 }
 
@@ -541,7 +500,7 @@ mod tests {
     /// and new files must be readable by the code that wrote them before.
     #[test]
     fn snapshot_files_keep_their_bytes() {
-        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        #[derive(Serialize)]
         struct Before {
             meta: SnapshotMeta<NodeId, NodeInfo>,
             data: Vec<u8>,
@@ -550,8 +509,8 @@ mod tests {
         let now = bincode::serialize(&StoredSnapshot { meta: meta(7), data: data.clone() }).unwrap();
         let before = bincode::serialize(&Before { meta: meta(7), data: data.clone() }).unwrap();
         assert_eq!(now, before);
-        let read: StoredSnapshot = bincode::deserialize(&before).unwrap();
-        assert_eq!((read.meta, read.data), (meta(7), data));
+        let read: StoredSnapshotRef = bincode::deserialize(&before).unwrap();
+        assert_eq!((read.meta, read.data), (meta(7), &data[..]));
     }
 
     #[test]

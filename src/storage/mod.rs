@@ -186,9 +186,9 @@ impl Storage {
     /// `legacy_key` of the snapshot column family), if there is one. The file
     /// is mapped into memory rather than read: its pages are the page
     /// cache's, not copied into fresh memory (at 10 M keys, reading it took
-    /// about 2 s of a restart). The file
-    /// is only ever replaced by a rename, never written in place, so the
-    /// mapping keeps the snapshot it was made of. Blocking.
+    /// about 2 s of a restart). The file is only ever replaced by a rename,
+    /// never written in place, so the mapping keeps the snapshot it was made
+    /// of. Blocking.
     pub fn map_snapshot_file(&self, legacy_key: &[u8]) -> Result<Option<SnapshotBytes>, StorageError> {
         let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
         let file = match std::fs::File::open(self.snapshot_dir.join("current")) {
