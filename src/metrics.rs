@@ -24,6 +24,7 @@ const LEASE_HEADROOM: &str = "raftlock_lease_headroom_ratio";
 const RAFT_TERM: &str = "raftlock_raft_term";
 const RAFT_LEADER: &str = "raftlock_raft_is_leader";
 const RAFT_LEADER_CHANGES: &str = "raftlock_raft_leader_changes_total";
+const RAFT_ELECTIONS_STARTED: &str = "raftlock_raft_elections_started_total";
 const RAFT_APPLIED: &str = "raftlock_raft_applied_index";
 const RAFT_LAST_LOG: &str = "raftlock_raft_last_log_index";
 const APPLY_LAG: &str = "raftlock_raft_apply_lag_entries";
@@ -80,7 +81,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
 /// Counters exported from the start, at 0: a series that appears only
 /// with its first event has no rate before it, and an alert on it cannot fire.
 fn register_counters() {
-    for name in [LOCK_GRANTS, LOCK_DENIALS, LOCK_RELEASES, LEASE_EXPIRATIONS, FENCING_REJECTIONS, RAFT_LEADER_CHANGES, REJECTED, TLS_FAILED, REPEATED, LOCK_HANDOFFS, LOCK_WAIT_TIMEOUTS] {
+    for name in [LOCK_GRANTS, LOCK_DENIALS, LOCK_RELEASES, LEASE_EXPIRATIONS, FENCING_REJECTIONS, RAFT_LEADER_CHANGES, RAFT_ELECTIONS_STARTED, REJECTED, TLS_FAILED, REPEATED, LOCK_HANDOFFS, LOCK_WAIT_TIMEOUTS] {
         counter!(name).increment(0);
     }
     for result in ["ok", "lost"] {
@@ -106,6 +107,7 @@ fn describe() {
     describe_gauge!(RAFT_TERM, "Current Raft term.");
     describe_gauge!(RAFT_LEADER, "1 if this node is the leader.");
     describe_counter!(RAFT_LEADER_CHANGES, "Times a (new) leader became known to this node.");
+    describe_counter!(RAFT_ELECTIONS_STARTED, "Elections this node stood in (it voted for itself in a new term).");
     describe_gauge!(RAFT_APPLIED, "Last log index applied to the state machine.");
     describe_gauge!(RAFT_LAST_LOG, "Last log index in this node's log (apply lag = last log - applied).");
     describe_gauge!(APPLY_LAG, "Entries in this node's log not yet applied to its state machine (last log index - applied index; an upper bound of commit - applied).");
@@ -213,6 +215,10 @@ pub fn record_peer_clock(peer: u64, offset_us: i64, rtt_us: u64) {
 
 pub fn record_leader_change() {
     counter!(RAFT_LEADER_CHANGES).increment(1);
+}
+
+pub fn record_election_started() {
+    counter!(RAFT_ELECTIONS_STARTED).increment(1);
 }
 
 pub fn record_commit(elapsed: Duration) {

@@ -930,12 +930,20 @@ async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, Nod
     // Every member ever reported, so that one that left reads 0, not its
     // last lag.
     let mut reported = std::collections::BTreeSet::new();
+    // The highest term this node has voted in; the vote read back at start
+    // is not an election of this process.
+    let mut voted_term = None;
     loop {
         {
             let m = rx.borrow_and_update();
             if let Err(fatal) = &m.running_state {
                 stop_on_fatal(fatal);
             }
+            let vote = m.vote.leader_id();
+            if voted_term.is_some_and(|t| vote.term > t) && vote.voted_for() == Some(m.id) {
+                crate::metrics::record_election_started();
+            }
+            voted_term = voted_term.max(Some(vote.term));
             if m.current_leader != last_leader {
                 if m.current_leader.is_some() {
                     crate::metrics::record_leader_change();
