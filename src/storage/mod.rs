@@ -65,6 +65,18 @@ struct SyncedEvery {
     unsynced: u64,
 }
 
+impl std::io::Seek for SyncedEvery {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.file.seek(pos)
+    }
+}
+
+/// Where a snapshot file is written: it may go back to fill in what it only
+/// knows at the end (a length).
+pub trait SnapshotSink: Write + std::io::Seek {}
+
+impl<T: Write + std::io::Seek> SnapshotSink for T {}
+
 impl Write for SyncedEvery {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.file.write(buf)?;
@@ -162,16 +174,23 @@ impl Storage {
     /// the snapshot) is deleted: it is superseded. Blocking.
     pub fn write_snapshot_file(
         &self,
-        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+        write: impl FnOnce(&mut dyn SnapshotSink) -> std::io::Result<()>,
         legacy_key: &[u8],
-    ) -> Result<(), StorageError> {
+    ) -> Result<SnapshotBytes, StorageError> {
         let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
         let tmp = self.snapshot_dir.join("next");
-        let f = std::fs::File::create(&tmp).map_err(|e| err("create", e))?;
+        let f = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| err("create", e))?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, SyncedEvery { file: f, unsynced: 0 });
         write(&mut w).map_err(|e| err("write", e))?;
         let f = w.into_inner().map_err(|e| err("write", e.into_error()))?.file;
         f.sync_all().map_err(|e| err("fsync", e))?;
+        let written = map_file(&f).map_err(|e| err("map", e))?;
         drop(f);
         std::fs::rename(&tmp, self.snapshot_dir.join("current")).map_err(|e| err("rename", e))?;
         std::fs::File::open(&self.snapshot_dir)
@@ -179,7 +198,8 @@ impl Storage {
             .map_err(|e| err("fsync directory", e))?;
         let mut b = Batch::default();
         b.delete(Cf::Snapshot, legacy_key.to_vec());
-        self.write(b, false)
+        self.write(b, false)?;
+        Ok(written)
     }
 
     /// The snapshot file's contents (or, from an older version, the value
@@ -198,20 +218,7 @@ impl Storage {
             }
             Err(e) => return Err(err("open", e)),
         };
-        let len = file.metadata().map_err(|e| err("stat", e))?.len();
-        let len = usize::try_from(len).map_err(|_| StorageError(format!("snapshot file: {len} bytes")))?;
-        if len == 0 {
-            return Ok(Some(SnapshotBytes::Owned(Vec::new())));
-        }
-        // SAFETY: a read-only, private mapping of a whole open file; the
-        // pointer is checked, and unmapped once, by `Mapping`'s drop.
-        let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0)
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(err("map", std::io::Error::last_os_error()));
-        }
-        Ok(Some(SnapshotBytes::Mapped(Mapping { ptr, len })))
+        map_file(&file).map(Some).map_err(|e| err("map", e))
     }
 
     fn handle(&self, cf: Cf) -> &rocksdb::ColumnFamily {
@@ -282,6 +289,24 @@ impl Storage {
 }
 
 /// A snapshot file's bytes ([`Storage::map_snapshot_file`]).
+/// The whole of `file`, mapped read-only (an empty file maps to no bytes).
+fn map_file(file: &std::fs::File) -> std::io::Result<SnapshotBytes> {
+    let len = file.metadata()?.len();
+    let len = usize::try_from(len).map_err(|_| std::io::Error::other(format!("{len} bytes")))?;
+    if len == 0 {
+        return Ok(SnapshotBytes::Owned(Vec::new()));
+    }
+    // SAFETY: a read-only, private mapping of a whole open file; the
+    // pointer is checked, and unmapped once, by `Mapping`'s drop.
+    let ptr = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(file), 0)
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(SnapshotBytes::Mapped(Mapping { ptr, len }))
+}
+
 pub enum SnapshotBytes {
     Mapped(Mapping),
     /// An empty file, or a snapshot an older version kept in RocksDB.
