@@ -171,7 +171,8 @@ impl Storage {
     /// beside it, then renamed over it, then the directory fsynced. A crash
     /// at any point leaves the old file or the new one, whole. The value
     /// `legacy_key` of the snapshot column family (where an older version kept
-    /// the snapshot) is deleted: it is superseded. Blocking.
+    /// the snapshot) is deleted: it is superseded. Returns the new file,
+    /// mapped (as [`Storage::map_snapshot_file`] would). Blocking.
     pub fn write_snapshot_file(
         &self,
         write: impl FnOnce(&mut dyn SnapshotSink) -> std::io::Result<()>,
