@@ -23,7 +23,7 @@ use crate::keyspace::{Event, Keyspace};
 use crate::planted::{self, Bug};
 
 use crate::protocol::Reply;
-use crate::storage::Storage;
+use crate::storage::{NewSnapshotFile, Storage};
 
 const CURRENT: &[u8] = b"current";
 
@@ -192,6 +192,14 @@ pub struct StateMachine {
     /// is (a leader's own entries are committed by openraft before their
     /// fsync here; see [`super::log_store`]).
     durable: Option<super::log_store::Durable>,
+    /// The last log id of the snapshot in the snapshot file. openraft builds
+    /// a snapshot in a task of its own and may install one it is sent
+    /// meanwhile (newer than anything applied, so than the one being
+    /// built); a built snapshot replaces the file only if it is newer than
+    /// what the file holds by then, under this lock. Without it, the older
+    /// built one could replace the installed one, whose log was purged: the
+    /// node would no longer start.
+    snapshot_file: Arc<Mutex<Option<LogId>>>,
 }
 
 impl StateMachine {
@@ -232,7 +240,8 @@ impl StateMachine {
             applied_hook: Default::default(),
         });
         shared.batch_applied(&shared.lock());
-        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default(), durable: None })
+        let snapshot_file = Arc::new(Mutex::new(shared.lock().last_applied));
+        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default(), durable: None, snapshot_file })
     }
 
     /// Applies an entry only once `durable` shows it on disk.
@@ -298,20 +307,20 @@ fn write_snapshot(db: &Storage, snap: &StoredSnapshot) -> Result<(), StorageIoEr
         .map_err(|e| io_err(ErrorVerb::Write, e))
 }
 
-/// Stores a snapshot of `keyspace` with `meta` as the current one, encoding
-/// the keyspace straight into the file: the same bytes as [`write_snapshot`]
-/// of a [`StoredSnapshot`] of `keyspace.encode()`, without that encoding in
-/// memory (700 MB at 10 M keys). Returns the file, mapped, and where the
+/// Writes a snapshot file of `keyspace` with `meta`, encoding the keyspace
+/// straight into it: the same bytes as [`write_snapshot`] of a
+/// [`StoredSnapshot`] of `keyspace.encode()`, without that encoding in memory
+/// (700 MB at 10 M keys). Returns the file, not yet in place, and where the
 /// keyspace's encoding lies in it. Blocking.
 fn write_built_snapshot(
     db: &Storage,
     meta: &SnapshotMeta<NodeId, NodeInfo>,
     keyspace: &Keyspace,
-) -> Result<StoredData, StorageIoError> {
+) -> Result<(NewSnapshotFile, std::ops::Range<usize>), StorageIoError> {
     use std::io::SeekFrom;
     let mut range = 0..0;
-    let bytes = db
-        .write_snapshot_file(
+    let new = db
+        .new_snapshot_file(
             |w| {
                 bincode::serialize_into(&mut *w, meta).map_err(std::io::Error::other)?;
                 // The data as bincode writes a byte string: its length (a
@@ -327,9 +336,35 @@ fn write_built_snapshot(
                 range = (length_at + 8) as usize..end as usize;
                 Ok(())
             },
-            CURRENT,
         )
         .map_err(|e| io_err(ErrorVerb::Write, e))?;
+    Ok((new, range))
+}
+
+/// Puts the built snapshot `new` of `last_log_id` in place of the snapshot
+/// file if it is newer than what the file holds (`file`; see
+/// [`StateMachine::snapshot_file`]); otherwise deletes it. Either way returns
+/// its data. Blocking.
+fn keep_if_newest(
+    db: &Storage,
+    file: &Mutex<Option<LogId>>,
+    new: NewSnapshotFile,
+    range: std::ops::Range<usize>,
+    last_log_id: Option<LogId>,
+) -> Result<StoredData, StorageIoError> {
+    let mut stored = file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let bytes = if last_log_id > *stored {
+        let bytes = db.replace_snapshot_file(new, CURRENT).map_err(|e| io_err(ErrorVerb::Write, e))?;
+        *stored = last_log_id;
+        bytes
+    } else {
+        tracing::info!(
+            built = ?last_log_id,
+            stored = ?*stored,
+            "a snapshot was installed while this one was built: the built one is not kept"
+        );
+        new.discard()
+    };
     Ok(StoredData { bytes, range })
 }
 
@@ -367,9 +402,14 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
         let db = self.db.clone();
         let started = std::time::Instant::now();
+        let file = self.snapshot_file.clone();
         let data = off_runtime({
             let meta = meta.clone();
-            move || write_built_snapshot(&db, &meta, &keyspace)
+            move || {
+                let (new, range) = write_built_snapshot(&db, &meta, &keyspace)?;
+                drop(keyspace);
+                keep_if_newest(&db, &file, new, range, meta.last_log_id)
+            }
         })
         .await??;
         let bytes = data.range.len();
@@ -482,14 +522,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<SnapshotData>,
     ) -> Result<(), StorageIoError> {
         let data = snapshot.into_vec();
-        let db = self.db.clone();
+        let (db, file) = (self.db.clone(), self.snapshot_file.clone());
         let stored = StoredSnapshot { meta: meta.clone(), data };
         let keyspace = off_runtime(move || {
             let mut keyspace = Keyspace::decode(&stored.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
             if planted::active(Bug::TokenReuse) {
                 keyspace.planted_forget_last_version();
             }
+            // openraft installs only a snapshot newer than everything
+            // applied, so newer than any being built.
+            let mut in_file = file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             write_snapshot(&db, &stored)?;
+            *in_file = stored.meta.last_log_id;
             Ok::<_, StorageIoError>(keyspace)
         })
         .await??;
@@ -553,12 +597,9 @@ mod tests {
     fn a_snapshot_encoded_into_its_file_is_the_stored_snapshot_of_the_keyspace() {
         let dir = tempfile::tempdir().unwrap();
         let db = Storage::open(dir.path()).unwrap();
-        let mut keyspace = Keyspace::new();
-        for i in 0..50_000u64 {
-            let key = bytes::Bytes::from(format!("lock:{i:08}"));
-            keyspace.insert(key, crate::keyspace::Entry::string(bytes::Bytes::from(format!("owner-{i}")), i + 1, i));
-        }
-        let written = write_built_snapshot(&db, &meta(9), &keyspace).unwrap();
+        let keyspace = keyspace_of(0..50_000);
+        let (new, range) = write_built_snapshot(&db, &meta(9), &keyspace).unwrap();
+        let written = StoredData { bytes: db.replace_snapshot_file(new, CURRENT).unwrap(), range };
         let expected = bincode::serialize(&StoredSnapshot { meta: meta(9), data: keyspace.encode() }).unwrap();
         assert_eq!(written.bytes.as_ref(), &expected[..], "the file's bytes");
         assert_eq!(written.as_ref(), &keyspace.encode()[..], "the range returned");
@@ -567,6 +608,72 @@ mod tests {
         let decoded = Keyspace::decode(read.as_ref()).unwrap();
         assert_eq!(decoded.encode(), keyspace.encode());
         assert_eq!(decoded.len(0), 50_000);
+    }
+
+    fn keyspace_of(keys: std::ops::Range<u64>) -> Keyspace {
+        let mut keyspace = Keyspace::new();
+        for i in keys {
+            let value = bytes::Bytes::from(format!("owner-{i}"));
+            keyspace.insert(bytes::Bytes::from(format!("lock:{i:08}")), crate::keyspace::Entry::string(value, i + 1, i));
+        }
+        keyspace
+    }
+
+    fn leftovers(dir: &std::path::Path) -> Vec<String> {
+        let names = std::fs::read_dir(dir.join("snapshot")).unwrap().map(|f| f.unwrap().file_name().to_string_lossy().into_owned());
+        names.filter(|n| n != "current").collect()
+    }
+
+    /// openraft builds a snapshot in a task of its own, and may install one
+    /// it is sent meanwhile (newer than anything applied). The older one
+    /// built must not then replace the installed one in the file: the log
+    /// before the installed one is purged, and a node that restarted from
+    /// the older snapshot would miss entries.
+    #[tokio::test]
+    async fn a_snapshot_built_while_a_newer_one_is_installed_does_not_replace_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut sm = StateMachine::open(db.clone(), Arc::new(LogClock::system()), Arc::new(|_, _| 0)).unwrap();
+        let (older, newer) = (keyspace_of(0..1_000), keyspace_of(500..3_000));
+        let install = |ks: &Keyspace| Box::new(SnapshotData::in_memory(ks.encode()));
+        sm.install_snapshot(&meta(100), install(&older)).await.unwrap();
+        // A build at index 100 writes its file; a snapshot of index 200
+        // is installed; then the build finishes.
+        let (built, range) = write_built_snapshot(&db, &meta(100), &older).unwrap();
+        sm.install_snapshot(&meta(200), install(&newer)).await.unwrap();
+        let data = keep_if_newest(&db, &sm.snapshot_file, built, range, meta(100).last_log_id).unwrap();
+        assert_eq!(data.as_ref(), &older.encode()[..], "the built snapshot's data is still whole");
+        let (in_file, _) = StateMachine::read_snapshot(&db).unwrap().expect("a snapshot");
+        assert_eq!(in_file, meta(200), "the installed snapshot stays in the file");
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+        drop(sm);
+        let restarted = StateMachine::open(db.clone(), Arc::new(LogClock::system()), Arc::new(|_, _| 0)).unwrap();
+        assert_eq!(restarted.shared.lock().last_applied, meta(200).last_log_id);
+        assert_eq!(restarted.shared.lock().keyspace.encode(), newer.encode());
+
+        // A newer build does replace it, and a restart starts from it.
+        let newest = keyspace_of(0..4_000);
+        let (built, range) = write_built_snapshot(&db, &meta(300), &newest).unwrap();
+        keep_if_newest(&db, &restarted.snapshot_file, built, range, meta(300).last_log_id).unwrap();
+        assert_eq!(StateMachine::read_snapshot(&db).unwrap().expect("a snapshot").0, meta(300));
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+    }
+
+    /// A crash can leave a snapshot file that was being written; the next
+    /// start removes it (each write has a name of its own, so they would pile up).
+    #[test]
+    fn unfinished_snapshot_files_are_removed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Storage::open(dir.path()).unwrap();
+        let unplaced = db.new_snapshot_file(|w| w.write_all(b"half")).unwrap();
+        std::mem::forget(unplaced);
+        write_snapshot(&db, &StoredSnapshot { meta: meta(5), data: b"whole".to_vec() }).unwrap();
+        assert_eq!(leftovers(dir.path()).len(), 1);
+        drop(db);
+        let db = Storage::open(dir.path()).unwrap();
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+        let (read_meta, read) = StateMachine::read_snapshot(&db).unwrap().expect("a snapshot");
+        assert_eq!((read_meta, read.as_ref()), (meta(5), &b"whole"[..]));
     }
 
     #[test]

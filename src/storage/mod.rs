@@ -159,6 +159,16 @@ impl Storage {
         let snapshot_dir = dir.join("snapshot");
         std::fs::create_dir_all(&snapshot_dir)
             .map_err(|e| StorageError(format!("cannot create {}: {e}", snapshot_dir.display())))?;
+        // Snapshot files a crash left unfinished (the database's lock, held
+        // from here on, keeps any other process out of this directory).
+        let unfinished = std::fs::read_dir(&snapshot_dir)
+            .map_err(|e| StorageError(format!("cannot list {}: {e}", snapshot_dir.display())))?;
+        for file in unfinished.flatten() {
+            if file.file_name().to_string_lossy().starts_with(NEW_SNAPSHOT_PREFIX) {
+                std::fs::remove_file(file.path())
+                    .map_err(|e| StorageError(format!("cannot remove {}: {e}", file.path().display())))?;
+            }
+        }
         Ok(Storage { db, snapshot_dir, log_dir: dir.join("raftlog") })
     }
 
@@ -178,29 +188,56 @@ impl Storage {
         write: impl FnOnce(&mut dyn SnapshotSink) -> std::io::Result<()>,
         legacy_key: &[u8],
     ) -> Result<SnapshotBytes, StorageError> {
+        let new = self.new_snapshot_file(write)?;
+        self.replace_snapshot_file(new, legacy_key)
+    }
+
+    /// Writes and fsyncs a snapshot file beside the current one, under a
+    /// name of its own (a snapshot this node builds and one it is sent may
+    /// be written at the same time), for [`Storage::replace_snapshot_file`].
+    /// Blocking.
+    pub fn new_snapshot_file(
+        &self,
+        write: impl FnOnce(&mut dyn SnapshotSink) -> std::io::Result<()>,
+    ) -> Result<NewSnapshotFile, StorageError> {
+        static NUMBER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
-        let tmp = self.snapshot_dir.join("next");
+        let number = NUMBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.snapshot_dir.join(format!("{NEW_SNAPSHOT_PREFIX}{number}"));
         let f = std::fs::File::options()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(&tmp)
             .map_err(|e| err("create", e))?;
+        // From here on, a failure deletes the file (the guard's drop).
+        let mut new = NewSnapshotFile { path: Some(tmp), bytes: None };
         let mut w = std::io::BufWriter::with_capacity(1 << 20, SyncedEvery { file: f, unsynced: 0 });
         write(&mut w).map_err(|e| err("write", e))?;
         let f = w.into_inner().map_err(|e| err("write", e.into_error()))?.file;
         f.sync_all().map_err(|e| err("fsync", e))?;
-        let written = map_file(&f).map_err(|e| err("map", e))?;
-        drop(f);
-        std::fs::rename(&tmp, self.snapshot_dir.join("current")).map_err(|e| err("rename", e))?;
+        new.bytes = Some(map_file(&f).map_err(|e| err("map", e))?);
+        Ok(new)
+    }
+
+    /// Puts `new` in place of the current snapshot file: renamed over it,
+    /// then the directory fsynced. The value `legacy_key` of the snapshot
+    /// column family (where an older version kept the snapshot) is deleted.
+    /// Returns the new file's bytes. Blocking.
+    pub fn replace_snapshot_file(&self, mut new: NewSnapshotFile, legacy_key: &[u8]) -> Result<SnapshotBytes, StorageError> {
+        let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
+        let tmp = new.path.take().expect("a new snapshot file is put in place once");
+        if let Err(e) = std::fs::rename(&tmp, self.snapshot_dir.join("current")) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err("rename", e));
+        }
         std::fs::File::open(&self.snapshot_dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| err("fsync directory", e))?;
         let mut b = Batch::default();
         b.delete(Cf::Snapshot, legacy_key.to_vec());
         self.write(b, false)?;
-        Ok(written)
+        Ok(new.bytes.take().expect("a new snapshot file has its bytes"))
     }
 
     /// The snapshot file's contents (or, from an older version, the value
@@ -290,6 +327,32 @@ impl Storage {
 }
 
 /// A snapshot file's bytes ([`Storage::map_snapshot_file`]).
+/// How the names of snapshot files not yet in place begin.
+const NEW_SNAPSHOT_PREFIX: &str = "next";
+
+/// A snapshot file written and fsynced beside the current one
+/// ([`Storage::new_snapshot_file`]). Dropped before it is put in place
+/// ([`Storage::replace_snapshot_file`]), it is deleted.
+pub struct NewSnapshotFile {
+    path: Option<PathBuf>,
+    bytes: Option<SnapshotBytes>,
+}
+
+impl NewSnapshotFile {
+    /// Deletes the file, keeping its bytes (mapped: they outlive the name).
+    pub fn discard(mut self) -> SnapshotBytes {
+        self.bytes.take().expect("a new snapshot file has its bytes")
+    }
+}
+
+impl Drop for NewSnapshotFile {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// The whole of `file`, mapped read-only (an empty file maps to no bytes).
 fn map_file(file: &std::fs::File) -> std::io::Result<SnapshotBytes> {
     let len = file.metadata()?.len();
