@@ -42,6 +42,7 @@ const REJECTED: &str = "raftlock_rejected_connections_total";
 const TLS_FAILED: &str = "raftlock_tls_handshake_failures_total";
 const SNAPSHOT_BYTES: &str = "raftlock_snapshot_bytes";
 const SNAPSHOT_BUILD: &str = "raftlock_snapshot_build_seconds";
+const SNAPSHOT_FAILURES: &str = "raftlock_snapshot_failures_total";
 const REPEATED: &str = "raftlock_repeated_commands_total";
 const LOCK_WAITERS: &str = "raftlock_lock_waiters";
 const LOCK_WAIT: &str = "raftlock_lock_wait_seconds";
@@ -81,7 +82,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
 /// Counters exported from the start, at 0: a series that appears only
 /// with its first event has no rate before it, and an alert on it cannot fire.
 fn register_counters() {
-    for name in [LOCK_GRANTS, LOCK_DENIALS, LOCK_RELEASES, LEASE_EXPIRATIONS, FENCING_REJECTIONS, RAFT_LEADER_CHANGES, RAFT_ELECTIONS_STARTED, REJECTED, TLS_FAILED, REPEATED, LOCK_HANDOFFS, LOCK_WAIT_TIMEOUTS] {
+    for name in [LOCK_GRANTS, LOCK_DENIALS, LOCK_RELEASES, LEASE_EXPIRATIONS, FENCING_REJECTIONS, RAFT_LEADER_CHANGES, RAFT_ELECTIONS_STARTED, SNAPSHOT_FAILURES, REJECTED, TLS_FAILED, REPEATED, LOCK_HANDOFFS, LOCK_WAIT_TIMEOUTS] {
         counter!(name).increment(0);
     }
     for result in ["ok", "lost"] {
@@ -124,6 +125,7 @@ fn describe() {
     describe_counter!(REJECTED, "Connections refused over maxclients.");
     describe_counter!(TLS_FAILED, "TLS handshakes that failed or timed out (clients and peers).");
     describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
+    describe_counter!(SNAPSHOT_FAILURES, "Snapshots this node could not write (it keeps its log and tries again).");
     describe_gauge!(SNAPSHOT_BUILD, "Time the last snapshot took to encode and write (off the apply path).");
     describe_gauge!(LOCK_WAITERS, "Owners queued for locks (LOCK.ACQUIRE ... WAIT), on every key together.");
     describe_histogram!(LOCK_WAIT, Unit::Seconds, "How long a waiter waited, until its grant or its timeout (log time).");
@@ -258,6 +260,10 @@ pub fn record_repeated_command() {
 /// See [`record_repeated_command`].
 pub fn repeated_commands() -> u64 {
     REPEATED_COMMANDS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub fn record_snapshot_failure() {
+    counter!(SNAPSHOT_FAILURES).increment(1);
 }
 
 pub fn record_snapshot(bytes: usize, build: Duration) {

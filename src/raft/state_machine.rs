@@ -200,6 +200,8 @@ pub struct StateMachine {
     /// built one could replace the installed one, whose log was purged: the
     /// node would no longer start.
     snapshot_file: Arc<Mutex<Option<LogId>>>,
+    /// See [`StateMachine::snapshot_not_written`].
+    snapshot_retry: std::time::Duration,
 }
 
 impl StateMachine {
@@ -241,7 +243,17 @@ impl StateMachine {
         });
         shared.batch_applied(&shared.lock());
         let snapshot_file = Arc::new(Mutex::new(shared.lock().last_applied));
-        Ok(StateMachine { shared, db, clock, sink, audit: None, skipped: Arc::default(), durable: None, snapshot_file })
+        Ok(StateMachine {
+            shared,
+            db,
+            clock,
+            sink,
+            audit: None,
+            skipped: Arc::default(),
+            durable: None,
+            snapshot_file,
+            snapshot_retry: SNAPSHOT_RETRY,
+        })
     }
 
     /// Applies an entry only once `durable` shows it on disk.
@@ -386,6 +398,37 @@ async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stati
     }
 }
 
+/// How long a node that could not write a snapshot waits before openraft
+/// may try again (it would at its next apply).
+const SNAPSHOT_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl StateMachine {
+    /// A snapshot could not be written (a full disk, a directory gone): the
+    /// node keeps serving on its log, which grows, and tries again after
+    /// [`SNAPSHOT_RETRY`]. An error returned to openraft would stop the node,
+    /// and after a restart the same snapshot would stop it again. openraft
+    /// keeps the snapshot it has when handed one that is no newer: this
+    /// returns the current one (or, with none, an empty one of no log id).
+    async fn snapshot_not_written(&self, error: StorageIoError) -> Result<Snapshot<TypeConfig>, StorageIoError> {
+        tracing::error!(
+            error = %error,
+            retry_in_s = self.snapshot_retry.as_secs(),
+            "could not write a snapshot: the log is kept (it grows until a snapshot is written)"
+        );
+        crate::metrics::record_snapshot_failure();
+        tokio::time::sleep(self.snapshot_retry).await;
+        let db = self.db.clone();
+        let current = off_runtime(move || Self::read_snapshot(&db)).await??;
+        Ok(match current {
+            Some((meta, data)) => Snapshot { meta, snapshot: Box::new(SnapshotData::Stored(Cursor::new(data))) },
+            None => Snapshot {
+                meta: SnapshotMeta { last_log_id: None, last_membership: StoredMembership::default(), snapshot_id: "none".into() },
+                snapshot: Box::new(SnapshotData::in_memory(Vec::new())),
+            },
+        })
+    }
+}
+
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageIoError> {
         // The clone costs O(1) (persistent maps): applying goes on at once,
@@ -403,7 +446,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         let db = self.db.clone();
         let started = std::time::Instant::now();
         let file = self.snapshot_file.clone();
-        let data = off_runtime({
+        let built = off_runtime({
             let meta = meta.clone();
             move || {
                 let (new, range) = write_built_snapshot(&db, &meta, &keyspace)?;
@@ -411,7 +454,12 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
                 keep_if_newest(&db, &file, new, range, meta.last_log_id)
             }
         })
-        .await??;
+        .await
+        .and_then(|built| built);
+        let data = match built {
+            Ok(data) => data,
+            Err(e) => return self.snapshot_not_written(e).await,
+        };
         let bytes = data.range.len();
         tracing::debug!(bytes, elapsed = ?started.elapsed(), "snapshot built");
         crate::metrics::record_snapshot(bytes, started.elapsed());
@@ -657,6 +705,29 @@ mod tests {
         keep_if_newest(&db, &restarted.snapshot_file, built, range, meta(300).last_log_id).unwrap();
         assert_eq!(StateMachine::read_snapshot(&db).unwrap().expect("a snapshot").0, meta(300));
         assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+    }
+
+    /// A snapshot that cannot be written must not stop the node (openraft
+    /// stops on an error from the builder, and after a restart the same
+    /// snapshot would stop it again): the build hands back the snapshot the
+    /// node has, which openraft keeps, and the node goes on.
+    #[tokio::test]
+    async fn a_snapshot_that_cannot_be_written_leaves_the_current_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut sm = StateMachine::open(db.clone(), Arc::new(LogClock::system()), Arc::new(|_, _| 0)).unwrap();
+        sm.snapshot_retry = std::time::Duration::from_millis(10);
+        sm.install_snapshot(&meta(100), Box::new(SnapshotData::in_memory(keyspace_of(0..1_000).encode()))).await.unwrap();
+        sm.shared.lock().last_applied = meta(150).last_log_id;
+        // No file can be made, nor read, where the snapshot directory was.
+        std::fs::remove_dir_all(dir.path().join("snapshot")).unwrap();
+        let handed_back = sm.get_snapshot_builder().await.build_snapshot().await.expect("no error for openraft");
+        assert!(handed_back.meta.last_log_id < meta(150).last_log_id, "{:?}", handed_back.meta);
+        // Once files can be written again, the next build is kept.
+        std::fs::create_dir(dir.path().join("snapshot")).unwrap();
+        let built = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        assert_eq!(built.meta.last_log_id, meta(150).last_log_id);
+        assert_eq!(StateMachine::read_snapshot(&db).unwrap().expect("a snapshot").0.last_log_id, meta(150).last_log_id);
     }
 
     /// A crash can leave a snapshot file that was being written; the next
