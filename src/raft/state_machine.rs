@@ -407,8 +407,9 @@ impl StateMachine {
     /// node keeps serving on its log, which grows, and tries again after
     /// [`SNAPSHOT_RETRY`]. An error returned to openraft would stop the node,
     /// and after a restart the same snapshot would stop it again. openraft
-    /// keeps the snapshot it has when handed one that is no newer: this
-    /// returns the current one (or, with none, an empty one of no log id).
+    /// keeps the snapshot it has when handed one that is no newer (it reads
+    /// only the meta of a built one): this returns an empty one of no log
+    /// id, and the file keeps the snapshot it had.
     async fn snapshot_not_written(&self, error: StorageIoError) -> Result<Snapshot<TypeConfig>, StorageIoError> {
         tracing::error!(
             error = %error,
@@ -417,14 +418,9 @@ impl StateMachine {
         );
         crate::metrics::record_snapshot_failure();
         tokio::time::sleep(self.snapshot_retry).await;
-        let db = self.db.clone();
-        let current = off_runtime(move || Self::read_snapshot(&db)).await??;
-        Ok(match current {
-            Some((meta, data)) => Snapshot { meta, snapshot: Box::new(SnapshotData::Stored(Cursor::new(data))) },
-            None => Snapshot {
-                meta: SnapshotMeta { last_log_id: None, last_membership: StoredMembership::default(), snapshot_id: "none".into() },
-                snapshot: Box::new(SnapshotData::in_memory(Vec::new())),
-            },
+        Ok(Snapshot {
+            meta: SnapshotMeta { last_log_id: None, last_membership: StoredMembership::default(), snapshot_id: "none".into() },
+            snapshot: Box::new(SnapshotData::in_memory(Vec::new())),
         })
     }
 }
@@ -709,8 +705,9 @@ mod tests {
 
     /// A snapshot that cannot be written must not stop the node (openraft
     /// stops on an error from the builder, and after a restart the same
-    /// snapshot would stop it again): the build hands back the snapshot the
-    /// node has, which openraft keeps, and the node goes on.
+    /// snapshot would stop it again): the build hands back an empty snapshot
+    /// openraft does not keep, the file keeps the one it has, and the node
+    /// goes on.
     #[tokio::test]
     async fn a_snapshot_that_cannot_be_written_leaves_the_current_one() {
         let dir = tempfile::tempdir().unwrap();
@@ -719,12 +716,15 @@ mod tests {
         sm.snapshot_retry = std::time::Duration::from_millis(10);
         sm.install_snapshot(&meta(100), Box::new(SnapshotData::in_memory(keyspace_of(0..1_000).encode()))).await.unwrap();
         sm.shared.lock().last_applied = meta(150).last_log_id;
-        // No file can be made, nor read, where the snapshot directory was.
-        std::fs::remove_dir_all(dir.path().join("snapshot")).unwrap();
+        // No file can be made where the snapshot directory was.
+        let moved = dir.path().join("moved");
+        std::fs::rename(dir.path().join("snapshot"), &moved).unwrap();
         let handed_back = sm.get_snapshot_builder().await.build_snapshot().await.expect("no error for openraft");
-        assert!(handed_back.meta.last_log_id < meta(150).last_log_id, "{:?}", handed_back.meta);
+        assert_eq!(handed_back.meta.last_log_id, None, "a snapshot openraft does not keep");
+        std::fs::rename(&moved, dir.path().join("snapshot")).unwrap();
+        assert_eq!(StateMachine::read_snapshot(&db).unwrap().expect("a snapshot").0, meta(100), "the file kept");
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new());
         // Once files can be written again, the next build is kept.
-        std::fs::create_dir(dir.path().join("snapshot")).unwrap();
         let built = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
         assert_eq!(built.meta.last_log_id, meta(150).last_log_id);
         assert_eq!(StateMachine::read_snapshot(&db).unwrap().expect("a snapshot").0.last_log_id, meta(150).last_log_id);
