@@ -211,13 +211,13 @@ impl Storage {
             .open(&tmp)
             .map_err(|e| err("create", e))?;
         // From here on, a failure deletes the file (the guard's drop).
-        let mut new = NewSnapshotFile { path: Some(tmp), bytes: None };
+        let name = Unplaced(Some(tmp));
         let mut w = std::io::BufWriter::with_capacity(1 << 20, SyncedEvery { file: f, unsynced: 0 });
         write(&mut w).map_err(|e| err("write", e))?;
         let f = w.into_inner().map_err(|e| err("write", e.into_error()))?.file;
         f.sync_all().map_err(|e| err("fsync", e))?;
-        new.bytes = Some(map_file(&f).map_err(|e| err("map", e))?);
-        Ok(new)
+        let bytes = map_file(&f).map_err(|e| err("map", e))?;
+        Ok(NewSnapshotFile { name, bytes })
     }
 
     /// Puts `new` in place of the current snapshot file: renamed over it,
@@ -226,18 +226,17 @@ impl Storage {
     /// Returns the new file's bytes. Blocking.
     pub fn replace_snapshot_file(&self, mut new: NewSnapshotFile, legacy_key: &[u8]) -> Result<SnapshotBytes, StorageError> {
         let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
-        let tmp = new.path.take().expect("a new snapshot file is put in place once");
-        if let Err(e) = std::fs::rename(&tmp, self.snapshot_dir.join("current")) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err("rename", e));
-        }
+        let tmp = new.name.0.as_ref().expect("an unplaced file has its path");
+        // A failed rename leaves the file to the guard, which deletes it.
+        std::fs::rename(tmp, self.snapshot_dir.join("current")).map_err(|e| err("rename", e))?;
+        new.name.0 = None;
         std::fs::File::open(&self.snapshot_dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| err("fsync directory", e))?;
         let mut b = Batch::default();
         b.delete(Cf::Snapshot, legacy_key.to_vec());
         self.write(b, false)?;
-        Ok(new.bytes.take().expect("a new snapshot file has its bytes"))
+        Ok(new.bytes)
     }
 
     /// The snapshot file's contents (or, from an older version, the value
@@ -326,7 +325,6 @@ impl Storage {
     }
 }
 
-/// A snapshot file's bytes ([`Storage::map_snapshot_file`]).
 /// How the names of snapshot files not yet in place begin.
 const NEW_SNAPSHOT_PREFIX: &str = "next";
 
@@ -334,24 +332,30 @@ const NEW_SNAPSHOT_PREFIX: &str = "next";
 /// ([`Storage::new_snapshot_file`]). Dropped before it is put in place
 /// ([`Storage::replace_snapshot_file`]), it is deleted.
 pub struct NewSnapshotFile {
-    path: Option<PathBuf>,
-    bytes: Option<SnapshotBytes>,
+    name: Unplaced,
+    bytes: SnapshotBytes,
 }
 
 impl NewSnapshotFile {
     /// Deletes the file, keeping its bytes (mapped: they outlive the name).
-    pub fn discard(mut self) -> SnapshotBytes {
-        self.bytes.take().expect("a new snapshot file has its bytes")
+    pub fn discard(self) -> SnapshotBytes {
+        self.bytes
     }
 }
 
-impl Drop for NewSnapshotFile {
+/// The path of a snapshot file not (yet) in place: deleted when dropped,
+/// unless taken.
+struct Unplaced(Option<PathBuf>);
+
+impl Drop for Unplaced {
     fn drop(&mut self) {
-        if let Some(path) = self.path.take() {
+        if let Some(path) = self.0.take() {
             let _ = std::fs::remove_file(path);
         }
     }
 }
+
+/// A snapshot file's bytes ([`Storage::map_snapshot_file`]).
 
 /// The whole of `file`, mapped read-only (an empty file maps to no bytes).
 fn map_file(file: &std::fs::File) -> std::io::Result<SnapshotBytes> {
