@@ -35,9 +35,13 @@
 # Servers run on free 127.0.0.1 ports with their data in one temporary
 # directory, and are stopped on exit; every wait has a time limit.
 #
-# Usage: scripts/scale.sh [--keys N] [--clients C] [--binary PATH] [--cluster]
-#                         [--learner] [--no-build [--loadgen PATH]]
-#   (defaults: N = 1000000, C = 50)
+# Usage: scripts/scale.sh [--keys N] [--clients C] [--pipeline P]
+#                         [--binary PATH] [--cluster] [--learner]
+#                         [--no-build [--loadgen PATH]]
+#   (defaults: N = 1000000, C = 50, P = 1)
+#   --pipeline P: each insert client pipelines P commands (redis-benchmark
+#   -P): raftlock then puts far more commands in each log entry, which is
+#   what --snapshot-log-bytes bounds for the restart.
 #   --no-build: run the binaries already built (--binary, default
 #   $CARGO_TARGET_DIR/release/raftlock; --loadgen, default the newest
 #   $CARGO_TARGET_DIR/release/deps/loadgen-*) instead of `cargo build
@@ -50,6 +54,7 @@ set -euo pipefail
 
 KEYS=1000000
 CLIENTS=50
+PIPELINE=1
 BINARY=""
 CLUSTER=0
 LEARNER=0
@@ -59,6 +64,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --keys) KEYS="$2"; shift 2 ;;
         --clients) CLIENTS="$2"; shift 2 ;;
+        --pipeline) PIPELINE="$2"; shift 2 ;;
         --binary) BINARY="$2"; shift 2 ;;
         --cluster) CLUSTER=1; shift ;;
         --learner) LEARNER=1; shift ;;
@@ -68,8 +74,8 @@ while [[ $# -gt 0 ]]; do
         *) echo "scale.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-for v in "$KEYS" "$CLIENTS"; do
-    [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "scale.sh: --keys and --clients are whole numbers >= 1" >&2; exit 2; }
+for v in "$KEYS" "$CLIENTS" "$PIPELINE"; do
+    [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "scale.sh: --keys, --clients and --pipeline are whole numbers >= 1" >&2; exit 2; }
 done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -129,7 +135,7 @@ measure() { # name port pid mode datadir
     log "$name: inserting $KEYS lock keys with $CLIENTS clients, probes running"
     : >"$WORK/$name.probe"
     : >"$WORK/$name.ping"
-    timeout 7200 redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -n "$KEYS" -r 1000000000 -q \
+    timeout 7200 redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -P "$PIPELINE" -n "$KEYS" -r 1000000000 -q \
         SET 'lock:__rand_int__' owner NX PX 3600000 >"$WORK/$name.bench" 2>&1 &
     bench_pid=$!
     started="$(date +%s%N)"
@@ -331,7 +337,7 @@ fi
 
 echo
 echo "raftlock $( [[ -n "$BINARY" ]] && echo "$BINARY" || git -C "$ROOT" describe --always --dirty 2>/dev/null) vs $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /') (appendfsync always), $(nproc) CPUs, data on $(df -PT "$WORK" | awk 'NR==2 {print $2}')"
-echo "| $KEYS lock keys, $CLIENTS clients | Redis AOF-always | raftlock 1 node |"
+echo "| $KEYS lock keys, $CLIENTS clients, pipeline $PIPELINE | Redis AOF-always | raftlock 1 node |"
 echo "|---|---|---|"
 echo "| insert (SET key owner NX PX 3600000) | ${ROW[redis.rate]} | ${ROW[raftlock.rate]} |"
 echo "| keys held (DBSIZE) | ${ROW[redis.keys]} | ${ROW[raftlock.keys]} |"
@@ -344,7 +350,7 @@ echo "| kill -9, restart, first write answered | - | $RESTART |"
 echo "| RSS after the restart | - | $RESTARTED_RSS |"
 if [[ $CLUSTER == 1 ]]; then
     echo
-    echo "| $KEYS lock keys, $CLIENTS clients | raftlock 3 nodes |"
+    echo "| $KEYS lock keys, $CLIENTS clients, pipeline $PIPELINE | raftlock 3 nodes |"
     echo "|---|---|"
     echo "| insert through the leader (node $LEADER) | ${ROW[cluster.rate]} |"
     echo "| keys held (DBSIZE on the leader) | ${ROW[cluster.keys]} |"

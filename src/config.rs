@@ -49,6 +49,12 @@ pub struct Config {
     /// Take a snapshot after this many log entries since the last one.
     #[arg(long, env = "RAFTLOCK_SNAPSHOT_LOGS", default_value_t = 20_000)]
     pub snapshot_logs: u64,
+    /// Also take a snapshot once the commands applied since the last one
+    /// hold this many bytes of arguments. One log entry may hold thousands
+    /// of pipelined commands, so a count of entries alone does not bound the
+    /// log a restart replays. 0: only --snapshot-logs counts.
+    #[arg(long, env = "RAFTLOCK_SNAPSHOT_LOG_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub snapshot_log_bytes: u64,
     /// Raft heartbeat interval in ms.
     #[arg(long, env = "RAFTLOCK_HEARTBEAT_MS", default_value_t = 50)]
     pub heartbeat_ms: u64,

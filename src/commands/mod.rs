@@ -169,6 +169,18 @@ pub struct Proposal {
     pub op: Op,
 }
 
+impl Proposal {
+    /// About how many bytes the entry holds: its commands' arguments, and a
+    /// little for each command and for the entry.
+    pub fn size(&self) -> u64 {
+        let commands = match &self.op {
+            Op::Commands(cmds) => cmds.iter().map(|c| c.request.size() as u64 + 32).sum(),
+            Op::Expire => 0,
+        };
+        commands + 32
+    }
+}
+
 /// The outcome of one command of an applied entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {

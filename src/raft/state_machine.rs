@@ -40,6 +40,18 @@ pub struct Applied {
     /// reads convert log time back into Unix time (`EXPIRETIME`), exactly as
     /// that entry converted an absolute expiry into log time.
     pub wall_clock: Option<(crate::keyspace::LogTime, u64)>,
+    /// Bytes of the commands applied since this process started (see
+    /// [`commands::Proposal::size`]), and how many of them the snapshot in
+    /// the file covers: their difference is what a restart would replay.
+    pub applied_bytes: u64,
+    pub snapshot_bytes_mark: u64,
+}
+
+impl Applied {
+    /// Bytes of commands applied since the snapshot in the file was taken.
+    pub fn bytes_since_snapshot(&self) -> u64 {
+        self.applied_bytes.saturating_sub(self.snapshot_bytes_mark)
+    }
 }
 
 /// State shared between the state machine and the node.
@@ -207,7 +219,14 @@ pub struct StateMachine {
 impl StateMachine {
     /// Opens the state machine, restoring the last snapshot if there is one.
     pub fn open(db: Arc<Storage>, clock: Arc<LogClock>, sink: EventSink) -> Result<StateMachine, StorageIoError> {
-        let mut applied = Applied { keyspace: Keyspace::new(), last_applied: None, membership: StoredMembership::default(), wall_clock: None };
+        let mut applied = Applied {
+            keyspace: Keyspace::new(),
+            last_applied: None,
+            membership: StoredMembership::default(),
+            wall_clock: None,
+            applied_bytes: 0,
+            snapshot_bytes_mark: 0,
+        };
         let started = std::time::Instant::now();
         let raw = db.map_snapshot_file(CURRENT).map_err(|e| io_err(ErrorVerb::Read, e))?;
         let read_ms = started.elapsed().as_millis() as u64;
@@ -430,9 +449,9 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         // The clone costs O(1) (persistent maps): applying goes on at once,
         // and the encoding, as long as the keyspace is big, happens on a
         // blocking thread.
-        let (keyspace, last_log_id, last_membership) = {
+        let (keyspace, last_log_id, last_membership, bytes_covered) = {
             let applied = self.shared.lock();
-            (applied.keyspace.clone(), applied.last_applied, applied.membership.clone())
+            (applied.keyspace.clone(), applied.last_applied, applied.membership.clone(), applied.applied_bytes)
         };
         let snapshot_id = match last_log_id {
             Some(id) => format!("{}-{}-{}", id.leader_id.term, id.leader_id.node_id, id.index),
@@ -456,6 +475,10 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             Ok(data) => data,
             Err(e) => return self.snapshot_not_written(e).await,
         };
+        {
+            let mut applied = self.shared.lock();
+            applied.snapshot_bytes_mark = applied.snapshot_bytes_mark.max(bytes_covered);
+        }
         let bytes = data.range.len();
         tracing::debug!(bytes, elapsed = ?started.elapsed(), "snapshot built");
         crate::metrics::record_snapshot(bytes, started.elapsed());
@@ -496,6 +519,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 let entry_replies = match entry.payload {
                     EntryPayload::Blank => Vec::new(),
                     EntryPayload::Normal(proposal) => {
+                        applied.applied_bytes += proposal.size();
                         self.clock.applied(proposal.log_time);
                         applied.wall_clock = Some((proposal.log_time, proposal.unix_ms));
                         let index = entry.log_id.index;
@@ -586,6 +610,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let mut applied = self.shared.lock();
             applied.last_applied = meta.last_log_id;
             applied.membership = meta.last_membership.clone();
+            applied.snapshot_bytes_mark = applied.applied_bytes;
             let replaced = std::mem::replace(&mut applied.keyspace, keyspace);
             self.shared.publish_acl(&applied.keyspace);
             self.shared.batch_applied(&applied);

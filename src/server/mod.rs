@@ -111,6 +111,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         heartbeat_ms: config.heartbeat_ms,
         election_timeout_ms: config.election_timeout_ms,
         snapshot_logs: config.snapshot_logs,
+        snapshot_log_bytes: config.snapshot_log_bytes,
         request_timeout: Duration::from_millis(config.request_timeout_ms),
         audit_log: config.audit_log.clone(),
         skip_entries: config.skip_entry.iter().copied().collect(),
