@@ -758,6 +758,11 @@ fn fourth_node_joins_by_snapshot_then_a_node_is_removed_while_serving() {
     let commit = c.node(leader).raft_info().unwrap().num("commit_index");
     let info4 = wait_applied(&c, 4, commit, Duration::from_secs(10));
     assert!(info4.num("snapshot_index") > 0, "node 4 has no snapshot:\n{}", info4.raw);
+    // The join can take less than the watcher's period: let it see the
+    // state it is at before it stops (it had seen only (0, 0) once).
+    poll_until(Duration::from_secs(10), "the watcher to see node 4 with something applied", || {
+        observed.lock().unwrap().iter().any(|(a, _)| *a > 0).then_some(())
+    });
     watching.store(false, Ordering::SeqCst);
     watcher.join().unwrap();
     let observed = observed.lock().unwrap().clone();

@@ -11,11 +11,12 @@ use openraft::{
     EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership,
 };
 use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 
 use super::applying;
 use super::audit::AuditLog;
-use super::types::{Entry, LogId, NodeId, NodeInfo, SnapshotData, StorageIoError, StoredData, TypeConfig};
+use super::types::{Entry, LogId, NodeId, NodeInfo, Receiving, SnapshotData, StorageIoError, StoredData, TypeConfig};
 use crate::clock::LogClock;
 use crate::commands;
 use crate::keyspace::acl::AclTable;
@@ -23,7 +24,7 @@ use crate::keyspace::{Event, Keyspace};
 use crate::planted::{self, Bug};
 
 use crate::protocol::Reply;
-use crate::storage::{NewSnapshotFile, Storage};
+use crate::storage::{NewSnapshotFile, ScratchFile, Storage};
 
 const CURRENT: &[u8] = b"current";
 
@@ -154,14 +155,14 @@ impl SharedState {
 
 /// A snapshot as its file holds it; read back as [`StoredSnapshotRef`].
 #[derive(Serialize)]
-struct StoredSnapshot {
-    meta: SnapshotMeta<NodeId, NodeInfo>,
+struct StoredSnapshot<'a> {
+    meta: &'a SnapshotMeta<NodeId, NodeInfo>,
     /// Written as one length and one run of bytes: the derived `Vec<u8>`
     /// code goes a byte at a time (serde has no special case for bytes).
     /// bincode writes a `Vec<u8>` as the same length and bytes, so files
     /// are unchanged (`snapshot_files_keep_their_bytes`).
     #[serde(serialize_with = "as_bytes")]
-    data: Vec<u8>,
+    data: &'a [u8],
 }
 
 fn as_bytes<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -406,7 +407,15 @@ pub(super) fn write_snapshot_of(
     meta: SnapshotMeta<NodeId, NodeInfo>,
     data: &[u8],
 ) -> Result<(), StorageIoError> {
-    write_snapshot(db, &StoredSnapshot { meta, data: data.to_vec() })
+    write_snapshot(db, &StoredSnapshot { meta: &meta, data })
+}
+
+/// A snapshot's data as it is installed: the received file (deleted once
+/// installed: the snapshot file is written from it), or bytes in memory.
+enum Received {
+    Memory(Vec<u8>),
+    Stored(StoredData),
+    File(ScratchFile),
 }
 
 /// Runs `work` on the runtime's blocking pool (outside a runtime, here).
@@ -581,7 +590,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotData>, StorageIoError> {
-        Ok(Box::new(SnapshotData::in_memory(Vec::new())))
+        let db = self.db.clone();
+        let scratch = off_runtime(move || db.receiving_snapshot_file()).await?.map_err(|e| io_err(ErrorVerb::Write, e))?;
+        let receiving = Receiving::new(scratch).map_err(|e| io_err(ErrorVerb::Write, e))?;
+        Ok(Box::new(SnapshotData::Receiving(receiving)))
     }
 
     async fn install_snapshot(
@@ -589,19 +601,36 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, NodeInfo>,
         snapshot: Box<SnapshotData>,
     ) -> Result<(), StorageIoError> {
-        let data = snapshot.into_vec();
-        let (db, file) = (self.db.clone(), self.snapshot_file.clone());
-        let stored = StoredSnapshot { meta: meta.clone(), data };
+        let data = match *snapshot {
+            SnapshotData::Memory(c) => Received::Memory(c.into_inner()),
+            SnapshotData::Stored(c) => Received::Stored(c.into_inner()),
+            SnapshotData::Receiving(mut r) => {
+                // openraft shut the writer down (every chunk written); make
+                // sure, before the file is read through another handle.
+                r.file.flush().await.map_err(|e| io_err(ErrorVerb::Write, e))?;
+                Received::File(r.scratch)
+            }
+        };
+        let (db, file, meta_owned) = (self.db.clone(), self.snapshot_file.clone(), meta.clone());
         let keyspace = off_runtime(move || {
-            let mut keyspace = Keyspace::decode(&stored.data).map_err(|e| io_err(ErrorVerb::Read, e))?;
+            let mapped;
+            let bytes: &[u8] = match &data {
+                Received::Memory(v) => v,
+                Received::Stored(d) => d.as_ref(),
+                Received::File(scratch) => {
+                    mapped = scratch.map().map_err(|e| io_err(ErrorVerb::Read, e))?;
+                    mapped.as_ref()
+                }
+            };
+            let mut keyspace = Keyspace::decode(bytes).map_err(|e| io_err(ErrorVerb::Read, e))?;
             if planted::active(Bug::TokenReuse) {
                 keyspace.planted_forget_last_version();
             }
             // openraft installs only a snapshot newer than everything
             // applied, so newer than any being built.
             let mut in_file = file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            write_snapshot(&db, &stored)?;
-            *in_file = stored.meta.last_log_id;
+            write_snapshot(&db, &StoredSnapshot { meta: &meta_owned, data: bytes })?;
+            *in_file = meta_owned.last_log_id;
             Ok::<_, StorageIoError>(keyspace)
         })
         .await??;
@@ -652,7 +681,7 @@ mod tests {
             data: Vec<u8>,
         }
         let data: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
-        let now = bincode::serialize(&StoredSnapshot { meta: meta(7), data: data.clone() }).unwrap();
+        let now = bincode::serialize(&StoredSnapshot { meta: &meta(7), data: &data }).unwrap();
         let before = bincode::serialize(&Before { meta: meta(7), data: data.clone() }).unwrap();
         assert_eq!(now, before);
         let read: StoredSnapshotRef = bincode::deserialize(&before).unwrap();
@@ -669,7 +698,7 @@ mod tests {
         let keyspace = keyspace_of(0..50_000);
         let (new, range) = write_built_snapshot(&db, &meta(9), &keyspace).unwrap();
         let written = StoredData { bytes: db.replace_snapshot_file(new, CURRENT).unwrap(), range };
-        let expected = bincode::serialize(&StoredSnapshot { meta: meta(9), data: keyspace.encode() }).unwrap();
+        let expected = bincode::serialize(&StoredSnapshot { meta: &meta(9), data: &keyspace.encode() }).unwrap();
         assert_eq!(written.bytes.as_ref(), &expected[..], "the file's bytes");
         assert_eq!(written.as_ref(), &keyspace.encode()[..], "the range returned");
         let (read_meta, read) = StateMachine::read_snapshot(&db).unwrap().expect("a snapshot");
@@ -728,6 +757,52 @@ mod tests {
         assert_eq!(leftovers(dir.path()), Vec::<String>::new());
     }
 
+    /// A snapshot a leader sends is written to a file of its own as its
+    /// chunks arrive (openraft seeks to each chunk's offset and writes it),
+    /// never held whole in memory; installing decodes it from that file,
+    /// writes the snapshot file from it, and deletes it. A restart starts
+    /// from what was installed.
+    #[tokio::test]
+    async fn a_received_snapshot_is_written_to_a_file_and_installed_from_it() {
+        use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        let mut sm = StateMachine::open(db.clone(), Arc::new(LogClock::system()), Arc::new(|_, _| 0)).unwrap();
+        let sent = keyspace_of(0..20_000);
+        let encoded = sent.encode();
+        let mut receiving = sm.begin_receiving_snapshot().await.unwrap();
+        assert!(matches!(*receiving, SnapshotData::Receiving(_)), "received into a file, not memory");
+        assert_eq!(leftovers(dir.path()).len(), 1, "the file being received into");
+        // Chunks of 64 KiB; the second one is sent again (a retried chunk
+        // arrives at its offset again).
+        let chunks: Vec<(usize, &[u8])> = encoded.chunks(64 * 1024).enumerate().map(|(i, c)| (i * 64 * 1024, c)).collect();
+        assert!(chunks.len() > 3);
+        for (n, (offset, chunk)) in chunks.iter().chain(chunks[1..2].iter()).chain(chunks[2..].iter()).enumerate() {
+            if n == 0 || n == chunks.len() || n == chunks.len() + 1 {
+                receiving.seek(std::io::SeekFrom::Start(*offset as u64)).await.unwrap();
+            }
+            receiving.write_all(chunk).await.unwrap();
+        }
+        receiving.shutdown().await.unwrap();
+        sm.install_snapshot(&meta(400), receiving).await.unwrap();
+        assert_eq!(sm.shared.lock().keyspace.encode(), encoded, "the installed keyspace");
+        assert_eq!(sm.shared.lock().last_applied, meta(400).last_log_id);
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new(), "the received file is gone once installed");
+        let (in_file, data) = StateMachine::read_snapshot(&db).unwrap().expect("a snapshot");
+        assert_eq!(in_file, meta(400));
+        assert_eq!(data.as_ref(), &encoded[..]);
+        drop(sm);
+        let restarted = StateMachine::open(db.clone(), Arc::new(LogClock::system()), Arc::new(|_, _| 0)).unwrap();
+        assert_eq!(restarted.shared.lock().keyspace.encode(), encoded);
+
+        // One abandoned halfway (the leader moved on) leaves no file.
+        let mut sm = restarted;
+        let mut abandoned = sm.begin_receiving_snapshot().await.unwrap();
+        abandoned.write_all(&encoded[..1000]).await.unwrap();
+        drop(abandoned);
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+    }
+
     /// A snapshot that cannot be written must not stop the node (openraft
     /// stops on an error from the builder, and after a restart the same
     /// snapshot would stop it again): the build hands back an empty snapshot
@@ -763,7 +838,7 @@ mod tests {
         let db = Storage::open(dir.path()).unwrap();
         let unplaced = db.new_snapshot_file(|w| w.write_all(b"half")).unwrap();
         std::mem::forget(unplaced);
-        write_snapshot(&db, &StoredSnapshot { meta: meta(5), data: b"whole".to_vec() }).unwrap();
+        write_snapshot(&db, &StoredSnapshot { meta: &meta(5), data: b"whole" }).unwrap();
         assert_eq!(leftovers(dir.path()).len(), 1);
         drop(db);
         let db = Storage::open(dir.path()).unwrap();
@@ -778,7 +853,7 @@ mod tests {
         let db = Storage::open(dir.path()).unwrap();
         assert!(StateMachine::read_snapshot(&db).unwrap().is_none());
         for data in [Vec::new(), b"x".to_vec(), (0..100_000u32).map(|i| (i * 7) as u8).collect()] {
-            write_snapshot(&db, &StoredSnapshot { meta: meta(data.len() as u64), data: data.clone() }).unwrap();
+            write_snapshot(&db, &StoredSnapshot { meta: &meta(data.len() as u64), data: &data }).unwrap();
             let (read_meta, read) = StateMachine::read_snapshot(&db).unwrap().expect("a snapshot");
             assert_eq!((read_meta, read.as_ref()), (meta(data.len() as u64), &data[..]));
         }

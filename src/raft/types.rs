@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
-use crate::storage::SnapshotBytes;
+use crate::storage::{ScratchFile, SnapshotBytes};
 
 use crate::commands::Proposal;
 use crate::protocol::Reply;
@@ -48,11 +48,26 @@ pub type StorageIoError = openraft::StorageError<NodeId>;
 /// A snapshot's data as openraft reads it (to send it to a follower) or
 /// writes it (receiving one).
 pub enum SnapshotData {
-    /// In memory: one being received, or one just built.
+    /// In memory (tests, and the empty snapshot of a build that failed).
     Memory(Cursor<Vec<u8>>),
+    /// One being received from a leader, written to a file as its chunks
+    /// arrive (never held in memory whole), then installed from that file.
+    Receiving(Receiving),
     /// Where the snapshot file lies (mapped), not read into memory: openraft
     /// asks for the current snapshot at every start, for its meta alone.
     Stored(Cursor<StoredData>),
+}
+
+/// A snapshot's data as it is received: `file` writes to `scratch`'s file.
+pub struct Receiving {
+    pub file: tokio::fs::File,
+    pub scratch: ScratchFile,
+}
+
+impl Receiving {
+    pub fn new(scratch: ScratchFile) -> std::io::Result<Receiving> {
+        Ok(Receiving { file: tokio::fs::File::from_std(scratch.file.try_clone()?), scratch })
+    }
 }
 
 /// The data part (`range`) of a snapshot file's bytes.
@@ -72,19 +87,13 @@ impl SnapshotData {
         SnapshotData::Memory(Cursor::new(data))
     }
 
-    /// The data, moved out if it is in memory, else copied.
-    pub fn into_vec(self) -> Vec<u8> {
-        match self {
-            SnapshotData::Memory(c) => c.into_inner(),
-            SnapshotData::Stored(c) => c.get_ref().as_ref().to_vec(),
-        }
-    }
 }
 
 impl AsyncRead for SnapshotData {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             SnapshotData::Memory(c) => Pin::new(c).poll_read(cx, buf),
+            SnapshotData::Receiving(r) => Pin::new(&mut r.file).poll_read(cx, buf),
             SnapshotData::Stored(c) => Pin::new(c).poll_read(cx, buf),
         }
     }
@@ -94,6 +103,7 @@ impl AsyncSeek for SnapshotData {
     fn start_seek(self: Pin<&mut Self>, position: std::io::SeekFrom) -> std::io::Result<()> {
         match self.get_mut() {
             SnapshotData::Memory(c) => Pin::new(c).start_seek(position),
+            SnapshotData::Receiving(r) => Pin::new(&mut r.file).start_seek(position),
             SnapshotData::Stored(c) => Pin::new(c).start_seek(position),
         }
     }
@@ -101,6 +111,7 @@ impl AsyncSeek for SnapshotData {
     fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<u64>> {
         match self.get_mut() {
             SnapshotData::Memory(c) => Pin::new(c).poll_complete(cx),
+            SnapshotData::Receiving(r) => Pin::new(&mut r.file).poll_complete(cx),
             SnapshotData::Stored(c) => Pin::new(c).poll_complete(cx),
         }
     }
@@ -110,6 +121,7 @@ impl AsyncWrite for SnapshotData {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
             SnapshotData::Memory(c) => Pin::new(c).poll_write(cx, buf),
+            SnapshotData::Receiving(r) => Pin::new(&mut r.file).poll_write(cx, buf),
             SnapshotData::Stored(_) => Poll::Ready(Err(std::io::Error::other("a stored snapshot is not written to"))),
         }
     }
@@ -117,6 +129,7 @@ impl AsyncWrite for SnapshotData {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             SnapshotData::Memory(c) => Pin::new(c).poll_flush(cx),
+            SnapshotData::Receiving(r) => Pin::new(&mut r.file).poll_flush(cx),
             SnapshotData::Stored(_) => Poll::Ready(Ok(())),
         }
     }
@@ -124,6 +137,7 @@ impl AsyncWrite for SnapshotData {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             SnapshotData::Memory(c) => Pin::new(c).poll_shutdown(cx),
+            SnapshotData::Receiving(r) => Pin::new(&mut r.file).poll_shutdown(cx),
             SnapshotData::Stored(_) => Poll::Ready(Ok(())),
         }
     }

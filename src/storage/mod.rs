@@ -200,24 +200,34 @@ impl Storage {
         &self,
         write: impl FnOnce(&mut dyn SnapshotSink) -> std::io::Result<()>,
     ) -> Result<NewSnapshotFile, StorageError> {
-        static NUMBER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let err = |what: &str, e: std::io::Error| StorageError(format!("snapshot file: {what}: {e}"));
-        let number = NUMBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = self.snapshot_dir.join(format!("{NEW_SNAPSHOT_PREFIX}{number}"));
-        let f = std::fs::File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| err("create", e))?;
         // From here on, a failure deletes the file (the guard's drop).
-        let name = Unplaced(Some(tmp));
+        let (f, name) = self.create_unplaced().map_err(|e| err("create", e))?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, SyncedEvery { file: f, unsynced: 0 });
         write(&mut w).map_err(|e| err("write", e))?;
         let f = w.into_inner().map_err(|e| err("write", e.into_error()))?.file;
         f.sync_all().map_err(|e| err("fsync", e))?;
         let bytes = map_file(&f).map_err(|e| err("map", e))?;
         Ok(NewSnapshotFile { name, bytes })
+    }
+
+    /// A new file beside the snapshot file, under a name of its own, and the
+    /// guard that deletes it (a crash leaves it to [`Storage::open`]).
+    fn create_unplaced(&self) -> std::io::Result<(std::fs::File, Unplaced)> {
+        static NUMBER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let number = NUMBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = self.snapshot_dir.join(format!("{NEW_SNAPSHOT_PREFIX}{number}"));
+        let file = std::fs::File::options().read(true).write(true).create_new(true).open(&path)?;
+        Ok((file, Unplaced(Some(path))))
+    }
+
+    /// A file to receive a snapshot's data into as a leader sends it, in
+    /// chunks: on disk, not in memory (700 MB at 10 M keys). Deleted once
+    /// dropped. Blocking.
+    pub fn receiving_snapshot_file(&self) -> Result<ScratchFile, StorageError> {
+        let (file, name) =
+            self.create_unplaced().map_err(|e| StorageError(format!("snapshot file: create: {e}")))?;
+        Ok(ScratchFile { file, _name: name })
     }
 
     /// Puts `new` in place of the current snapshot file: renamed over it,
@@ -340,6 +350,20 @@ impl NewSnapshotFile {
     /// Deletes the file, keeping its bytes (mapped: they outlive the name).
     pub fn discard(self) -> SnapshotBytes {
         self.bytes
+    }
+}
+
+/// A file beside the snapshot file that is never put in place
+/// ([`Storage::receiving_snapshot_file`]): deleted when dropped.
+pub struct ScratchFile {
+    pub file: std::fs::File,
+    _name: Unplaced,
+}
+
+impl ScratchFile {
+    /// The whole file, mapped read-only. Blocking.
+    pub fn map(&self) -> Result<SnapshotBytes, StorageError> {
+        map_file(&self.file).map_err(|e| StorageError(format!("snapshot file: map: {e}")))
     }
 }
 
