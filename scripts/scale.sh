@@ -331,7 +331,8 @@ if [[ $LEARNER == 1 ]]; then
     fi
     L_KEYS="$(dbsize "$L_PORT")"
     rss="$(rss_kb "${PIDS[learner]}" 2>/dev/null || echo 0)"
-    L_RSS="$((rss / 1024)) MB, $(( rss * 1024 / (L_KEYS > 0 ? L_KEYS : 1) )) bytes/key"
+    hwm="$(awk '/^VmHWM:/ { print $2 }' "/proc/${PIDS[learner]}/status" 2>/dev/null || echo 0)"
+    L_RSS="$((rss / 1024)) MB, $(( rss * 1024 / (L_KEYS > 0 ? L_KEYS : 1) )) bytes/key; peak $((hwm / 1024)) MB"
     L_DISK="$(mb "$(du -sb "$WORK/learner" | cut -f1)")"
 fi
 
@@ -374,6 +375,6 @@ if [[ $LEARNER == 1 ]]; then
     echo "| from the ADD until the learner applied index $L_TARGET | $L_CAUGHT |"
     echo "| caught up by an installed snapshot | $L_INSTALLED |"
     echo "| keys held (DBSIZE), learner / leader | $L_KEYS / $L_LEADER_KEYS |"
-    echo "| the new node's RSS; data directory | $L_RSS; $L_DISK |"
+    echo "| the new node's RSS (and its peak, VmHWM); data directory | $L_RSS; $L_DISK |"
     echo "| the new node's role after | ${L_ROLE:-?} |"
 fi
