@@ -58,7 +58,12 @@
 //! lies) and when it is sent to a follower (openraft reads its chunks from
 //! the mapping): its pages are the page cache's, never a copy in the heap.
 //! The cost a design in RocksDB would not have: a start decodes the whole
-//! keyspace, and replays the log since the snapshot, before it serves.
+//! keyspace, and replays the log since the snapshot, before it serves. That
+//! replay is bounded twice: a snapshot every `--snapshot-logs` entries, and
+//! one whenever the commands applied since the last hold
+//! `--snapshot-log-bytes` (an entry may hold thousands of pipelined
+//! commands, so entries alone bound nothing). A snapshot a leader sends is
+//! received into a file, not memory, and installed from it mapped.
 
 #[cfg(feature = "server")]
 pub mod backup;
