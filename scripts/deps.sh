@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing raftlock needs on a fresh Debian machine
 # that has only the Rust toolchain: libclang (RocksDB's bindings), a C++
-# compiler, and Redis's client tools (redis-cli, redis-benchmark) plus
+# compiler, make (jemalloc's build, tikv-jemalloc-sys), and Redis's client tools (redis-cli, redis-benchmark) plus
 # redis-server (the benchmark's baseline), tmux (interactive redis-cli test),
 # and for the chaos harness (tests/chaos) iproute2 and iptables (network
 # namespaces, partitions), libfaketime (wall-clock faults) and gcc (the fsync
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 need=()
-for pkg in libclang-dev clang g++ gcc redis-tools redis-server tmux iproute2 iptables libfaketime openssl chromium; do
+for pkg in libclang-dev clang g++ gcc make redis-tools redis-server tmux iproute2 iptables libfaketime openssl chromium; do
     # "install ok installed" only: a removed package keeps a dpkg record.
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
