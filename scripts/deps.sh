@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing raftlock needs on a fresh Debian machine
 # that has only the Rust toolchain: libclang (RocksDB's bindings), a C++
-# compiler, make (jemalloc's build, tikv-jemalloc-sys), and Redis's client tools (redis-cli, redis-benchmark) plus
-# redis-server (the benchmark's baseline), tmux (interactive redis-cli test),
+# compiler, make (jemalloc's build, tikv-jemalloc-sys), and Redis's client
+# tools (redis-cli, redis-benchmark) plus redis-server (the benchmark's
+# baseline), tmux (interactive redis-cli test),
 # and for the chaos harness (tests/chaos) iproute2 and iptables (network
 # namespaces, partitions), libfaketime (wall-clock faults) and gcc (the fsync
 # shim), openssl (test certificates for TLS), and Chromium (the dashboard test,
