@@ -91,9 +91,9 @@ pub fn install() -> Result<PrometheusHandle, String> {
 /// The handles of the series recorded for every lease event, made once the
 /// recorder is installed. Each `counter!`/`histogram!` looks its series up in
 /// the recorder's registry (a hash of name and labels under a lock): about
-/// 3% of the worker thread under pipelined writes. Without a recorder (no
-/// `--metrics-addr`, or the library in tests) the macros are used, and do
-/// nothing.
+/// 3% of the worker thread under pipelined writes. Unset without a recorder
+/// (`--metrics-addr off`, or the library in tests): then nothing is
+/// recorded, as the macros would record nothing.
 struct Hot {
     grants: Counter,
     lease_ttl: Histogram,
@@ -174,15 +174,14 @@ fn describe() {
 
 /// Counts a command and the lock outcomes visible only in its reply.
 pub fn record_command(name: &'static str, reply: &Reply) {
-    let error = reply.is_error();
-    let make = || counter!(COMMANDS, "command" => name, "result" => if error { "error" } else { "ok" });
-    if HOT.get().is_some() {
-        COMMAND_COUNTERS.with(|counters| {
-            counters.borrow_mut().entry((name.as_ptr() as usize, name.len(), error)).or_insert_with(make).increment(1)
-        });
-    } else {
-        make().increment(1);
+    if HOT.get().is_none() {
+        return;
     }
+    let error = reply.is_error();
+    COMMAND_COUNTERS.with(|counters| {
+        let make = || counter!(COMMANDS, "command" => name, "result" => if error { "error" } else { "ok" });
+        counters.borrow_mut().entry((name.as_ptr() as usize, name.len(), error)).or_insert_with(make).increment(1)
+    });
     match (name, reply) {
         ("lock.acquire", Reply::Nil) => counter!(LOCK_DENIALS).increment(1),
         ("lock.renew", Reply::Error(e)) if e.starts_with("LOCKLOST") => {
@@ -195,50 +194,28 @@ pub fn record_command(name: &'static str, reply: &Reply) {
 
 /// Records a lease transition applied on this node.
 pub fn record_lease(kind: LeaseEvent, ttl_ms: u64, held_ms: u64) {
+    let Some(hot) = HOT.get() else { return };
     let secs = |ms: u64| ms as f64 / 1000.0;
-    if let Some(hot) = HOT.get() {
-        match kind {
-            LeaseEvent::Acquired => {
-                hot.grants.increment(1);
-                hot.lease_ttl.record(secs(ttl_ms));
-            }
-            LeaseEvent::Renewed { left_ms } => {
-                hot.renewals_ok.increment(1);
-                if ttl_ms > 0 {
-                    hot.headroom.record((left_ms as f64 / ttl_ms as f64).min(1.0));
-                }
-            }
-            LeaseEvent::Released => {
-                hot.releases.increment(1);
-                hot.hold.record(secs(held_ms));
-            }
-            LeaseEvent::Expired => {
-                hot.expirations.increment(1);
-                hot.hold.record(secs(held_ms));
-            }
-        }
-        return;
-    }
     match kind {
         LeaseEvent::Acquired => {
-            counter!(LOCK_GRANTS).increment(1);
-            histogram!(LEASE_TTL).record(secs(ttl_ms));
+            hot.grants.increment(1);
+            hot.lease_ttl.record(secs(ttl_ms));
         }
         LeaseEvent::Renewed { left_ms } => {
-            counter!(LOCK_RENEWALS, "result" => "ok").increment(1);
+            hot.renewals_ok.increment(1);
             // What was left of the lease, against the length it is renewed
             // for (the TTL a holder asks for each time).
             if ttl_ms > 0 {
-                histogram!(LEASE_HEADROOM).record((left_ms as f64 / ttl_ms as f64).min(1.0));
+                hot.headroom.record((left_ms as f64 / ttl_ms as f64).min(1.0));
             }
         }
         LeaseEvent::Released => {
-            counter!(LOCK_RELEASES).increment(1);
-            histogram!(LOCK_HOLD).record(secs(held_ms));
+            hot.releases.increment(1);
+            hot.hold.record(secs(held_ms));
         }
         LeaseEvent::Expired => {
-            counter!(LEASE_EXPIRATIONS).increment(1);
-            histogram!(LOCK_HOLD).record(secs(held_ms));
+            hot.expirations.increment(1);
+            hot.hold.record(secs(held_ms));
         }
     }
 }

@@ -86,7 +86,6 @@ impl SnapshotData {
     pub fn in_memory(data: Vec<u8>) -> SnapshotData {
         SnapshotData::Memory(Cursor::new(data))
     }
-
 }
 
 impl AsyncRead for SnapshotData {

@@ -379,8 +379,6 @@ impl Drop for Unplaced {
     }
 }
 
-/// A snapshot file's bytes ([`Storage::map_snapshot_file`]).
-
 /// The whole of `file`, mapped read-only (an empty file maps to no bytes).
 fn map_file(file: &std::fs::File) -> std::io::Result<SnapshotBytes> {
     let len = file.metadata()?.len();
@@ -399,6 +397,7 @@ fn map_file(file: &std::fs::File) -> std::io::Result<SnapshotBytes> {
     Ok(SnapshotBytes::Mapped(Mapping { ptr, len }))
 }
 
+/// A snapshot file's bytes ([`Storage::map_snapshot_file`]).
 pub enum SnapshotBytes {
     Mapped(Mapping),
     /// An empty file, or a snapshot an older version kept in RocksDB.
