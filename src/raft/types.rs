@@ -66,7 +66,7 @@ pub struct Receiving {
 
 impl Receiving {
     pub fn new(scratch: ScratchFile) -> std::io::Result<Receiving> {
-        Ok(Receiving { file: tokio::fs::File::from_std(scratch.file.try_clone()?), scratch })
+        Ok(Receiving { file: tokio::fs::File::from_std(scratch.file().try_clone()?), scratch })
     }
 }
 

@@ -186,10 +186,14 @@ enum Job {
     Write { segment: u64, create: Option<u64>, offset: u64, bytes: Bytes, append: u64, done: Done },
     /// Remove these segments (newest first), then mark `zero` (segment,
     /// offset) as the end of its segment; both durably.
-    Truncate { remove: Vec<u64>, zero: Option<(u64, u64)>, done: mpsc::Sender<Result<(), String>> },
+    Truncate { remove: Vec<Removed>, zero: Option<(u64, u64)>, done: mpsc::Sender<Result<(), String>> },
     /// Remove these purged segments.
-    Remove(Vec<u64>),
+    Remove(Vec<Removed>),
 }
+
+/// A segment taken out of the log, to be deleted: its first index, and the
+/// handle reads opened on it, which a read may still hold.
+type Removed = (u64, Option<Arc<File>>);
 
 /// The log: appends, reads, truncation and purging. Cloning shares it.
 #[derive(Clone)]
@@ -611,10 +615,12 @@ impl Wal {
         let keep = (from - state.first) as usize;
         state.locs.truncate(keep);
         let gone: Vec<u64> = state.segments.range(from..).map(|(first, _)| *first).collect();
-        for first in &gone {
-            state.segments.remove(first);
+        let mut remove: Vec<Removed> = Vec::new();
+        for first in gone.into_iter().rev() {
+            if let Some(seg) = state.segments.remove(&first) {
+                remove.push((first, seg.reader.into_inner()));
+            }
         }
-        let remove: Vec<u64> = gone.into_iter().rev().collect();
         let zero = if cut.segment < from {
             if let Some(seg) = state.segments.get_mut(&cut.segment) {
                 seg.last = from - 1;
@@ -654,10 +660,13 @@ impl Wal {
         if done.is_empty() {
             return Ok(());
         }
-        for first in &done {
-            state.segments.remove(first);
+        let mut removed: Vec<Removed> = Vec::new();
+        for first in done {
+            if let Some(seg) = state.segments.remove(&first) {
+                removed.push((first, seg.reader.into_inner()));
+            }
         }
-        self.send(Job::Remove(done))
+        self.send(Job::Remove(removed))
     }
 }
 
@@ -774,7 +783,7 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                 }
                 Job::Remove(segments) => {
                     sync(&files, &mut dirty, &mut waiting, &mut failed);
-                    if let Err(e) = remove_segments(&shared.dir, &mut files, &segments) {
+                    if let Err(e) = remove_segments(&shared.dir, &mut files, segments) {
                         tracing::warn!("cannot remove purged log segments: {e}");
                     }
                 }
@@ -818,29 +827,44 @@ fn sync(files: &BTreeMap<u64, File>, dirty: &mut Vec<u64>, waiting: &mut Vec<Don
 }
 
 /// Removes these segments, in the order given, then syncs the directory.
-fn remove_segments(dir: &Path, files: &mut BTreeMap<u64, File>, segments: &[u64]) -> std::io::Result<()> {
+/// Their blocks are then freed gradually, on another thread (`freeing`):
+/// freed at once, a 64 MB segment's held the next fsync of the log.
+fn remove_segments(dir: &Path, files: &mut BTreeMap<u64, File>, segments: Vec<Removed>) -> std::io::Result<()> {
     if segments.is_empty() {
         return Ok(());
     }
-    for first in segments {
-        files.remove(first);
-        match std::fs::remove_file(dir.join(segment_name(*first))) {
+    let mut deleted = Vec::new();
+    for (first, reader) in segments {
+        let path = dir.join(segment_name(first));
+        // Kept open through the removal, which then only takes the name.
+        let open = match files.remove(&first) {
+            Some(file) => Some(file),
+            None => std::fs::OpenOptions::new().write(true).open(&path).ok(),
+        };
+        match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
+        if let Some(file) = open {
+            deleted.push((file, reader));
+        }
     }
-    sync_dir(dir)
+    sync_dir(dir)?;
+    for (file, reader) in deleted {
+        super::freeing::free_gradually(file, reader.into_iter().collect());
+    }
+    Ok(())
 }
 
 fn truncate_files(
     dir: &Path,
     files: &mut BTreeMap<u64, File>,
-    remove: Vec<u64>,
+    remove: Vec<Removed>,
     zero: Option<(u64, u64)>,
 ) -> std::io::Result<()> {
     // Newest first: a crash part way leaves a prefix of the old log.
-    remove_segments(dir, files, &remove)?;
+    remove_segments(dir, files, remove)?;
     if let Some((segment, offset)) = zero {
         let path = dir.join(segment_name(segment));
         let opened;
