@@ -25,6 +25,9 @@ const STEP: u64 = 8 << 20;
 /// How often a file still being read is looked at again.
 const READERS_POLL: Duration = Duration::from_millis(10);
 
+/// How long a file's readers are waited for.
+const READERS_PATIENCE: Duration = Duration::from_secs(10);
+
 struct Deleted {
     file: File,
     readers: Vec<Arc<File>>,
@@ -57,8 +60,14 @@ pub fn free_gradually(file: File, readers: Vec<Arc<File>>) {
 
 fn free(Deleted { file, readers }: Deleted) {
     // Readers hold their clone for the length of a read: nothing can clone
-    // one any more (the file is no longer reachable by name or index).
+    // one any more (the file is no longer reachable by name or index). One
+    // that holds on longer is not waited for: the file is then left to be
+    // freed at once by the last close, and the files behind it go on.
+    let since = std::time::Instant::now();
     while readers.iter().any(|r| Arc::strong_count(r) > 1) {
+        if since.elapsed() >= READERS_PATIENCE {
+            return;
+        }
         std::thread::sleep(READERS_POLL);
     }
     drop(readers);
