@@ -1010,3 +1010,27 @@ fn a_log_of_a_few_big_entries_is_snapshotted_by_its_bytes() {
     assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int((PIPELINES * PER_PIPELINE) as i64));
     assert_eq!(q(&mut c, &["GET", "piped:7:499"]).unwrap(), Value::BulkString(value.into_bytes()));
 }
+
+/// `--snapshot-log-bytes 0` turns the byte count off: the same log that
+/// brings a snapshot above (three times a 256 KiB limit) brings none, and
+/// `--snapshot-logs` alone decides.
+#[test]
+fn snapshot_log_bytes_zero_leaves_snapshots_to_the_entry_count() {
+    const PIPELINES: usize = 8;
+    const PER_PIPELINE: usize = 500;
+    let s = TestServer::start_with_env(&[("RAFTLOCK_SNAPSHOT_LOGS", "100000"), ("RAFTLOCK_SNAPSHOT_LOG_BYTES", "0")]);
+    let mut c = s.client();
+    let value = "v".repeat(150);
+    for p in 0..PIPELINES {
+        let mut pipe = redis::pipe();
+        for i in 0..PER_PIPELINE {
+            pipe.cmd("SET").arg(format!("piped:{p}:{i}")).arg(&value).ignore();
+        }
+        pipe.query::<()>(&mut c).expect("pipelined SETs");
+    }
+    // The trigger looks every 100 ms; with a limit it fires within one look.
+    std::thread::sleep(Duration::from_millis(1500));
+    let info = s.raft_info();
+    assert_eq!(info.num("snapshot_index"), 0, "a snapshot with the byte count off:\n{}", info.raw);
+    assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int((PIPELINES * PER_PIPELINE) as i64));
+}
