@@ -121,9 +121,9 @@ source "$ROOT/scripts/lib.sh"
 LOADGEN="$(loadgen_binary "$BUILD_TIMEOUT")"
 [[ -n "$LOADGEN" && -x "$LOADGEN" ]] || { log "could not build the loadgen bench"; exit 1; }
 
-REDIS_PORT="$(free_port)"
-RL_PORT="$(free_port)"
-RL_PEER_PORT="$(free_port)"
+free_port REDIS_PORT
+free_port RL_PORT
+free_port RL_PEER_PORT
 declare -A C_PORT=() C_PEER=() C_METRICS=()
 cluster_ports
 SECRET="bench-$$-$RANDOM"

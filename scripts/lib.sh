@@ -35,14 +35,16 @@ trap 'exit 143' TERM
 
 used_ports=" "
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() { # below Linux's ephemeral range, not handed out yet in this run
+free_port() { # variable: sets it to a port below Linux's ephemeral range, not handed out yet in this run
+    # Not called in $(...): a subshell's record of the ports it handed out
+    # would be lost, and two servers of one run could draw the same port.
     local p i
     for i in $(seq 1 500); do
         p=$((20000 + RANDOM % 12000))
         [[ "$used_ports" == *" $p "* ]] && continue
         if ! port_busy "$p"; then
             used_ports+="$p "
-            echo "$p"
+            printf -v "$1" '%s' "$p"
             return 0
         fi
     done
@@ -80,9 +82,9 @@ cluster_ports() {
     local id
     MEMBERS=""
     for id in 1 2 3; do
-        C_PORT[$id]="$(free_port)"
-        C_PEER[$id]="$(free_port)"
-        C_METRICS[$id]="$(free_port)"
+        free_port "C_PORT[$id]"
+        free_port "C_PEER[$id]"
+        free_port "C_METRICS[$id]"
         MEMBERS+="${MEMBERS:+,}$id=127.0.0.1:${C_PEER[$id]}/127.0.0.1:${C_PORT[$id]}"
     done
 }

@@ -104,10 +104,10 @@ else
 fi
 [[ -n "$LOADGEN" && -x "$LOADGEN" ]] || { log "could not build the loadgen bench"; exit 1; }
 
-REDIS_PORT="$(free_port)"
-RL_PORT="$(free_port)"
-RL_PEER="$(free_port)"
-RL_METRICS="$(free_port)"
+free_port REDIS_PORT
+free_port RL_PORT
+free_port RL_PEER
+free_port RL_METRICS
 mkdir -p "$WORK/redis" "$WORK/raftlock"
 # The one-node raftlock takes a learner only with --learner and no --cluster:
 # a node joins with a cluster secret, so the one node needs one too.
@@ -273,9 +273,9 @@ if [[ $LEARNER == 1 ]]; then
         MEMBERS="1=127.0.0.1:$RL_PEER/127.0.0.1:$RL_PORT"
         L_WHERE="node 2 added to the one-node raftlock (after its restart)"
     fi
-    L_PORT="$(free_port)"
-    L_PEER="$(free_port)"
-    L_METRICS="$(free_port)"
+    free_port L_PORT
+    free_port L_PEER
+    free_port L_METRICS
     mkdir -p "$WORK/learner"
     "$RAFTLOCK" --node-id "$L_ID" --bind 127.0.0.1 --port "$L_PORT" --peer-port "$L_PEER" \
         --data-dir "$WORK/learner" --metrics-addr "127.0.0.1:$L_METRICS" --cluster-secret "$SECRET" \
