@@ -962,6 +962,19 @@ fn renewals_keep_flowing_while_a_big_keyspace_is_snapshotted() {
     );
 }
 
+/// `SET piped:<p>:<i> value` for `pipelines` pipelines of `per_pipeline`
+/// commands each: a node puts each pipeline in one request, so a few log
+/// entries hold them all.
+fn set_pipelined(c: &mut redis::Connection, pipelines: usize, per_pipeline: usize, value: &str) {
+    for p in 0..pipelines {
+        let mut pipe = redis::pipe();
+        for i in 0..per_pipeline {
+            pipe.cmd("SET").arg(format!("piped:{p}:{i}")).arg(value).ignore();
+        }
+        pipe.query::<()>(c).expect("pipelined SETs");
+    }
+}
+
 /// One log entry may hold a thousand commands, each a pipeline of any
 /// length: counting entries alone (`--snapshot-logs`), a restart could have
 /// millions of commands to replay (25 s for 5 M pipelined `SET`s on 2
@@ -982,13 +995,7 @@ fn a_log_of_a_few_big_entries_is_snapshotted_by_its_bytes() {
     let before = s.raft_info();
     assert_eq!(before.num("snapshot_index"), 0, "a snapshot before any write:\n{}", before.raw);
     let value = "v".repeat(150);
-    for p in 0..PIPELINES {
-        let mut pipe = redis::pipe();
-        for i in 0..PER_PIPELINE {
-            pipe.cmd("SET").arg(format!("piped:{p}:{i}")).arg(&value).ignore();
-        }
-        pipe.query::<()>(&mut c).expect("pipelined SETs");
-    }
+    set_pipelined(&mut c, PIPELINES, PER_PIPELINE, &value);
     let written = s.raft_info();
     let entries = written.num("last_log_index") - before.num("last_log_index");
     eprintln!("{} pipelined SETs in {entries} log entries", PIPELINES * PER_PIPELINE);
@@ -1021,13 +1028,7 @@ fn snapshot_log_bytes_zero_leaves_snapshots_to_the_entry_count() {
     let s = TestServer::start_with_env(&[("RAFTLOCK_SNAPSHOT_LOGS", "100000"), ("RAFTLOCK_SNAPSHOT_LOG_BYTES", "0")]);
     let mut c = s.client();
     let value = "v".repeat(150);
-    for p in 0..PIPELINES {
-        let mut pipe = redis::pipe();
-        for i in 0..PER_PIPELINE {
-            pipe.cmd("SET").arg(format!("piped:{p}:{i}")).arg(&value).ignore();
-        }
-        pipe.query::<()>(&mut c).expect("pipelined SETs");
-    }
+    set_pipelined(&mut c, PIPELINES, PER_PIPELINE, &value);
     // The trigger looks every 100 ms; with a limit it fires within one look.
     std::thread::sleep(Duration::from_millis(1500));
     let info = s.raft_info();

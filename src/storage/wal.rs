@@ -195,6 +195,12 @@ enum Job {
 /// handle reads opened on it, which a read may still hold.
 type Removed = (u64, Option<Arc<File>>);
 
+/// Takes the segments that begin at `firsts` out of `segments`, in that
+/// order, for the writer to remove.
+fn take_segments(segments: &mut BTreeMap<u64, Segment>, firsts: impl IntoIterator<Item = u64>) -> Vec<Removed> {
+    firsts.into_iter().filter_map(|first| segments.remove(&first).map(|seg| (first, seg.reader.into_inner()))).collect()
+}
+
 /// The log: appends, reads, truncation and purging. Cloning shares it.
 #[derive(Clone)]
 pub struct Wal {
@@ -615,12 +621,7 @@ impl Wal {
         let keep = (from - state.first) as usize;
         state.locs.truncate(keep);
         let gone: Vec<u64> = state.segments.range(from..).map(|(first, _)| *first).collect();
-        let mut remove: Vec<Removed> = Vec::new();
-        for first in gone.into_iter().rev() {
-            if let Some(seg) = state.segments.remove(&first) {
-                remove.push((first, seg.reader.into_inner()));
-            }
-        }
+        let remove = take_segments(&mut state.segments, gone.into_iter().rev());
         let zero = if cut.segment < from {
             if let Some(seg) = state.segments.get_mut(&cut.segment) {
                 seg.last = from - 1;
@@ -660,12 +661,7 @@ impl Wal {
         if done.is_empty() {
             return Ok(());
         }
-        let mut removed: Vec<Removed> = Vec::new();
-        for first in done {
-            if let Some(seg) = state.segments.remove(&first) {
-                removed.push((first, seg.reader.into_inner()));
-            }
-        }
+        let removed = take_segments(&mut state.segments, done);
         self.send(Job::Remove(removed))
     }
 }
