@@ -309,14 +309,35 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 /// The command named `name`, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    static INDEX: OnceLock<HashMap<&'static str, &'static CommandSpec>> = OnceLock::new();
-    let index = INDEX.get_or_init(|| COMMANDS.iter().map(|c| (c.name, c)).collect());
+    type Index = HashMap<&'static [u8], &'static CommandSpec, std::hash::BuildHasherDefault<Fnv>>;
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    let index = INDEX.get_or_init(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect());
     // Lowered on the stack: this runs for every command, some more than once.
     let mut buf = [0u8; 32];
     let lower = buf.get_mut(..name.len())?;
     lower.copy_from_slice(name);
     lower.make_ascii_lowercase();
-    index.get(std::str::from_utf8(lower).ok()?).copied()
+    index.get(&*lower).copied()
+}
+
+/// FNV-1a: the command index's keys are a fixed set of short names that no
+/// client chooses, so they need no keyed hash (SipHash cost more than the
+/// rest of the lookup).
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// One command's `COMMAND INFO` entry, in Redis 7's shape.

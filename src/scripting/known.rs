@@ -321,12 +321,7 @@ fn matches<'a>(template: &'static Template, toks: &[(Tok<'a>, u32)]) -> Option<M
 /// `None` if the VM must run it (having made at most one `GET`, which changes
 /// nothing).
 pub(super) fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], call: &mut CallFn) -> Option<Reply> {
-    // Short of every template, or far longer: not worth lexing.
-    if !(60..=1024).contains(&body.len()) {
-        return None;
-    }
-    let toks = tokens(body)?;
-    let m = TEMPLATES.iter().find_map(|t| matches(t, &toks))?;
+    let m = shape(body)?.matched(body);
     let needs_argv = match m.template.write {
         Write::Del => 1,
         Write::Pexpire => 2,
@@ -375,7 +370,74 @@ pub(super) fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], call: &mut CallFn
 /// Whether `body` is one of the templates, which [`run`] runs here (unless a
 /// case is not plain: then after one `GET`, in the VM).
 pub(super) fn recognised(body: &[u8]) -> bool {
-    (60..=1024).contains(&body.len()) && tokens(body).is_some_and(|toks| TEMPLATES.iter().any(|t| matches(t, &toks).is_some()))
+    shape(body).is_some()
+}
+
+/// A [`Matched`] by offsets into the script's body, so that it can be kept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Shape {
+    template: usize,
+    get_name: (usize, usize),
+    write_name: (usize, usize),
+    write_line: u32,
+}
+
+impl Shape {
+    fn matched<'a>(&self, body: &'a [u8]) -> Matched<'a> {
+        Matched {
+            template: &TEMPLATES[self.template],
+            get_name: &body[self.get_name.0..self.get_name.1],
+            write_name: &body[self.write_name.0..self.write_name.1],
+            write_line: self.write_line,
+        }
+    }
+}
+
+/// Scripts looked at lately on this thread, with what matching found.
+const SEEN_SCRIPTS: usize = 8;
+
+thread_local! {
+    /// A client sends the same few scripts over and over (and an `EVALSHA`
+    /// is looked at twice: to route it, then to run it), and lexing is most
+    /// of what a matched script costs here. What matching finds depends on
+    /// the body's bytes alone, so a body seen before is answered from here.
+    static SEEN: std::cell::RefCell<(Vec<(Box<[u8]>, Option<Shape>)>, usize)> =
+        const { std::cell::RefCell::new((Vec::new(), 0)) };
+}
+
+/// Which template `body` matches, if any.
+fn shape(body: &[u8]) -> Option<Shape> {
+    // Short of every template, or far longer: not worth lexing (nor keeping).
+    if !(60..=1024).contains(&body.len()) {
+        return None;
+    }
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if let Some((_, found)) = seen.0.iter().find(|(b, _)| &b[..] == body) {
+            return *found;
+        }
+        let found = shape_of(body);
+        let (list, next) = &mut *seen;
+        if list.len() < SEEN_SCRIPTS {
+            list.push((body.into(), found));
+        } else {
+            list[*next] = (body.into(), found);
+            *next = (*next + 1) % SEEN_SCRIPTS;
+        }
+        found
+    })
+}
+
+/// [`shape`], worked out.
+fn shape_of(body: &[u8]) -> Option<Shape> {
+    let toks = tokens(body)?;
+    let (template, m) = TEMPLATES.iter().enumerate().find_map(|(i, t)| Some((i, matches(t, &toks)?)))?;
+    // The names are slices of `body` (string tokens are never copied).
+    let span = |name: &[u8]| {
+        let start = name.as_ptr() as usize - body.as_ptr() as usize;
+        (start, start + name.len())
+    };
+    Some(Shape { template, get_name: span(m.get_name), write_name: span(m.write_name), write_line: m.write_line })
 }
 
 #[cfg(test)]
@@ -538,6 +600,25 @@ mod tests {
         for body in NOT_RECOGNISED {
             assert!(!recognised(body.as_bytes()), "recognised: {body:?}");
             assert_eq!(compare(body), 0);
+        }
+    }
+
+    /// What is kept of scripts seen before answers as matching them again
+    /// would, through evictions, and for scripts of the same length that
+    /// differ in one token.
+    #[test]
+    fn scripts_seen_before_are_answered_as_when_first_seen() {
+        assert_eq!(RECOGNISED[0].len(), NOT_RECOGNISED[0].len());
+        let all: Vec<&str> = RECOGNISED.iter().chain(NOT_RECOGNISED).copied().collect();
+        assert!(all.len() > 2 * SEEN_SCRIPTS);
+        for round in 0..3 {
+            for (i, body) in all.iter().enumerate() {
+                let fresh = shape_of(body.as_bytes());
+                assert_eq!(fresh.is_some(), i < RECOGNISED.len(), "{body:?}");
+                assert_eq!(shape(body.as_bytes()), fresh, "round {round}: {body:?}");
+                // At once again: now from what was kept.
+                assert_eq!(shape(body.as_bytes()), fresh, "round {round}, kept: {body:?}");
+            }
         }
     }
 
