@@ -270,6 +270,61 @@ pub struct LogStore {
     membership_at: Option<u64>,
     /// The last entry acknowledged before its fsync.
     early_upto: Option<u64>,
+    committed: CommittedSaver,
+}
+
+/// Saves the committed log id on a thread of its own (`raftlock-commit`).
+/// openraft saves it between a commit and its apply, on the runtime's
+/// thread; RocksDB's write, even without an fsync, is a `write` to its own
+/// log that can wait on the file system's journal, and has no place there.
+/// Only the newest id handed over is written. A saved id may lag: a start
+/// then replays fewer entries before it serves, and the leader commits the
+/// rest again (a lower committed id is always safe; see `read_committed`).
+struct CommittedSaver {
+    /// The newest id handed over in this process, written or not.
+    newest: Arc<std::sync::Mutex<Option<Option<LogId>>>>,
+    tx: std::sync::mpsc::Sender<Option<LogId>>,
+}
+
+impl CommittedSaver {
+    fn start(db: &Arc<Storage>) -> Result<CommittedSaver, StorageIoError> {
+        let (tx, rx) = std::sync::mpsc::channel::<Option<LogId>>();
+        // Not a handle that keeps the database open after its last user.
+        let db = Arc::downgrade(db);
+        std::thread::Builder::new()
+            .name("raftlock-commit".into())
+            .spawn(move || {
+                let mut failing = false;
+                while let Ok(mut committed) = rx.recv() {
+                    committed = rx.try_iter().last().unwrap_or(committed);
+                    let Some(db) = db.upgrade() else { break };
+                    let mut b = Batch::default();
+                    b.put(Cf::Meta, COMMITTED, encode(&committed));
+                    match db.write(b, false) {
+                        Ok(()) => failing = false,
+                        Err(e) if !failing => {
+                            failing = true;
+                            tracing::error!(error = %e, "cannot save the committed log id (a restart replays less)");
+                        }
+                        Err(_) => {}
+                    }
+                }
+            })
+            .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))?;
+        Ok(CommittedSaver { newest: Default::default(), tx })
+    }
+
+    fn save(&self, committed: Option<LogId>) -> Result<(), StorageIoError> {
+        *self.newest.lock().unwrap_or_else(|p| p.into_inner()) = Some(committed);
+        self.tx
+            .send(committed)
+            .map_err(|_| io_err(ErrorSubject::Store, ErrorVerb::Write, "the committed id's writer stopped"))
+    }
+
+    /// The newest id handed over in this process, if any.
+    fn newest(&self) -> Option<Option<LogId>> {
+        *self.newest.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 
@@ -289,6 +344,7 @@ impl LogStore {
         };
         let vote = read_vote(&db)?;
         let membership_at = last.map(|l| l.index);
+        let committed = CommittedSaver::start(&db)?;
         let store = LogStore {
             reader,
             db,
@@ -298,6 +354,7 @@ impl LogStore {
             vote,
             membership_at,
             early_upto: None,
+            committed,
         };
         store.recover_log_time()?;
         Ok(store)
@@ -553,8 +610,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         let mut b = Batch::default();
         b.put(Cf::Meta, VOTE, encode(vote));
-        self.db
-            .write(b, true)
+        // Synced: off the runtime's threads.
+        let db = self.db.clone();
+        off_runtime(move || db.write(b, true))
+            .await
+            .map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))?
             .map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))?;
         self.vote = Some(*vote);
         Ok(())
@@ -574,16 +634,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         } else {
             self.durable.on_disk(committed)
         };
-        let mut b = Batch::default();
-        b.put(Cf::Meta, COMMITTED, encode(&committed));
-        self.db
-            .write(b, false)
-            .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
+        self.committed.save(committed)
     }
 
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageIoError> {
-        let saved = read_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten();
+        // What this process handed to the writer is at least as new as what
+        // it wrote.
+        let saved = match self.committed.newest() {
+            Some(newest) => newest,
+            None => read_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten(),
+        };
         // openraft saves the committed id as soon as it learns it, which on
         // a follower can be before the log's writer has written the entries
         // it covers; a process that dies in between comes back with a
@@ -707,6 +768,33 @@ mod tests {
         assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(3));
         log.save_committed(Some(*blank(9).get_log_id())).await.unwrap();
         assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(5));
+    }
+
+    /// The committed id is written by a thread of its own, the newest of
+    /// those handed over last, and read back at once meanwhile.
+    #[tokio::test]
+    async fn the_newest_committed_id_reaches_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        wal::import(db.log_dir(), (0..2000).map(|i| (i, encode(&blank(i))))).unwrap();
+        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system())).unwrap();
+        for i in 1..=1500 {
+            log.save_committed(Some(*blank(i).get_log_id())).await.unwrap();
+        }
+        assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(1500));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let on_disk = read_meta::<Option<LogId>>(&db, COMMITTED).unwrap().flatten().map(|l| l.index);
+            if on_disk == Some(1500) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "on disk: {on_disk:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // Nothing older is written after it.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let on_disk = read_meta::<Option<LogId>>(&db, COMMITTED).unwrap().flatten().map(|l| l.index);
+        assert_eq!(on_disk, Some(1500));
     }
 
     fn entry(term: u64, leader: NodeId, index: u64) -> Entry {

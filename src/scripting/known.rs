@@ -432,12 +432,14 @@ fn shape(body: &[u8]) -> Option<Shape> {
 fn shape_of(body: &[u8]) -> Option<Shape> {
     let toks = tokens(body)?;
     let (template, m) = TEMPLATES.iter().enumerate().find_map(|(i, t)| Some((i, matches(t, &toks)?)))?;
-    // The names are slices of `body` (string tokens are never copied).
+    // The names are slices of `body` (string tokens are never copied); one
+    // that were not would run in the VM rather than be cut out of the body.
     let span = |name: &[u8]| {
-        let start = name.as_ptr() as usize - body.as_ptr() as usize;
-        (start, start + name.len())
+        let start = (name.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+        let end = start.checked_add(name.len()).filter(|end| *end <= body.len())?;
+        Some((start, end))
     };
-    Some(Shape { template, get_name: span(m.get_name), write_name: span(m.write_name), write_line: m.write_line })
+    Some(Shape { template, get_name: span(m.get_name)?, write_name: span(m.write_name)?, write_line: m.write_line })
 }
 
 #[cfg(test)]
