@@ -49,15 +49,18 @@
 //! persistent maps whose clone is O(1). raftlock does the second. The
 //! keyspace stays pure (no storage in [`keyspace`]), reads stay in-memory
 //! lookups, apply stays one lock and no I/O, and the log's group commit is the
-//! only write on the hot path; the cost is a copy of each map node the first
-//! time it changes after a snapshot, and a B-tree (`imbl::OrdMap`) rather than
-//! a hash table. The clone is encoded on a thread of its own, at a lower CPU
-//! priority than the threads that answer clients, straight into a file
-//! beside the database (`storage`; no copy of the encoding in memory), not
-//! through the WAL the log uses. It is fsynced a megabyte at a time, and the
-//! file it replaces is freed a few megabytes at a time once nothing maps
-//! it: the log's fsyncs share the filesystem's journal with both, and
-//! waited tens of milliseconds behind a big fsync or a big deletion.
+//! only write on the hot path (the commit index openraft saves after each
+//! commit goes to RocksDB from a thread of its own, the newest one queued:
+//! one that lags only makes a start replay less); the cost is a copy of
+//! each map node the first time it changes after a snapshot, and a B-tree
+//! (`imbl::OrdMap`) rather than a hash table. The clone is encoded on a
+//! thread of its own, at a lower CPU priority than the threads that answer
+//! clients, straight into a file beside the database (`storage`; no copy
+//! of the encoding in memory), not through the WAL the log uses. It is
+//! fsynced a megabyte at a time, and the file it replaces is freed a few
+//! megabytes at a time once nothing maps it: the log's fsyncs share the
+//! filesystem's journal with both, and waited tens of milliseconds behind a
+//! big fsync or a big deletion.
 //! That file is mapped, not read, when a node starts (it is decoded where it
 //! lies) and when it is sent to a follower (openraft reads its chunks from
 //! the mapping): its pages are the page cache's, never a copy in the heap.
