@@ -259,7 +259,15 @@ pub(super) fn matches_or_gives_up(glob: &mut Glob, key: &[u8]) -> Result<bool, C
 /// meaningful while keys come and go, and every key present for the whole
 /// scan is returned.
 pub(super) fn scan_position(key: &[u8]) -> u64 {
-    key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    fnv1a(FNV_OFFSET, key)
+}
+
+/// FNV-1a's starting value.
+pub(super) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a over `bytes`, going on from `hash`.
+pub(super) fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// ```text

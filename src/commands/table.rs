@@ -320,19 +320,20 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     index.get(&*lower).copied()
 }
 
-/// FNV-1a: the command index's keys are a fixed set of short names that no
-/// client chooses, so they need no keyed hash (SipHash cost more than the
-/// rest of the lookup).
-#[derive(Default)]
+/// FNV-1a (SCAN's hash): the command index holds a fixed set of short names,
+/// not keys a client chooses, so it needs no keyed hash (SipHash cost more
+/// than the rest of the lookup).
 struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(keys::FNV_OFFSET)
+    }
+}
 
 impl std::hash::Hasher for Fnv {
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-        for b in bytes {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.0 = h;
+        self.0 = keys::fnv1a(self.0, bytes);
     }
 
     fn finish(&self) -> u64 {

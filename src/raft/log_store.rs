@@ -282,7 +282,7 @@ pub struct LogStore {
 /// rest again (a lower committed id is always safe; see `read_committed`).
 struct CommittedSaver {
     /// The newest id handed over in this process, written or not.
-    newest: Arc<std::sync::Mutex<Option<Option<LogId>>>>,
+    newest: std::sync::Mutex<Option<Option<LogId>>>,
     tx: std::sync::mpsc::Sender<Option<LogId>>,
 }
 
@@ -755,14 +755,20 @@ mod tests {
         assert_eq!(log_on_disk(&db).unwrap(), Some((5, 11)));
     }
 
+    /// A log of `n` blank entries, from index 0, in a new database.
+    fn log_of_blanks(n: u64) -> (tempfile::TempDir, Arc<Storage>, LogStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Storage::open(dir.path()).unwrap());
+        wal::import(db.log_dir(), (0..n).map(|i| (i, encode(&blank(i))))).unwrap();
+        let log = LogStore::open(db.clone(), Arc::new(LogClock::system())).unwrap();
+        (dir, db, log)
+    }
+
     /// A committed id saved past the entries the log holds (they were never
     /// written: the process died first) reads back as the log's last id.
     #[tokio::test]
     async fn a_committed_id_past_the_log_reads_back_as_the_logs_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Storage::open(dir.path()).unwrap());
-        wal::import(db.log_dir(), (0..6).map(|i| (i, encode(&blank(i))))).unwrap();
-        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system())).unwrap();
+        let (_dir, _db, mut log) = log_of_blanks(6);
         assert_eq!(log.read_committed().await.unwrap(), None);
         log.save_committed(Some(*blank(3).get_log_id())).await.unwrap();
         assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(3));
@@ -774,10 +780,7 @@ mod tests {
     /// those handed over last, and read back at once meanwhile.
     #[tokio::test]
     async fn the_newest_committed_id_reaches_the_disk() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Storage::open(dir.path()).unwrap());
-        wal::import(db.log_dir(), (0..2000).map(|i| (i, encode(&blank(i))))).unwrap();
-        let mut log = LogStore::open(db.clone(), Arc::new(LogClock::system())).unwrap();
+        let (_dir, db, mut log) = log_of_blanks(2000);
         for i in 1..=1500 {
             log.save_committed(Some(*blank(i).get_log_id())).await.unwrap();
         }
