@@ -50,8 +50,9 @@
 //! keyspace stays pure (no storage in [`keyspace`]), reads stay in-memory
 //! lookups, apply stays one lock and no I/O, and the log's group commit is the
 //! only write on the hot path (the commit index openraft saves after each
-//! commit goes to RocksDB from a thread of its own, the newest one queued:
-//! one that lags only makes a start replay less); the cost is a copy of
+//! commit goes to RocksDB from a thread of its own, the newest one handed
+//! over, at most every 10 ms rather than once per entry: one that lags
+//! only makes a start replay less); the cost is a copy of
 //! each map node the first time it changes after a snapshot, and a B-tree
 //! (`imbl::OrdMap`) rather than a hash table. The clone is encoded on a
 //! thread of its own, at a lower CPU priority than the threads that answer

@@ -34,6 +34,7 @@
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
+use std::time::Duration;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use tokio::sync::watch;
@@ -277,26 +278,56 @@ pub struct LogStore {
 /// openraft saves it between a commit and its apply, on the runtime's
 /// thread; RocksDB's write, even without an fsync, is a `write` to its own
 /// log that can wait on the file system's journal, and has no place there.
-/// Only the newest id handed over is written. A saved id may lag: a start
-/// then replays fewer entries before it serves, and the leader commits the
-/// rest again (a lower committed id is always safe; see `read_committed`).
+/// Only the newest id handed over is written, at most once every
+/// [`COMMITTED_PACE`]: the thread wakes for the first id after a quiet spell
+/// and then on its own, so a busy node does not wake it once per entry. A
+/// saved id may lag: a start then replays fewer entries before it serves,
+/// and the leader commits the rest again (a lower committed id is always
+/// safe; see `read_committed`).
 struct CommittedSaver {
+    slot: Arc<(std::sync::Mutex<CommittedSlot>, std::sync::Condvar)>,
+}
+
+/// The least time between two writes of the committed id.
+const COMMITTED_PACE: Duration = Duration::from_millis(10);
+
+#[derive(Default)]
+struct CommittedSlot {
     /// The newest id handed over in this process, written or not.
-    newest: std::sync::Mutex<Option<Option<LogId>>>,
-    tx: std::sync::mpsc::Sender<Option<LogId>>,
+    newest: Option<Option<LogId>>,
+    /// `newest` is not written yet.
+    unsaved: bool,
+    /// The writer waits for an id (and must be woken for one).
+    idle: bool,
+    /// The store is gone: the writer stops.
+    closed: bool,
 }
 
 impl CommittedSaver {
     fn start(db: &Arc<Storage>) -> Result<CommittedSaver, StorageIoError> {
-        let (tx, rx) = std::sync::mpsc::channel::<Option<LogId>>();
+        let slot: Arc<(std::sync::Mutex<CommittedSlot>, std::sync::Condvar)> = Default::default();
         // Not a handle that keeps the database open after its last user.
         let db = Arc::downgrade(db);
+        let shared = slot.clone();
         std::thread::Builder::new()
             .name("raftlock-commit".into())
             .spawn(move || {
+                let (lock, wake) = &*shared;
                 let mut failing = false;
-                while let Ok(mut committed) = rx.recv() {
-                    committed = rx.try_iter().last().unwrap_or(committed);
+                loop {
+                    let committed = {
+                        let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+                        while !s.unsaved && !s.closed {
+                            s.idle = true;
+                            s = wake.wait(s).unwrap_or_else(|p| p.into_inner());
+                        }
+                        s.idle = false;
+                        if s.closed {
+                            break;
+                        }
+                        s.unsaved = false;
+                        s.newest.flatten()
+                    };
                     let Some(db) = db.upgrade() else { break };
                     let mut b = Batch::default();
                     b.put(Cf::Meta, COMMITTED, encode(&committed));
@@ -308,25 +339,38 @@ impl CommittedSaver {
                         }
                         Err(_) => {}
                     }
+                    drop(db);
+                    std::thread::sleep(COMMITTED_PACE);
                 }
             })
             .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))?;
-        Ok(CommittedSaver { newest: Default::default(), tx })
+        Ok(CommittedSaver { slot })
     }
 
     fn save(&self, committed: Option<LogId>) -> Result<(), StorageIoError> {
-        *self.newest.lock().unwrap_or_else(|p| p.into_inner()) = Some(committed);
-        self.tx
-            .send(committed)
-            .map_err(|_| io_err(ErrorSubject::Store, ErrorVerb::Write, "the committed id's writer stopped"))
+        let (lock, wake) = &*self.slot;
+        let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        s.newest = Some(committed);
+        s.unsaved = true;
+        if std::mem::take(&mut s.idle) {
+            wake.notify_one();
+        }
+        Ok(())
     }
 
     /// The newest id handed over in this process, if any.
     fn newest(&self) -> Option<Option<LogId>> {
-        *self.newest.lock().unwrap_or_else(|p| p.into_inner())
+        self.slot.0.lock().unwrap_or_else(|p| p.into_inner()).newest
     }
 }
 
+impl Drop for CommittedSaver {
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.slot;
+        lock.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        wake.notify_one();
+    }
+}
 
 impl LogStore {
     /// Opens the log of `db` and starts its writer thread, moving a log an
@@ -785,19 +829,33 @@ mod tests {
             log.save_committed(Some(*blank(i).get_log_id())).await.unwrap();
         }
         assert_eq!(log.read_committed().await.unwrap().map(|l| l.index), Some(1500));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let on_disk = read_meta::<Option<LogId>>(&db, COMMITTED).unwrap().flatten().map(|l| l.index);
-            if on_disk == Some(1500) {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "on disk: {on_disk:?}");
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        committed_on_disk_becomes(&db, 1500).await;
         // Nothing older is written after it.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let on_disk = read_meta::<Option<LogId>>(&db, COMMITTED).unwrap().flatten().map(|l| l.index);
         assert_eq!(on_disk, Some(1500));
+        // Handed over while the writer rests after a write, and after it
+        // has gone idle: each reaches the disk.
+        log.save_committed(Some(*blank(1600).get_log_id())).await.unwrap();
+        committed_on_disk_becomes(&db, 1600).await;
+        log.save_committed(Some(*blank(1700).get_log_id())).await.unwrap();
+        committed_on_disk_becomes(&db, 1700).await;
+        tokio::time::sleep(COMMITTED_PACE * 5).await;
+        log.save_committed(Some(*blank(1800).get_log_id())).await.unwrap();
+        committed_on_disk_becomes(&db, 1800).await;
+    }
+
+    /// Waits (at most 10 s) for RocksDB to hold `index` as the committed id.
+    async fn committed_on_disk_becomes(db: &Storage, index: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let on_disk = read_meta::<Option<LogId>>(db, COMMITTED).unwrap().flatten().map(|l| l.index);
+            if on_disk == Some(index) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "on disk: {on_disk:?}, wanted {index}");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     fn entry(term: u64, leader: NodeId, index: u64) -> Entry {
