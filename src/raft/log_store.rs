@@ -315,18 +315,19 @@ impl CommittedSaver {
                 let (lock, wake) = &*shared;
                 let mut failing = false;
                 loop {
-                    let committed = {
+                    let (committed, last) = {
                         let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
                         while !s.unsaved && !s.closed {
                             s.idle = true;
                             s = wake.wait(s).unwrap_or_else(|p| p.into_inner());
                         }
                         s.idle = false;
-                        if s.closed {
+                        if !s.unsaved {
                             break;
                         }
+                        // A store that closes still saves the newest id.
                         s.unsaved = false;
-                        s.newest.flatten()
+                        (s.newest.flatten(), s.closed)
                     };
                     let Some(db) = db.upgrade() else { break };
                     let mut b = Batch::default();
@@ -340,6 +341,9 @@ impl CommittedSaver {
                         Err(_) => {}
                     }
                     drop(db);
+                    if last {
+                        break;
+                    }
                     std::thread::sleep(COMMITTED_PACE);
                 }
             })
@@ -843,6 +847,17 @@ mod tests {
         tokio::time::sleep(COMMITTED_PACE * 5).await;
         log.save_committed(Some(*blank(1800).get_log_id())).await.unwrap();
         committed_on_disk_becomes(&db, 1800).await;
+    }
+
+    #[tokio::test]
+    async fn a_closing_store_still_saves_the_newest_committed_id() {
+        let (_dir, db, mut log) = log_of_blanks(100);
+        log.save_committed(Some(*blank(10).get_log_id())).await.unwrap();
+        committed_on_disk_becomes(&db, 10).await;
+        // The writer rests after its write; the store closes meanwhile.
+        log.save_committed(Some(*blank(20).get_log_id())).await.unwrap();
+        drop(log);
+        committed_on_disk_becomes(&db, 20).await;
     }
 
     /// Waits (at most 10 s) for RocksDB to hold `index` as the committed id.
