@@ -10,7 +10,10 @@
 //! appending (with or without RocksDB's `FALLOC_FL_KEEP_SIZE` allocation),
 //! 110-125 µs into space allocated with `fallocate` or written before. Every
 //! commit waits for one, on every node. (etcd's WAL and TiKV's raft-engine
-//! allocate their segments ahead for the same reason.)
+//! allocate their segments ahead for the same reason.) Bigger writes gain
+//! more from blocks written before than from blocks only allocated, so the
+//! writer also writes zeros a little ahead of the last record
+//! ([`ZERO_AHEAD`]).
 //!
 //! # Format
 //!
@@ -700,6 +703,22 @@ fn create_segment(dir: &Path, first: u64, capacity: u64) -> std::io::Result<File
     Ok(file)
 }
 
+/// How far ahead of the last record the writer writes zeros. Space set
+/// aside with `fallocate` is marked unwritten until it is written: the first
+/// write into each of its blocks changes the file's block map, and the
+/// `fdatasync` after it must write that too. Into blocks already written it
+/// only flushes the data. A record that passes the zeros written so far is
+/// followed, in the same batch and so the same `fdatasync`, by this much
+/// more; the records after it land on written blocks. Measured here with
+/// 3,000-byte writes (an entry of ~50 commands), each followed by
+/// `fdatasync`: 127-129 µs on average into `fallocate`d space, 94-99 µs with
+/// 64 KB of zeros written ahead (1 MB ahead: a 2-3 ms sync each time).
+/// Zeros are only ever written past the segment's last record, where it
+/// holds zeros already, and never past [`SEGMENT_BYTES`], which every
+/// segment has allocated.
+const ZERO_AHEAD: u64 = 64 << 10;
+static ZEROS: [u8; ZERO_AHEAD as usize] = [0; ZERO_AHEAD as usize];
+
 /// The writer thread: performs the jobs in order; for each batch of writes
 /// queued together, one `fdatasync` per segment touched, then their `Done`s.
 fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
@@ -708,6 +727,8 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
     let mut waiting: Vec<Done> = Vec::new();
     // After a failure nothing more is written or acknowledged.
     let mut failed: Option<String> = None;
+    // The segment written last, and the end of the zeros written ahead in it.
+    let mut zeroed: (u64, u64) = (u64::MAX, 0);
     let plant_early_ack = crate::planted::active(crate::planted::Bug::AckBeforeFsync);
     let plant_slow_writes = crate::planted::active(crate::planted::Bug::AppliedBeforeDurable)
         || crate::planted::active(crate::planted::Bug::LeaderLogLag);
@@ -743,7 +764,7 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                     if failed.is_some() {
                         continue;
                     }
-                    let result = (|| {
+                    let result = (|| -> std::io::Result<()> {
                         if let Some(capacity) = create {
                             files.insert(segment, create_segment(&shared.dir, segment, capacity)?);
                         } else if !files.contains_key(&segment) {
@@ -754,7 +775,17 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                         let file = files
                             .get(&segment)
                             .ok_or_else(|| std::io::Error::other(format!("segment {segment} is not open")))?;
-                        file.write_all_at(&bytes, offset)
+                        file.write_all_at(&bytes, offset)?;
+                        let end = offset + bytes.len() as u64;
+                        if create.is_some() || zeroed.0 != segment {
+                            zeroed = (segment, end);
+                        }
+                        if end > zeroed.1 && end < SEGMENT_BYTES {
+                            let len = ZERO_AHEAD.min(SEGMENT_BYTES - end);
+                            file.write_all_at(&ZEROS[..len as usize], end)?;
+                            zeroed.1 = end + len;
+                        }
+                        Ok(())
                     })();
                     match result {
                         Ok(()) => {
