@@ -778,7 +778,7 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                         file.write_all_at(&bytes, offset)?;
                         let end = offset + bytes.len() as u64;
                         if create.is_some() || zeroed.0 != segment {
-                            zeroed = (segment, end);
+                            zeroed = (segment, 0);
                         }
                         if end > zeroed.1 && end < SEGMENT_BYTES {
                             let len = ZERO_AHEAD.min(SEGMENT_BYTES - end);
