@@ -351,7 +351,7 @@ impl CommittedSaver {
         Ok(CommittedSaver { slot })
     }
 
-    fn save(&self, committed: Option<LogId>) -> Result<(), StorageIoError> {
+    fn save(&self, committed: Option<LogId>) {
         let (lock, wake) = &*self.slot;
         let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
         s.newest = Some(committed);
@@ -359,7 +359,6 @@ impl CommittedSaver {
         if std::mem::take(&mut s.idle) {
             wake.notify_one();
         }
-        Ok(())
     }
 
     /// The newest id handed over in this process, if any.
@@ -682,7 +681,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         } else {
             self.durable.on_disk(committed)
         };
-        self.committed.save(committed)
+        self.committed.save(committed);
+        Ok(())
     }
 
 
