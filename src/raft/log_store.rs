@@ -272,6 +272,13 @@ pub struct LogStore {
     /// The last entry acknowledged before its fsync.
     early_upto: Option<u64>,
     committed: CommittedSaver,
+    /// Held by a purge until its mark is durable and its files removed.
+    purging: Arc<tokio::sync::Mutex<()>>,
+    /// The last purge, on disk or on its way there.
+    last_purged: Option<LogId>,
+    /// Tests hold it to keep a purge from writing its mark.
+    #[cfg(test)]
+    purge_hold: Arc<std::sync::Mutex<()>>,
 }
 
 /// Saves the committed log id on a thread of its own (`raftlock-commit`).
@@ -402,9 +409,19 @@ impl LogStore {
             membership_at,
             early_upto: None,
             committed,
+            purging: Arc::default(),
+            last_purged: purged,
+            #[cfg(test)]
+            purge_hold: Arc::default(),
         };
         store.recover_log_time()?;
         Ok(store)
+    }
+
+    /// The last purge: the one recorded on disk, or a later one on its way
+    /// there ([`RaftLogStorage::purge`]).
+    fn last_purged(&self) -> Result<Option<LogId>, StorageIoError> {
+        Ok(self.last_purged.max(read_purged(&self.db)?))
     }
 
     /// The log of node `me`: the entries it appends as the leader are
@@ -625,7 +642,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogReader;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageIoError> {
-        let last_purged = read_purged(&self.db)?;
+        let last_purged = self.last_purged()?;
         let last_log_id = match self.reader.last_index() {
             Some(index) => match self.reader.entry(index)? {
                 Some(entry) => Some(*entry.get_log_id()),
@@ -734,7 +751,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let remaining = self.last_log_time(log_id.index)?;
         self.clock.log_truncated(log_id.index, remaining);
         let before = match log_id.index.checked_sub(1) {
-            Some(i) => self.reader.entry(i)?.map(|e| e.log_id).or(read_purged(&self.db)?),
+            Some(i) => self.reader.entry(i)?.map(|e| e.log_id).or(self.last_purged()?),
             None => None,
         };
         self.durable.truncated(before);
@@ -749,16 +766,41 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageIoError> {
-        // Recorded durably before any file goes: a start must never find
-        // entries missing above the purged index it knows.
+        // openraft's core waits for this, and with it every append and
+        // commit: the synced write of the mark, which waits for whatever
+        // the file system's journal is doing (just after a snapshot, its
+        // file's fsyncs: 10 ms here), goes on in the background. The purged
+        // records are forgotten at once; their files stay until the mark is
+        // durable, so a start never finds records missing above the purged
+        // index it knows (one that finds records below it skips them). The
+        // turns keep the marks in order.
+        let turn = self.purging.clone().lock_owned().await;
+        let purged = self.reader.wal.forget(log_id.index);
+        self.last_purged = self.last_purged.max(Some(log_id));
         let mut b = Batch::default();
         b.put(Cf::Meta, LAST_PURGED, encode(&Some(log_id)));
-        let db = self.db.clone();
-        off_runtime(move || db.write(b, true))
-            .await
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-        self.reader.wal.purge(log_id.index).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
+        let (db, wal) = (self.db.clone(), self.reader.wal.clone());
+        #[cfg(test)]
+        let hold = self.purge_hold.clone();
+        let work = move || {
+            let _turn = turn;
+            #[cfg(test)]
+            let _held = hold.lock().unwrap_or_else(|p| p.into_inner());
+            match db.write(b, true) {
+                Ok(()) => {
+                    if let Err(e) = wal.remove(purged) {
+                        tracing::warn!("cannot remove purged log segments: {e}");
+                    }
+                }
+                // The files stay: a start reads their records back.
+                Err(e) => tracing::error!(index = log_id.index, "cannot record the purged log index: {e}"),
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(work)),
+            Err(_) => work(),
+        }
+        Ok(())
     }
 }
 
@@ -861,6 +903,45 @@ mod tests {
     }
 
     /// Waits (at most 10 s) for RocksDB to hold `index` as the committed id.
+    /// A purge returns before its mark is on disk (openraft's core waits for
+    /// it); the files of the records it forgot stay until the mark is on
+    /// disk, and then go.
+    #[tokio::test]
+    async fn purged_files_go_only_once_the_purge_is_on_disk() {
+        let (_dir, db, mut log) = log_of_blanks(10);
+        log.reader.wal.end_segment();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let records = (10..20).map(|i| (i, encode(&blank(i)))).collect();
+        log.reader.wal.append(records, Box::new(move |r| tx.send(r.is_ok()).unwrap())).unwrap();
+        assert!(rx.recv().unwrap());
+        let segments = || {
+            let names = std::fs::read_dir(db.log_dir()).unwrap().map(|e| e.unwrap().file_name());
+            names.filter(|name| name.to_string_lossy().ends_with(".seg")).count()
+        };
+        let purged_on_disk = || read_meta::<Option<LogId>>(&db, LAST_PURGED).unwrap().flatten().map(|l| l.index);
+        assert_eq!(segments(), 2);
+
+        let hold = log.purge_hold.clone();
+        let held = hold.lock().unwrap();
+        log.purge(*blank(12).get_log_id()).await.unwrap();
+        assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id.map(|l| l.index), Some(12));
+        assert_eq!(log.try_get_log_entries(13..20).await.unwrap().len(), 7);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(purged_on_disk(), None);
+        assert_eq!(segments(), 2, "a segment went before the purge was on disk");
+
+        drop(held);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while purged_on_disk() != Some(12) || segments() != 1 {
+            assert!(std::time::Instant::now() < deadline, "purged {:?}, {} segments", purged_on_disk(), segments());
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // A second purge waits its turn and lands after the first.
+        log.purge(*blank(15).get_log_id()).await.unwrap();
+        let _turn = log.purging.clone().lock_owned().await;
+        assert_eq!(purged_on_disk(), Some(15));
+    }
+
     async fn committed_on_disk_becomes(db: &Storage, index: u64) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {

@@ -641,9 +641,19 @@ impl Wal {
     /// Forgets the records through `upto` and removes the segments that hold
     /// nothing later. The caller has recorded `upto` as purged, durably.
     pub fn purge(&self, upto: u64) -> Result<(), WalError> {
+        let purged = self.forget(upto);
+        self.remove(purged)
+    }
+
+    /// Forgets the records through `upto`: they are no longer read. The
+    /// segments that hold nothing later stay on disk until [`Wal::remove`],
+    /// which the caller calls once it has recorded `upto` as purged, durably
+    /// (a start must never find records missing above the purged index it
+    /// knows; one that finds records below it skips them).
+    pub fn forget(&self, upto: u64) -> Purged {
         let mut state = self.shared.lock();
         if upto < state.first {
-            return Ok(());
+            return Purged(Vec::new());
         }
         let n = ((upto + 1 - state.first) as usize).min(state.locs.len());
         state.locs.drain(..n);
@@ -661,13 +671,27 @@ impl Wal {
             .filter(|(first, seg)| Some(**first) != active && seg.last <= upto)
             .map(|(first, _)| *first)
             .collect();
-        if done.is_empty() {
+        Purged(take_segments(&mut state.segments, done))
+    }
+
+    /// The next append starts a new segment.
+    #[cfg(test)]
+    pub fn end_segment(&self) {
+        self.shared.lock().active = None;
+    }
+
+    /// Removes the segments [`Wal::forget`] let go of.
+    pub fn remove(&self, purged: Purged) -> Result<(), WalError> {
+        if purged.0.is_empty() {
             return Ok(());
         }
-        let removed = take_segments(&mut state.segments, done);
-        self.send(Job::Remove(removed))
+        self.send(Job::Remove(purged.0))
     }
 }
+
+/// Segments that hold only forgotten records, to remove ([`Wal::forget`]).
+#[must_use = "the segments stay on disk until removed"]
+pub struct Purged(Vec<Removed>);
 
 /// Allocates `len` bytes of `file` from `offset` on (reading as zeros).
 fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
