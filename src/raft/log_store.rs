@@ -902,7 +902,6 @@ mod tests {
         committed_on_disk_becomes(&db, 20).await;
     }
 
-    /// Waits (at most 10 s) for RocksDB to hold `index` as the committed id.
     /// A purge returns before its mark is on disk (openraft's core waits for
     /// it); the files of the records it forgot stay until the mark is on
     /// disk, and then go.
@@ -942,6 +941,7 @@ mod tests {
         assert_eq!(purged_on_disk(), Some(15));
     }
 
+    /// Waits (at most 10 s) for RocksDB to hold `index` as the committed id.
     async fn committed_on_disk_becomes(db: &Storage, index: u64) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
