@@ -274,7 +274,9 @@ pub struct LogStore {
     committed: CommittedSaver,
     /// Held by a purge until its mark is durable and its files removed.
     purging: Arc<tokio::sync::Mutex<()>>,
-    /// The last purge, on disk or on its way there.
+    /// The last purge, on disk or on its way there: read from disk at the
+    /// open, then set only by [`RaftLogStorage::purge`] (nothing else records
+    /// one while a store is open; `reset` runs with none).
     last_purged: Option<LogId>,
     /// Tests hold it to keep a purge from writing its mark.
     #[cfg(test)]
@@ -416,12 +418,6 @@ impl LogStore {
         };
         store.recover_log_time()?;
         Ok(store)
-    }
-
-    /// The last purge: the one recorded on disk, or a later one on its way
-    /// there ([`RaftLogStorage::purge`]).
-    fn last_purged(&self) -> Result<Option<LogId>, StorageIoError> {
-        Ok(self.last_purged.max(read_purged(&self.db)?))
     }
 
     /// The log of node `me`: the entries it appends as the leader are
@@ -642,7 +638,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogReader;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageIoError> {
-        let last_purged = self.last_purged()?;
+        let last_purged = self.last_purged;
         let last_log_id = match self.reader.last_index() {
             Some(index) => match self.reader.entry(index)? {
                 Some(entry) => Some(*entry.get_log_id()),
@@ -751,7 +747,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let remaining = self.last_log_time(log_id.index)?;
         self.clock.log_truncated(log_id.index, remaining);
         let before = match log_id.index.checked_sub(1) {
-            Some(i) => self.reader.entry(i)?.map(|e| e.log_id).or(self.last_purged()?),
+            Some(i) => self.reader.entry(i)?.map(|e| e.log_id).or(self.last_purged),
             None => None,
         };
         self.durable.truncated(before);
