@@ -55,6 +55,14 @@ pub struct Config {
     /// log a restart replays. 0: only --snapshot-logs counts.
     #[arg(long, env = "RAFTLOCK_SNAPSHOT_LOG_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub snapshot_log_bytes: u64,
+    /// Free space to keep on the data directory's disk: while less is free,
+    /// commands that may add data (SET, LOCK.ACQUIRE, scripts other than
+    /// lock releases and renewals, ...) are refused with a MISCONF error;
+    /// reads, deletions, renewals and releases are served. A node whose log
+    /// cannot be written stops, so a full disk would stop it. Bytes, or with
+    /// a unit (`kb`, `mb`, `gb`); 0 turns it off.
+    #[arg(long, env = "RAFTLOCK_MIN_FREE_DISK", default_value = "256mb", value_parser = parse_amount)]
+    pub min_free_disk: u64,
     /// Raft heartbeat interval in ms.
     #[arg(long, env = "RAFTLOCK_HEARTBEAT_MS", default_value_t = 50)]
     pub heartbeat_ms: u64,
@@ -148,6 +156,11 @@ pub struct Config {
     #[cfg(feature = "planted-bugs")]
     #[arg(long = "plant-bug", value_enum)]
     pub plant_bug: Vec<crate::planted::Bug>,
+}
+
+/// An amount of bytes, as Redis's configuration takes it (`256mb`, `1gb`).
+fn parse_amount(s: &str) -> Result<u64, String> {
+    crate::server::parse_bytes(s).ok_or_else(|| format!("{s:?} is not an amount of bytes (e.g. 0, 512mb, 2gb)"))
 }
 
 impl Config {

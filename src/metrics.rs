@@ -38,6 +38,8 @@ const FSYNC_BATCH: &str = "raftlock_log_fsync_batch_appends";
 const READ_BATCH: &str = "raftlock_read_index_batch_reads";
 const WRITE_BATCH: &str = "raftlock_log_entry_commands";
 const CLIENTS: &str = "raftlock_connected_clients";
+const DISK_FREE: &str = "raftlock_disk_free_bytes";
+const DISK_LOW: &str = "raftlock_disk_nearly_full";
 const REJECTED: &str = "raftlock_rejected_connections_total";
 const TLS_FAILED: &str = "raftlock_tls_handshake_failures_total";
 const SNAPSHOT_BYTES: &str = "raftlock_snapshot_bytes";
@@ -157,6 +159,8 @@ fn describe() {
     describe_histogram!(READ_BATCH, "Reads served by one ReadIndex round.");
     describe_histogram!(WRITE_BATCH, "Client commands proposed in one log entry (group commit).");
     describe_gauge!(CLIENTS, "Connected clients.");
+    describe_gauge!(DISK_FREE, Unit::Bytes, "Free space on the data directory's disk, read every 100 ms.");
+    describe_gauge!(DISK_LOW, "1 while the free space is below --min-free-disk: commands that may add data are refused (MISCONF).");
     describe_counter!(REJECTED, "Connections refused over maxclients.");
     describe_counter!(TLS_FAILED, "TLS handshakes that failed or timed out (clients and peers).");
     describe_gauge!(SNAPSHOT_BYTES, "Size of the last snapshot built.");
@@ -280,6 +284,11 @@ pub fn record_read_batch(reads: usize) {
 
 pub fn record_write_batch(commands: usize) {
     histogram!(WRITE_BATCH).record(commands as f64);
+}
+
+pub fn set_disk(free_bytes: u64, nearly_full: bool) {
+    gauge!(DISK_FREE).set(free_bytes as f64);
+    gauge!(DISK_LOW).set(if nearly_full { 1.0 } else { 0.0 });
 }
 
 pub fn set_clients(n: usize) {

@@ -1260,3 +1260,30 @@ fn the_ops_files_name_only_metrics_a_node_exports() {
         thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// The leader judges what followers forward by its own disk too: with its
+/// disk nearly full (a reserve above any disk's size) a write sent through a
+/// follower whose disk has room is refused with MISCONF, and a release
+/// through that follower is served.
+#[test]
+fn a_leader_with_a_nearly_full_disk_refuses_forwarded_writes() {
+    let _serial = serial();
+    let c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let f = others(&ALL, leader)[0];
+    let mut via = c.node(f).client();
+    let token = acquire(&mut via, "held", "me", 30_000);
+    let mut on_leader = c.node(leader).client();
+    let set: Value = redis::cmd("CONFIG").arg(&["SET", "min-free-disk", "1000000gb"]).query(&mut on_leader).unwrap();
+    assert_eq!(set, Value::Okay);
+    let refused = redis::cmd("SET").arg(&["k", "v"]).query::<Value>(&mut via).unwrap_err();
+    assert!(refused.to_string().contains("MISCONF") && refused.to_string().contains("min-free-disk"), "{refused}");
+    let refused = redis::cmd("LOCK.ACQUIRE").arg(&["other", "me", "1000"]).query::<Value>(&mut via).unwrap_err();
+    assert!(refused.to_string().contains("MISCONF"), "{refused}");
+    let released: i64 = redis::cmd("LOCK.RELEASE").arg("held").arg("me").arg(token).query(&mut via).unwrap();
+    assert_eq!(released, 1);
+    let set: Value = redis::cmd("CONFIG").arg(&["SET", "min-free-disk", "0"]).query(&mut on_leader).unwrap();
+    assert_eq!(set, Value::Okay);
+    let ok: Value = redis::cmd("SET").arg(&["k", "v"]).query(&mut via).unwrap();
+    assert_eq!(ok, Value::Okay);
+}

@@ -240,6 +240,72 @@ fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
 }
 
 
+/// A reserve of free disk (`min-free-disk`): while less is free, what may add
+/// data is refused with a MISCONF error (a node whose log cannot be written
+/// stops); reads, deletions, renewals and releases, by `LOCK.*` and by the
+/// compare-and-delete script clients send, are served, and writes come back
+/// once the reserve is met. A reserve above any disk's size stands for a
+/// full one.
+#[test]
+fn a_nearly_full_disk_refuses_what_adds_data_and_serves_releases() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let token = match q(&mut c, &["LOCK.ACQUIRE", "held", "me", "30000"]).unwrap() {
+        Value::Int(t) => t.to_string(),
+        other => panic!("{other:?}"),
+    };
+    let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+    let sha = match q(&mut c, &["SCRIPT", "LOAD", release]).unwrap() {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(q(&mut c, &["SET", "redis-lock", "tok-1", "NX", "PX", "30000"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    let info = |c: &mut redis::Connection| match q(c, &["INFO", "persistence"]).unwrap() {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    assert!(info(&mut c).contains("disk_nearly_full:0"), "{}", info(&mut c));
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "min-free-disk", "1000000gb"]).unwrap(), Value::Okay);
+    assert!(info(&mut c).contains("disk_nearly_full:1"), "{}", info(&mut c));
+    let mut raw = RawConn::connect(&s.addr());
+    let refused = |reply: Resp| {
+        let e = err(reply);
+        assert!(e.starts_with("MISCONF ") && e.contains("min-free-disk"), "{e}");
+    };
+    for cmd in [
+        &["SET", "k2", "v"][..],
+        &["SET", "lock2", "t", "NX", "PX", "1000"],
+        &["LOCK.ACQUIRE", "l", "o", "1000"],
+        &["LPUSH", "q", "x"],
+        &["EVAL", "return redis.call('set', KEYS[1], 'x')", "1", "e"],
+    ] {
+        refused(raw.cmd(cmd));
+    }
+    // Pipelined writes, one by one; a transaction with one, as a whole.
+    raw.send(&[RawConn::encode(&[b"SET", b"p1", b"v"]), RawConn::encode(&[b"INCR", b"p2"])].concat());
+    refused(raw.read().unwrap());
+    refused(raw.read().unwrap());
+    assert_eq!(raw.cmd(&["MULTI"]), Resp::Simple("OK".into()));
+    refused(raw.cmd(&["SET", "t", "v"]));
+    assert!(err(raw.cmd(&["EXEC"])).starts_with("EXECABORT"));
+    // What frees or keeps what is there is served.
+    assert_eq!(raw.cmd(&["GET", "k"]), Resp::Bulk(Some(b"v".to_vec())));
+    assert_eq!(raw.cmd(&["LOCK.RENEW", "held", "me", &token, "60000"]), Resp::Int(60000));
+    assert_eq!(raw.cmd(&["PEXPIRE", "k", "60000"]), Resp::Int(1));
+    assert_eq!(raw.cmd(&["EVALSHA", &sha, "1", "redis-lock", "tok-1"]), Resp::Int(1));
+    assert_eq!(raw.cmd(&["LOCK.RELEASE", "held", "me", &token]), Resp::Int(1));
+    assert_eq!(raw.cmd(&["DEL", "k"]), Resp::Int(1));
+    assert_eq!(raw.cmd(&["CONFIG", "GET", "min-free-disk"]).items()[1], Resp::bulk("1073741824000000"));
+    assert_eq!(raw.cmd(&["CONFIG", "SET", "min-free-disk", "0"]), Resp::Simple("OK".into()));
+    assert!(info(&mut c).contains("disk_nearly_full:0"), "{}", info(&mut c));
+    assert_eq!(raw.cmd(&["SET", "k2", "v"]), Resp::Simple("OK".into()));
+    for key in ["lock2", "l", "q", "e", "p1", "p2", "t", "redis-lock", "held", "k"] {
+        assert_eq!(q(&mut c, &["EXISTS", key]).unwrap(), Value::Int(0), "{key} is there");
+    }
+}
+
 /// `client-output-buffer-limit pubsub`: a subscriber that does not read is
 /// disconnected once its unsent messages pass the hard limit, or stay over
 /// the soft limit for the soft seconds, as Redis; other clients are served

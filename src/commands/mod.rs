@@ -376,6 +376,37 @@ pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
     body.is_some_and(|b| !crate::scripting::runs_without_vm(b))
 }
 
+/// Whether `argv` may add data: a command flagged `denyoom` (as in Redis's
+/// table), or a script other than the lock scripts run without Lua (see
+/// [`crate::scripting::runs_without_vm`]: a `GET`, then a `DEL` or a
+/// `PEXPIRE`). Refused while the disk is nearly full (`storage::disk`).
+pub fn may_add_data(ks: &Keyspace, argv: &[Bytes]) -> bool {
+    let Some(spec) = argv.first().and_then(|name| lookup(name)) else { return false };
+    if spec.flags.contains(&"denyoom") {
+        return true;
+    }
+    let body = match spec.name {
+        "eval" => argv.get(1).map(|b| &b[..]),
+        "evalsha" => argv
+            .get(1)
+            .and_then(|sha| ks.script(&String::from_utf8_lossy(sha).to_ascii_lowercase()))
+            .map(|b| &b[..]),
+        _ => return false,
+    };
+    // An unknown script is a `NOSCRIPT` error: it adds nothing.
+    body.is_some_and(|b| !crate::scripting::runs_without_vm(b))
+}
+
+/// [`may_add_data`] of any command of `request`.
+pub fn request_may_add_data(ks: &Keyspace, request: &Request) -> bool {
+    match request {
+        Request::Command(argv) => may_add_data(ks, argv),
+        Request::Transaction { commands, .. } | Request::Pipeline(commands) => commands.iter().any(|c| may_add_data(ks, c)),
+        Request::AsUser { request, .. } => request_may_add_data(ks, request),
+        Request::Dequeue { .. } | Request::Acl(_) => false,
+    }
+}
+
 fn is_script(argv: &[Bytes]) -> bool {
     argv.first().is_some_and(|n| n.len() >= 4 && n[..4].eq_ignore_ascii_case(b"eval"))
 }

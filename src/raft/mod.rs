@@ -30,6 +30,7 @@ use bytes::Bytes;
 use crate::commands::{ClientCommand, Op, Origin, Proposal, Request};
 use crate::keyspace::{ClientId, Keyspace, LogTime, ReadCtx};
 use crate::protocol::Reply;
+use crate::storage::disk::DiskReserve;
 use crate::storage::Storage;
 
 pub use audit::AuditLog;
@@ -92,6 +93,8 @@ pub struct RaftSettings {
     pub skip_entries: std::collections::BTreeSet<u64>,
     /// Mutual TLS on peer links (`--tls-cluster yes`).
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// The free space kept on the data directory's disk (`--min-free-disk`).
+    pub disk: Arc<DiskReserve>,
 }
 
 /// A point-in-time view for `RAFT.INFO` and `INFO`.
@@ -176,6 +179,7 @@ pub struct Consensus {
     writes: mpsc::UnboundedSender<PendingWrite>,
     reads: mpsc::UnboundedSender<ReadWaiter>,
     pool: Arc<PeerPool>,
+    disk: Arc<DiskReserve>,
 }
 
 /// Where a command should run.
@@ -194,7 +198,12 @@ impl peer::ForwardHandler for ForwardedCommands {
         Box::pin(async move {
             let Some(consensus) = consensus else { return (Err(ClusterError::NoLeader), 0) };
             let result = match consensus.leader_term() {
-                Ok(_) => consensus.execute_here(command).await,
+                // The follower judged the command by its own disk; this
+                // node's log must take it too.
+                Ok(_) => match consensus.disk_refusal(&command.request) {
+                    Some(refusal) => Ok(Reply::Error(refusal)),
+                    None => consensus.execute_here(command).await,
+                },
                 Err(e) => Err(e),
             };
             // Read after the reply: at least the index it reflects.
@@ -407,8 +416,17 @@ impl Consensus {
         });
         let (writes, write_rx) = mpsc::unbounded_channel();
         tokio::spawn(write_batcher(proposer.clone(), write_rx));
-        let consensus =
-            Arc::new(Consensus { proposer, shared, boot: boot_id(), next_request: AtomicU64::new(1), writes, reads, pool });
+        let disk = settings.disk.clone();
+        let consensus = Arc::new(Consensus {
+            proposer,
+            shared,
+            boot: boot_id(),
+            next_request: AtomicU64::new(1),
+            writes,
+            reads,
+            pool,
+            disk,
+        });
         let handler = Arc::new(ForwardedCommands(Arc::downgrade(&consensus)));
         tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler, settings.tls));
         Ok(consensus)
@@ -636,6 +654,20 @@ impl Consensus {
                 .await
             }
         }
+    }
+
+    /// The free space kept on the data directory's disk.
+    pub fn disk(&self) -> &DiskReserve {
+        &self.disk
+    }
+
+    /// The error for `request` if it may add data while this node's disk is
+    /// nearly full (see [`crate::storage::disk`]).
+    pub fn disk_refusal(&self, request: &Request) -> Option<String> {
+        if !self.disk.low() || !crate::commands::request_may_add_data(&self.shared.lock().keyspace, request) {
+            return None;
+        }
+        Some(self.disk.refusal())
     }
 
     /// The ACL users as applied here, and a number that changes whenever

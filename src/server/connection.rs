@@ -232,6 +232,7 @@ impl Connection {
         self.authenticated
             && self.perms.is_none()
             && !self.node.memory.exceeded()
+            && !self.node.consensus.disk().low()
             && self.multi.is_none()
             && !self.subscribed()
             && commands::lookup(&argv[0]).is_some_and(|spec| {
@@ -310,6 +311,16 @@ impl Connection {
         send(writer, &out).await.is_ok()
     }
 
+    /// The error for `argv` if it may add data while the disk is nearly
+    /// full (see [`crate::storage::disk`]).
+    fn disk_refusal(&self, argv: &[Bytes]) -> Option<String> {
+        let consensus = &self.node.consensus;
+        if !consensus.disk().low() {
+            return None;
+        }
+        consensus.disk_refusal(&crate::commands::Request::Command(argv.to_vec()))
+    }
+
     fn reply(&mut self, reply: &Reply) {
         encode_reply(reply, self.resp3, &mut self.out);
     }
@@ -386,6 +397,11 @@ impl Connection {
         if self.node.memory.exceeded() && super::memory::may_grow(spec) {
             self.multi_failed |= self.multi.is_some();
             self.reply(&Reply::error(super::memory::OOM));
+            return Next::Continue;
+        }
+        if let Some(refusal) = self.disk_refusal(&argv) {
+            self.multi_failed |= self.multi.is_some();
+            self.reply(&Reply::Error(refusal));
             return Next::Continue;
         }
         if let Some(queue) = &mut self.multi {
@@ -577,6 +593,12 @@ impl Connection {
                 {
                     self.watched.clear();
                     Reply::error(super::memory::OOM)
+                }
+                // Checked when queued, and again now: the disk may have
+                // filled since.
+                Some(commands) if commands.iter().any(|c| self.disk_refusal(c).is_some()) => {
+                    self.watched.clear();
+                    Reply::Error(self.node.consensus.disk().refusal())
                 }
                 // Checked when queued, and again now: the rules may have
                 // changed since.
@@ -1311,6 +1333,7 @@ impl Connection {
             ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
             ("maxmemory", self.node.memory.limit().to_string()),
             ("maxmemory-policy", "noeviction".into()),
+            ("min-free-disk", self.node.consensus.disk().reserve().to_string()),
             ("cluster-enabled", "no".into()),
             ("protected-mode", if self.node.auth.protected_mode() { "yes" } else { "no" }.into()),
             ("aclfile", c.aclfile.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
@@ -1354,6 +1377,12 @@ impl Connection {
             "maxmemory" => {
                 let bytes = super::memory::parse_bytes(value).ok_or("argument must be a memory value")?;
                 self.node.memory.set_limit(bytes);
+                Ok(())
+            }
+            // This node's only: as --min-free-disk.
+            "min-free-disk" => {
+                let bytes = super::memory::parse_bytes(value).ok_or("argument must be a memory value")?;
+                self.node.consensus.disk().set_reserve(bytes);
                 Ok(())
             }
             "maxmemory-policy" => {

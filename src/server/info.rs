@@ -74,6 +74,11 @@ fn section_text(node: &Node, status: &RaftStatus, section: &str, out: &mut Strin
             t.field("rdb_changes_since_last_save", 0);
             t.field("aof_enabled", 1);
             t.field("raft_log_fsync", "always");
+            let disk = node.consensus.disk();
+            // Disk free space, and whether commands that add data are refused.
+            t.field("disk_free_bytes", disk.free().map_or_else(|| "unknown".to_string(), |f| f.to_string()));
+            t.field("min_free_disk", disk.reserve());
+            t.field("disk_nearly_full", u8::from(disk.low()));
         }
         "stats" => {
             t.header("Stats");

@@ -25,9 +25,11 @@ use tokio::sync::broadcast;
 use crate::clock::LogClock;
 use crate::config::Config;
 use crate::raft::{Consensus, NodeInfo, RaftSettings};
+use crate::storage::disk::DiskReserve;
 use crate::storage::Storage;
 
 pub use clients::{ClientInfo, ClientRegistry};
+pub use memory::parse_bytes;
 
 /// The stack of every runtime thread. Log entries are applied on these
 /// threads, scripts included: every recursion a client controls is bounded
@@ -94,6 +96,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         None => None,
     };
     let storage = Arc::new(Storage::open(&config.data_dir)?);
+    let disk = Arc::new(DiskReserve::new(config.data_dir.clone(), config.min_free_disk));
     let clock = Arc::new(LogClock::system());
     let hub = Arc::new(Hub::new());
     let sink_hub = hub.clone();
@@ -116,6 +119,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         audit_log: config.audit_log.clone(),
         skip_entries: config.skip_entry.iter().copied().collect(),
         tls: tls.clone().filter(|t| t.cluster()),
+        disk,
     };
     if config.force_new_cluster {
         let forced = crate::raft::recovery::force_new_cluster(
@@ -220,6 +224,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
                 if node.memory.limit() > 0 {
                     node.memory.sample();
                 }
+                node.consensus.disk().sample();
             }
         });
     }

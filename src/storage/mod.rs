@@ -21,6 +21,7 @@
 //! the log's writer thread ([`freeing`]): freed at once, its blocks held
 //! every log fsync for tens of milliseconds.
 
+pub mod disk;
 mod freeing;
 pub mod wal;
 

@@ -424,7 +424,7 @@ impl Wal {
                 let path = dir.join(segment_name(loc.segment));
                 let file = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| WalError::io(path.display(), e))?;
                 file.set_len(end).map_err(|e| WalError::io(path.display(), e))?;
-                allocate(&file, end, capacity - end).map_err(|e| WalError::io(path.display(), e))?;
+                allocate_if_room(&file, end, capacity - end, &path).map_err(|e| WalError::io(path.display(), e))?;
                 file.sync_all().map_err(|e| WalError::io(path.display(), e))?;
                 Some(Active { first: loc.segment, next_index: last + 1, end, capacity })
             }
@@ -715,12 +715,25 @@ fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`allocate`], except that a disk too full to set the space aside leaves
+/// the file to grow as it is written: records still fit while any space is
+/// left, and a restart on a full disk still opens the log.
+fn allocate_if_room(file: &File, offset: u64, len: u64, path: &Path) -> std::io::Result<()> {
+    match allocate(file, offset, len) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+            tracing::warn!(path = %path.display(), "no room to allocate a log segment ahead; it grows as it is written");
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 /// Creates a segment file with `capacity` bytes allocated (zeros), durably
 /// named in its directory.
 fn create_segment(dir: &Path, first: u64, capacity: u64) -> std::io::Result<File> {
     let path = dir.join(segment_name(first));
     let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-    if let Err(e) = allocate(&file, 0, capacity) {
+    if let Err(e) = allocate_if_room(&file, 0, capacity, &path) {
         let _ = std::fs::remove_file(&path);
         return Err(e);
     }
@@ -741,7 +754,8 @@ fn create_segment(dir: &Path, first: u64, capacity: u64) -> std::io::Result<File
 /// 64 KB of zeros written ahead (1 MB ahead: a 2-3 ms sync each time).
 /// Zeros are only ever written past the segment's last record, where it
 /// holds zeros already, and never past [`SEGMENT_BYTES`], which every
-/// segment has allocated.
+/// segment has allocated (unless the disk had no room, see
+/// [`allocate_if_room`]: then the zeros are written while they fit).
 const ZERO_AHEAD: u64 = 64 << 10;
 static ZEROS: [u8; ZERO_AHEAD as usize] = [0; ZERO_AHEAD as usize];
 
@@ -874,8 +888,12 @@ fn write_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
                         }
                         if end > zeroed.1 && end < SEGMENT_BYTES {
                             let len = ZERO_AHEAD.min(SEGMENT_BYTES - end);
-                            file.write_all_at(&ZEROS[..len as usize], end)?;
-                            zeroed.1 = end + len;
+                            // Only to make later syncs cheaper: on a disk too
+                            // full for it (a segment that could not be
+                            // allocated ahead) the records go on without it.
+                            if file.write_all_at(&ZEROS[..len as usize], end).is_ok() {
+                                zeroed.1 = end + len;
+                            }
                         }
                         Ok(())
                     })();
