@@ -214,6 +214,14 @@ fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
         other => panic!("{other:?}"),
     };
     assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    // redis-py's release: a script Redis serves over maxmemory, as it calls
+    // no command that may grow the data.
+    let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+    let sha = match q(&mut c, &["SCRIPT", "LOAD", release]).unwrap() {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(q(&mut c, &["SET", "redis-lock", "tok-1", "NX", "PX", "30000"]).unwrap(), Value::Okay);
     assert_eq!(q(&mut c, &["CONFIG", "SET", "maxmemory", "1mb"]).unwrap(), Value::Okay);
     let oom = "OOM command not allowed when used memory > 'maxmemory'.";
     let mut raw = RawConn::connect(&s.addr());
@@ -230,11 +238,12 @@ fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
     assert!(err(raw.cmd(&["EXEC"])).starts_with("EXECABORT"));
     assert_eq!(raw.cmd(&["GET", "k"]), Resp::Bulk(Some(b"v".to_vec())));
     assert_eq!(raw.cmd(&["LOCK.RELEASE", "held", "me", &token]), Resp::Int(1));
+    assert_eq!(raw.cmd(&["EVALSHA", &sha, "1", "redis-lock", "tok-1"]), Resp::Int(1));
     assert_eq!(raw.cmd(&["DEL", "k"]), Resp::Int(1));
     assert_eq!(raw.cmd(&["CONFIG", "GET", "maxmemory-policy"]).items()[1], Resp::bulk("noeviction"));
     assert_eq!(raw.cmd(&["CONFIG", "SET", "maxmemory", "0"]), Resp::Simple("OK".into()));
     assert_eq!(raw.cmd(&["SET", "k2", "v"]), Resp::Simple("OK".into()));
-    for key in ["p1", "p2", "t", "l", "q"] {
+    for key in ["p1", "p2", "t", "l", "q", "redis-lock"] {
         assert_eq!(q(&mut c, &["EXISTS", key]).unwrap(), Value::Int(0), "{key} was written while over maxmemory");
     }
 }

@@ -664,10 +664,16 @@ impl Consensus {
     /// The error for `request` if it may add data while this node's disk is
     /// nearly full (see [`crate::storage::disk`]).
     pub fn disk_refusal(&self, request: &Request) -> Option<String> {
-        if !self.disk.low() || !crate::commands::request_may_add_data(&self.shared.lock().keyspace, request) {
+        if !self.disk.low() || !self.may_add_data(request) {
             return None;
         }
         Some(self.disk.refusal())
+    }
+
+    /// Whether `request` may add data ([`crate::commands::may_add_data`]),
+    /// the scripts it names as applied here.
+    pub fn may_add_data(&self, request: &Request) -> bool {
+        crate::commands::request_may_add_data(&self.shared.lock().keyspace, request)
     }
 
     /// The ACL users as applied here, and a number that changes whenever

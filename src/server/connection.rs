@@ -321,6 +321,14 @@ impl Connection {
         consensus.disk_refusal(&crate::commands::Request::Command(argv.to_vec()))
     }
 
+    /// Whether `argv` may add data ([`commands::may_add_data`]): refused
+    /// over `maxmemory`, as Redis refuses its `denyoom` commands. The lock
+    /// release and extend scripts clients send are served, as in Redis,
+    /// where a script is refused only when it calls such a command.
+    fn may_add_data(&self, argv: &[Bytes]) -> bool {
+        self.node.consensus.may_add_data(&crate::commands::Request::Command(argv.to_vec()))
+    }
+
     fn reply(&mut self, reply: &Reply) {
         encode_reply(reply, self.resp3, &mut self.out);
     }
@@ -394,7 +402,7 @@ impl Connection {
                 }
             }
         }
-        if self.node.memory.exceeded() && super::memory::may_grow(spec) {
+        if self.node.memory.exceeded() && self.may_add_data(&argv) {
             self.multi_failed |= self.multi.is_some();
             self.reply(&Reply::error(super::memory::OOM));
             return Next::Continue;
@@ -589,7 +597,7 @@ impl Connection {
                 }
                 Some(commands)
                     if self.node.memory.exceeded()
-                        && commands.iter().any(|c| commands::lookup(&c[0]).is_some_and(super::memory::may_grow)) =>
+                        && commands.iter().any(|c| self.may_add_data(c)) =>
                 {
                     self.watched.clear();
                     Reply::error(super::memory::OOM)

@@ -1,6 +1,7 @@
 //! `maxmemory` with Redis's `noeviction` policy: while the process's memory
 //! is over the limit, commands that may grow the data set (`denyoom` in the
-//! command table, and scripts) are refused with Redis's `OOM` error; reads,
+//! command table, and scripts other than the lock scripts run without Lua:
+//! `commands::may_add_data`) are refused with Redis's `OOM` error; reads,
 //! deletions and releases are still served, so clients can make room.
 //!
 //! The memory is the process's resident set (Redis counts what its
@@ -53,11 +54,6 @@ impl MemoryLimit {
     pub fn exceeded(&self) -> bool {
         self.over.load(Ordering::Relaxed)
     }
-}
-
-/// Whether a command may grow the data set: refused while over `maxmemory`.
-pub fn may_grow(spec: &crate::commands::CommandSpec) -> bool {
-    spec.flags.contains(&"denyoom") || matches!(spec.name, "eval" | "evalsha")
 }
 
 /// A memory amount as Redis's configuration takes it: bytes, or with a unit
