@@ -1,9 +1,10 @@
-//! A data disk that really fills up: a node on a 200 MB tmpfs takes 1 MB
-//! values until its free space falls below `--min-free-disk`, then refuses
-//! what adds data with MISCONF and serves on (reads, deletions, releases),
-//! and starts again on the nearly full disk. Before the reserve, and while a
-//! new log segment's 64 MB allocation ahead could fail, the node stopped at
-//! the 63rd value.
+//! A data disk that really fills up: a node on a 240 MB tmpfs, with a
+//! ballast file leaving it 50 MB, takes 1 MB values until its free space
+//! falls below `--min-free-disk` (10 MB), then refuses what adds data with
+//! MISCONF and serves on (reads, deletions, releases), and starts again on
+//! the nearly full disk. On the way its second log segment cannot be
+//! allocated 64 MB ahead, and grows as it is written; before, the node
+//! stopped there.
 //!
 //! Mounting needs root (CI runs as root). Elsewhere the test says it could
 //! not mount and checks nothing; the reserve's rules are also checked, on
@@ -45,7 +46,7 @@ fn start(data: &Path, log: &Path) -> Node {
     let ports = free_ports(2);
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_raftlock"))
-        .args(["--bind", "127.0.0.1", "--metrics-addr", "off", "--min-free-disk", "40mb"])
+        .args(["--bind", "127.0.0.1", "--metrics-addr", "off", "--min-free-disk", "10mb"])
         .args(["--port", &ports[0].to_string(), "--peer-port", &ports[1].to_string()])
         .arg("--data-dir")
         .arg(data)
@@ -78,7 +79,7 @@ fn a_node_whose_disk_fills_refuses_what_adds_data_and_serves_on() {
     let disk = dir.path().join("disk");
     std::fs::create_dir(&disk).unwrap();
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=200m", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=240m", "tmpfs"])
         .arg(&disk)
         .stderr(Stdio::null())
         .status()
@@ -96,9 +97,24 @@ fn a_node_whose_disk_fills_refuses_what_adds_data_and_serves_on() {
         Value::Int(t) => t.to_string(),
         other => panic!("{other:?}"),
     };
+    // The first log segment is allocated; leave 50 MB besides.
+    let info = match q(&mut c, &["INFO", "persistence"]).unwrap() {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let free: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("disk_free_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no disk_free_bytes in {info}"));
+    let ballast = (free - (50 << 20)) as usize;
+    std::fs::write(disk.join("ballast"), vec![0u8; ballast]).unwrap();
     let value = vec![b'x'; 1 << 20];
     let mut refused = None;
     for i in 0..300 {
+        // At most ~20 values between two readings of the disk (every 100
+        // ms), as a client that is not writing at memory speed.
+        std::thread::sleep(Duration::from_millis(5));
         match redis::cmd("SET").arg(format!("k{i}")).arg(&value).query::<Value>(&mut c) {
             Ok(Value::Okay) => {}
             Ok(other) => panic!("SET {i}: {other:?}"),
@@ -110,10 +126,11 @@ fn a_node_whose_disk_fills_refuses_what_adds_data_and_serves_on() {
             }
         }
     }
-    let refused = refused.expect("300 MB went into a 200 MB disk without a refusal");
-    // A fresh node takes ~140 MB of the tmpfs (a log segment and RocksDB's
-    // log, both allocated ahead); what is left, less the reserve, is ~20 MB.
-    assert!(refused >= 10, "refused after {refused} values:\n{}", logs());
+    let refused = refused.expect("300 MB went into a 240 MB disk without a refusal");
+    // The first segment holds ~63 values, and the 50 MB left then cannot
+    // take the next one's 64 MB.
+    assert!(refused > 63, "refused after {refused} values:\n{}", logs());
+    assert!(logs().contains("no room to allocate a log segment ahead"), "no segment was short of room ({refused} values in):\n{}", logs());
     assert!(node.child.try_wait().unwrap().is_none(), "the node stopped:\n{}", logs());
     assert_eq!(q(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
     assert_eq!(q(&mut c, &["STRLEN", "k0"]).unwrap(), Value::Int(1 << 20));

@@ -662,12 +662,14 @@ impl Consensus {
     }
 
     /// The error for `request` if it may add data while this node's disk is
-    /// nearly full (see [`crate::storage::disk`]).
+    /// nearly full (see [`crate::storage::disk`]); a request let in counts
+    /// against the free space until the disk is read again.
     pub fn disk_refusal(&self, request: &Request) -> Option<String> {
-        if !self.disk.low() || !self.may_add_data(request) {
-            return None;
+        if self.disk.low() && self.may_add_data(request) {
+            return Some(self.disk.refusal());
         }
-        Some(self.disk.refusal())
+        self.disk.spend(request.size() as u64);
+        None
     }
 
     /// Whether `request` may add data ([`crate::commands::may_add_data`]),

@@ -258,7 +258,11 @@ impl Connection {
         let tracked = self.track_reads(commands.iter().map(|c| &c[..]));
         self.caching = None;
         let attempts: Vec<Option<Bytes>> = commands.iter().map(|c| commands::attempted_lock(c).cloned()).collect();
-        let (outcome, reflects) = self.on_leader_seen(Request::Pipeline(commands)).await;
+        let request = Request::Pipeline(commands);
+        // Let in by `pipelinable` (the disk was not low): counted against
+        // its free space until it is read again.
+        self.node.consensus.disk().spend(request.size() as u64);
+        let (outcome, reflects) = self.on_leader_seen(request).await;
         self.reads_answered(tracked, reflects);
         let replies = match outcome {
             Reply::Array(replies) if replies.len() == n => replies,
@@ -316,6 +320,8 @@ impl Connection {
     fn disk_refusal(&self, argv: &[Bytes]) -> Option<String> {
         let consensus = &self.node.consensus;
         if !consensus.disk().low() {
+            // Counted against the free space until the disk is read again.
+            consensus.disk().spend(argv.iter().map(|a| a.len() as u64 + 16).sum());
             return None;
         }
         consensus.disk_refusal(&crate::commands::Request::Command(argv.to_vec()))
@@ -1391,6 +1397,7 @@ impl Connection {
             "min-free-disk" => {
                 let bytes = super::memory::parse_bytes(value).ok_or("argument must be a memory value")?;
                 self.node.consensus.disk().set_reserve(bytes);
+                self.node.consensus.disk().guard_snapshots();
                 Ok(())
             }
             "maxmemory-policy" => {

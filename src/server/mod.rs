@@ -97,6 +97,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     };
     let storage = Arc::new(Storage::open(&config.data_dir)?);
     let disk = Arc::new(DiskReserve::new(config.data_dir.clone(), config.min_free_disk));
+    disk.guard_snapshots();
     let clock = Arc::new(LogClock::system());
     let hub = Arc::new(Hub::new());
     let sink_hub = hub.clone();

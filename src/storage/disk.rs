@@ -13,10 +13,12 @@
 //!
 //! The free space is read (`statvfs`) at most every [`SAMPLE_EVERY`], by the
 //! first caller that finds the last reading older, so a command pays an
-//! atomic load or two.
+//! atomic load or two; between readings, the bytes of the commands let in
+//! are taken off the last reading (a client writing megabytes at memory
+//! speed would otherwise pass the whole reserve in one interval).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -34,9 +36,41 @@ pub struct DiskReserve {
     reserve: AtomicU64,
     /// The last reading, in bytes (`u64::MAX` when unreadable).
     free: AtomicU64,
-    low: AtomicBool,
+    /// Bytes of commands let in since the last reading: a client writing
+    /// fast would otherwise pass the reserve between two readings.
+    spent: AtomicU64,
     /// When the last reading was taken, in µs since [`epoch`].
     read_at_us: AtomicU64,
+}
+
+/// Free space a snapshot being written must leave: half the reserve (the
+/// other half is the log's while the snapshot is retried). Process-wide,
+/// set by [`DiskReserve::guard_snapshots`]; 0 (tests of the storage alone):
+/// no floor.
+static SNAPSHOT_FLOOR: AtomicU64 = AtomicU64::new(0);
+
+/// An error if the file system that holds `file` has less free than
+/// [`SNAPSHOT_FLOOR`]: the snapshot being written into `file` stops (it is
+/// deleted, and tried again later) instead of filling the disk.
+pub fn room_for_snapshot(file: &std::fs::File) -> std::io::Result<()> {
+    let floor = SNAPSHOT_FLOOR.load(Ordering::Relaxed);
+    if floor == 0 {
+        return Ok(());
+    }
+    // SAFETY: `fstatvfs` writes only into `stat`, plain data; the descriptor
+    // is `file`'s, open for the call.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatvfs(std::os::fd::AsRawFd::as_raw_fd(file), &mut stat) } != 0 {
+        return Ok(());
+    }
+    let free = (stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64);
+    if free < floor {
+        return Err(std::io::Error::other(format!(
+            "no room for a snapshot: {} MB free, below half of min-free-disk",
+            free >> 20
+        )));
+    }
+    Ok(())
 }
 
 fn epoch() -> Instant {
@@ -64,11 +98,18 @@ impl DiskReserve {
             dir,
             reserve: AtomicU64::new(reserve),
             free: AtomicU64::new(u64::MAX),
-            low: AtomicBool::new(false),
+            spent: AtomicU64::new(0),
             read_at_us: AtomicU64::new(0),
         };
         disk.sample();
         disk
+    }
+
+    /// Makes this reserve the one snapshots written by this process leave
+    /// half of ([`room_for_snapshot`]); the server's, at its start and when
+    /// the reserve changes.
+    pub fn guard_snapshots(&self) {
+        SNAPSHOT_FLOOR.store(self.reserve() / 2, Ordering::Relaxed);
     }
 
     pub fn reserve(&self) -> u64 {
@@ -85,13 +126,24 @@ impl DiskReserve {
     pub fn sample(&self) {
         let free = free_bytes(&self.dir).unwrap_or(u64::MAX);
         self.free.store(free, Ordering::Relaxed);
-        let reserve = self.reserve();
-        let low = reserve > 0 && free < reserve;
-        self.low.store(low, Ordering::Relaxed);
-        if free != u64::MAX {
-            crate::metrics::set_disk(free, low);
-        }
+        self.spent.store(0, Ordering::Relaxed);
         self.read_at_us.store(epoch().elapsed().as_micros() as u64, Ordering::Relaxed);
+        if free != u64::MAX {
+            crate::metrics::set_disk(free, self.below_reserve());
+        }
+    }
+
+    /// Counts `bytes` of a command let in against the free space until the
+    /// next reading.
+    pub fn spend(&self, bytes: u64) {
+        self.spent.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether the last reading, less what was let in since, is below the
+    /// reserve.
+    fn below_reserve(&self) -> bool {
+        let (reserve, free) = (self.reserve(), self.free.load(Ordering::Relaxed));
+        reserve > 0 && free != u64::MAX && free.saturating_sub(self.spent.load(Ordering::Relaxed)) < reserve
     }
 
     /// The free space as last read (`None` if it could not be read).
@@ -108,7 +160,7 @@ impl DiskReserve {
         {
             self.sample();
         }
-        self.low.load(Ordering::Relaxed)
+        self.below_reserve()
     }
 
     /// The error a refused command gets.
@@ -140,6 +192,19 @@ mod tests {
         disk.set_reserve(1);
         assert!(!disk.low());
         assert!(disk.free().is_some_and(|f| f > 1));
+    }
+
+    #[test]
+    fn what_is_let_in_counts_against_the_free_space_until_the_next_reading() {
+        let dir = std::env::temp_dir();
+        let free = free_bytes(&dir).expect("statvfs of the temporary directory");
+        let disk = DiskReserve::new(dir, free / 2);
+        assert!(!disk.low());
+        disk.spend(free - free / 4);
+        // Not `low`, which reads again once 100 ms have passed.
+        assert!(disk.below_reserve(), "{} of {free} bytes let in, the reserve {} not met", free - free / 4, free / 2);
+        disk.sample();
+        assert!(!disk.low(), "a reading starts the count again");
     }
 
     #[test]

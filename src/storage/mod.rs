@@ -88,6 +88,11 @@ impl<T: Write + std::io::Seek> SnapshotSink for T {}
 
 impl Write for SyncedEvery {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.unsynced == 0 {
+            // Before the first bytes and after every sync: a snapshot as big
+            // as the data must not take the room the log needs.
+            disk::room_for_snapshot(&self.file)?;
+        }
         let n = self.file.write(buf)?;
         self.unsynced += n as u64;
         if self.unsynced >= SNAPSHOT_SYNC_EVERY {

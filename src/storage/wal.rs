@@ -722,7 +722,12 @@ fn allocate_if_room(file: &File, offset: u64, len: u64, path: &Path) -> std::io:
     match allocate(file, offset, len) {
         Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
             tracing::warn!(path = %path.display(), "no room to allocate a log segment ahead; it grows as it is written");
-            Ok(())
+            // Whether a failed allocation keeps what it took is left open
+            // (fallocate(2)): cutting the file back frees whatever lies past
+            // `offset` (a cut to the size it has may change nothing, so it
+            // grows by a byte first).
+            file.set_len(offset + 1)?;
+            file.set_len(offset)
         }
         other => other,
     }
