@@ -202,6 +202,25 @@ fn idle_clients_are_let_go_after_the_timeout() {
     assert_eq!(busy.cmd(&["CONFIG", "SET", "timeout", "0"]), Resp::Simple("OK".into()));
 }
 
+/// Two locks held, each to be released while writes are refused: `held`
+/// by `LOCK.ACQUIRE` (its token returned) and `redis-lock` by `SET NX PX`
+/// with value `tok-1`, whose compare-and-delete release script (redis-py's)
+/// is loaded (its SHA returned); and a plain key `k` = `v`.
+fn two_held_locks(c: &mut redis::Connection) -> (String, String) {
+    let token = match q(c, &["LOCK.ACQUIRE", "held", "me", "30000"]).unwrap() {
+        Value::Int(t) => t.to_string(),
+        other => panic!("{other:?}"),
+    };
+    let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+    let sha = match q(c, &["SCRIPT", "LOAD", release]).unwrap() {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(q(c, &["SET", "redis-lock", "tok-1", "NX", "PX", "30000"]).unwrap(), Value::Okay);
+    assert_eq!(q(c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    (token, sha)
+}
+
 /// `maxmemory` with noeviction: over the limit, what may grow the data set
 /// is refused with Redis's OOM error; reads, deletions and releases are
 /// served.
@@ -209,19 +228,9 @@ fn idle_clients_are_let_go_after_the_timeout() {
 fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
     let s = TestServer::start();
     let mut c = s.client();
-    let token = match q(&mut c, &["LOCK.ACQUIRE", "held", "me", "30000"]).unwrap() {
-        Value::Int(t) => t.to_string(),
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
     // redis-py's release: a script Redis serves over maxmemory, as it calls
     // no command that may grow the data.
-    let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-    let sha = match q(&mut c, &["SCRIPT", "LOAD", release]).unwrap() {
-        Value::BulkString(b) => String::from_utf8(b).unwrap(),
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(q(&mut c, &["SET", "redis-lock", "tok-1", "NX", "PX", "30000"]).unwrap(), Value::Okay);
+    let (token, sha) = two_held_locks(&mut c);
     assert_eq!(q(&mut c, &["CONFIG", "SET", "maxmemory", "1mb"]).unwrap(), Value::Okay);
     let oom = "OOM command not allowed when used memory > 'maxmemory'.";
     let mut raw = RawConn::connect(&s.addr());
@@ -259,17 +268,7 @@ fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
 fn a_nearly_full_disk_refuses_what_adds_data_and_serves_releases() {
     let s = TestServer::start();
     let mut c = s.client();
-    let token = match q(&mut c, &["LOCK.ACQUIRE", "held", "me", "30000"]).unwrap() {
-        Value::Int(t) => t.to_string(),
-        other => panic!("{other:?}"),
-    };
-    let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-    let sha = match q(&mut c, &["SCRIPT", "LOAD", release]).unwrap() {
-        Value::BulkString(b) => String::from_utf8(b).unwrap(),
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(q(&mut c, &["SET", "redis-lock", "tok-1", "NX", "PX", "30000"]).unwrap(), Value::Okay);
-    assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    let (token, sha) = two_held_locks(&mut c);
     let info = |c: &mut redis::Connection| match q(c, &["INFO", "persistence"]).unwrap() {
         Value::BulkString(b) => String::from_utf8(b).unwrap(),
         Value::VerbatimString { text, .. } => text,
