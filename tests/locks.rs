@@ -842,6 +842,7 @@ fn restart_recovers_from_snapshots_and_log_suffix() {
         "a snapshot build may be in flight at the kill:\n{}",
         at_kill.raw
     );
+    s.wait_purged_on_disk(base_at);
     let max_old = expect.iter().chain(&suffix).map(|x| x.2).max().unwrap();
     expect.extend(suffix.iter().cloned());
     drop(c);

@@ -33,6 +33,7 @@
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -278,6 +279,10 @@ pub struct LogStore {
     /// open, then set only by [`RaftLogStorage::purge`] (nothing else records
     /// one while a store is open; `reset` runs with none).
     last_purged: Option<LogId>,
+    /// The index of the last purge whose mark is on disk and whose files are
+    /// gone (0 for none): what a start after a kill finds (`RAFT.INFO`
+    /// `purged_index`).
+    purged_on_disk: Arc<AtomicU64>,
     /// Tests hold it to keep a purge from writing its mark.
     #[cfg(test)]
     purge_hold: Arc<std::sync::Mutex<()>>,
@@ -413,6 +418,7 @@ impl LogStore {
             committed,
             purging: Arc::default(),
             last_purged: purged,
+            purged_on_disk: Arc::new(AtomicU64::new(purged.map_or(0, |l| l.index))),
             #[cfg(test)]
             purge_hold: Arc::default(),
         };
@@ -447,6 +453,12 @@ impl LogStore {
     /// How far this log is on disk.
     pub fn durable(&self) -> Durable {
         self.durable.clone()
+    }
+
+    /// The index of the last purge that is on disk, files removed (0 for
+    /// none), as it changes.
+    pub fn purged_on_disk(&self) -> Arc<AtomicU64> {
+        self.purged_on_disk.clone()
     }
 
     /// Appends `entries`; `ack` is called once openraft may count them as
@@ -776,6 +788,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut b = Batch::default();
         b.put(Cf::Meta, LAST_PURGED, encode(&Some(log_id)));
         let (db, wal) = (self.db.clone(), self.reader.wal.clone());
+        let on_disk = self.purged_on_disk.clone();
         #[cfg(test)]
         let hold = self.purge_hold.clone();
         let work = move || {
@@ -787,6 +800,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     if let Err(e) = wal.remove(purged) {
                         tracing::warn!("cannot remove purged log segments: {e}");
                     }
+                    on_disk.fetch_max(log_id.index, Ordering::Release);
                 }
                 // The files stay: a start reads their records back.
                 Err(e) => tracing::error!(index = log_id.index, "cannot record the purged log index: {e}"),
@@ -924,6 +938,8 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         assert_eq!(purged_on_disk(), None);
         assert_eq!(segments(), 2, "a segment went before the purge was on disk");
+        let reported = log.purged_on_disk();
+        assert_eq!(reported.load(Ordering::Acquire), 0, "RAFT.INFO would report a purge not yet on disk");
 
         drop(held);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -935,6 +951,7 @@ mod tests {
         log.purge(*blank(15).get_log_id()).await.unwrap();
         let _turn = log.purging.clone().lock_owned().await;
         assert_eq!(purged_on_disk(), Some(15));
+        assert_eq!(reported.load(Ordering::Acquire), 15);
     }
 
     /// Waits (at most 10 s) for RocksDB to hold `index` as the committed id.

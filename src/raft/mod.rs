@@ -109,6 +109,8 @@ pub struct RaftStatus {
     pub applied_index: u64,
     pub last_log_index: u64,
     pub snapshot_index: u64,
+    /// The last log index purged behind a snapshot, on disk.
+    pub purged_index: u64,
     pub members: Vec<(NodeId, NodeInfo)>,
     /// The members that vote; the others are learners.
     pub voters: Vec<NodeId>,
@@ -180,6 +182,8 @@ pub struct Consensus {
     reads: mpsc::UnboundedSender<ReadWaiter>,
     pool: Arc<PeerPool>,
     disk: Arc<DiskReserve>,
+    /// The log store's last purge on disk ([`LogStore::purged_on_disk`]).
+    purged: Arc<AtomicU64>,
 }
 
 /// Where a command should run.
@@ -363,6 +367,7 @@ impl Consensus {
         .map_err(|e| err(&e))?;
         let log = LogStore::open(db.clone(), clock.clone()).map_err(|e| err(&e))?.for_node(settings.node_id);
         let durable = log.durable();
+        let purged = log.purged_on_disk();
         let mut sm = StateMachine::open(db, clock.clone(), sink)
             .map_err(|e| err(&e))?
             .with_skipped_entries(settings.skip_entries.clone())
@@ -426,6 +431,7 @@ impl Consensus {
             reads,
             pool,
             disk,
+            purged,
         });
         let handler = Arc::new(ForwardedCommands(Arc::downgrade(&consensus)));
         tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler, settings.tls));
@@ -921,6 +927,7 @@ impl Consensus {
             applied_index: m.last_applied.map(|l| l.index).unwrap_or(0),
             last_log_index: m.last_log_index.unwrap_or(0),
             snapshot_index: m.snapshot.map(|l| l.index).unwrap_or(0),
+            purged_index: self.purged.load(Ordering::Acquire),
             voters: m.membership_config.membership().voter_ids().collect(),
             members,
         }

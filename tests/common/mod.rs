@@ -463,6 +463,18 @@ impl TestServer {
         })
     }
 
+    /// Waits until the node's log purge past `index` is on disk (`RAFT.INFO`
+    /// `purged_index`): openraft purges behind a snapshot once it is taken,
+    /// and the mark is written in the background, so a kill right after the
+    /// snapshot can still find the entries on disk.
+    pub fn wait_purged_on_disk(&self, index: u64) -> RaftInfo {
+        let mut c = self.raw();
+        poll_until(EVENT_TIMEOUT, &format!("the log purged past entry {index} on disk"), || {
+            let i = raft_info_on(&mut c);
+            (i.num("purged_index") >= index).then_some(i)
+        })
+    }
+
     /// The snapshot test in one step: writes until a snapshot covers entry
     /// `written_at` and the log behind it is purged, kills the node and
     /// checks on disk that no entry up to `written_at` is left (`what` names
@@ -471,6 +483,7 @@ impl TestServer {
     /// snapshot.
     pub fn restart_from_snapshot(&mut self, written_at: u64, every: u64, what: &str) {
         let before = self.write_until_snapshot(written_at + SNAPSHOT_PURGE_LAG, every, "filler");
+        self.wait_purged_on_disk(written_at);
         self.kill9();
         let (first, last) = self.log_on_disk().expect("the log on disk is empty");
         assert!(
