@@ -37,6 +37,7 @@ const FSYNC_LATENCY: &str = "raftlock_log_fsync_seconds";
 const FSYNC_BATCH: &str = "raftlock_log_fsync_batch_appends";
 const READ_BATCH: &str = "raftlock_read_index_batch_reads";
 const WRITE_BATCH: &str = "raftlock_log_entry_commands";
+const FORWARD_BATCH: &str = "raftlock_forwarded_batch_commands";
 const CLIENTS: &str = "raftlock_connected_clients";
 const DISK_FREE: &str = "raftlock_disk_free_bytes";
 const DISK_LOW: &str = "raftlock_disk_nearly_full";
@@ -74,6 +75,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FSYNC_BATCH.into()), &sizes))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(READ_BATCH.into()), &sizes))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(WRITE_BATCH.into()), &sizes))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FORWARD_BATCH.into()), &sizes))
         .map_err(|e| e.to_string())?
         .install_recorder()
         .map_err(|e| format!("metrics recorder: {e}"))?;
@@ -158,6 +160,7 @@ fn describe() {
     describe_histogram!(FSYNC_BATCH, "Appends made durable by one fsync (group commit).");
     describe_histogram!(READ_BATCH, "Reads served by one ReadIndex round.");
     describe_histogram!(WRITE_BATCH, "Client commands proposed in one log entry (group commit).");
+    describe_histogram!(FORWARD_BATCH, "Client commands a follower forwarded in one message, as the leader received them.");
     describe_gauge!(CLIENTS, "Connected clients.");
     describe_gauge!(DISK_FREE, Unit::Bytes, "Free space on the data directory's disk, read every 100 ms.");
     describe_gauge!(DISK_LOW, "1 while the free space is below --min-free-disk: commands that may add data are refused (MISCONF).");
@@ -284,6 +287,10 @@ pub fn record_read_batch(reads: usize) {
 
 pub fn record_write_batch(commands: usize) {
     histogram!(WRITE_BATCH).record(commands as f64);
+}
+
+pub fn record_forward_batch(commands: usize) {
+    histogram!(FORWARD_BATCH).record(commands as f64);
 }
 
 pub fn set_disk(free_bytes: u64, nearly_full: bool) {

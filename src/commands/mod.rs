@@ -121,6 +121,20 @@ pub fn pipelinable(spec: &CommandSpec) -> bool {
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 impl Request {
+    /// Whether the leader answers the request from the entry it proposes for
+    /// it, with nothing to wait for of its own: a write that does not block
+    /// (not `BLPOP`), not a read (which may run long: `KEYS`, a read-only
+    /// script) and not `RAFT.NODE` (a membership change). Such requests,
+    /// forwarded together, are answered together at no cost to any.
+    pub fn answered_by_its_entry(&self) -> bool {
+        match self {
+            Request::Command(argv) => resolve(argv)
+                .is_ok_and(|spec| spec.is_write() && spec.name != "raft.node" && !spec.flags.contains(&"blocking")),
+            Request::Transaction { .. } | Request::Pipeline(_) | Request::Dequeue { .. } | Request::Acl(_) => true,
+            Request::AsUser { request, .. } => request.answered_by_its_entry(),
+        }
+    }
+
     /// Bytes of arguments the request carries.
     pub fn size(&self) -> usize {
         let argv_size = |argv: &[Bytes]| argv.iter().map(|a| a.len() + 16).sum::<usize>();

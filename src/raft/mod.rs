@@ -196,22 +196,45 @@ enum Route {
 /// them again.
 struct ForwardedCommands(std::sync::Weak<Consensus>);
 
+impl ForwardedCommands {
+    /// Runs one forwarded command here, if this node leads.
+    async fn run(consensus: &Consensus, command: ClientCommand) -> Result<Reply, ClusterError> {
+        consensus.leader_term()?;
+        // The follower judged the command by its own disk; this node's log
+        // must take it too.
+        match consensus.disk_refusal(&command.request) {
+            Some(refusal) => Ok(Reply::Error(refusal)),
+            None => consensus.execute_here(command).await,
+        }
+    }
+}
+
 impl peer::ForwardHandler for ForwardedCommands {
     fn forward(&self, command: ClientCommand) -> futures_util::future::BoxFuture<'static, (Result<Reply, ClusterError>, u64)> {
         let consensus = self.0.upgrade();
         Box::pin(async move {
             let Some(consensus) = consensus else { return (Err(ClusterError::NoLeader), 0) };
-            let result = match consensus.leader_term() {
-                // The follower judged the command by its own disk; this
-                // node's log must take it too.
-                Ok(_) => match consensus.disk_refusal(&command.request) {
-                    Some(refusal) => Ok(Reply::Error(refusal)),
-                    None => consensus.execute_here(command).await,
-                },
-                Err(e) => Err(e),
-            };
+            let result = Self::run(&consensus, command).await;
             // Read after the reply: at least the index it reflects.
             (result, consensus.shared.applied_index())
+        })
+    }
+
+    fn forward_many(
+        &self,
+        commands: Vec<ClientCommand>,
+    ) -> futures_util::future::BoxFuture<'static, (Vec<Result<Reply, ClusterError>>, u64)> {
+        let consensus = self.0.upgrade();
+        Box::pin(async move {
+            let Some(consensus) = consensus else {
+                return (commands.iter().map(|_| Err(ClusterError::NoLeader)).collect(), 0);
+            };
+            // Polled first in order, each command reaches the write batcher
+            // (or its read) before the next starts: the commands of a
+            // plain write share the next entry.
+            let runs = commands.into_iter().map(|command| Self::run(&consensus, command));
+            let results = futures_util::future::join_all(runs).await;
+            (results, consensus.shared.applied_index())
         })
     }
 }

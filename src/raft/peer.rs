@@ -46,6 +46,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most requests one connection buffers before it flushes them.
 const MAX_COALESCED: usize = 256;
+/// A `ForwardMany` stops taking commands once it holds this many bytes of
+/// them; a larger command goes alone, as `Forward`.
+const MAX_FORWARD_MANY_BYTES: usize = 1024 * 1024;
+
+/// What a node can do beyond the first version of this protocol, sent after
+/// `HelloOk` as 8 bytes (little-endian): a node of an older version sends
+/// none and ignores those it is sent, so each side uses only what the other
+/// says it has.
+const FEATURES: u64 = FEATURE_FORWARD_MANY;
+/// `PeerRequest::ForwardMany` is understood.
+const FEATURE_FORWARD_MANY: u64 = 1;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerRequest {
@@ -60,6 +71,10 @@ pub enum PeerRequest {
     /// A client command taken by a follower, for the leader to run. The same
     /// command (same origin) may come again if its answer was lost.
     Forward(ClientCommand),
+    /// Several, taken at once: answered together, in order, by
+    /// `PeerResponse::ForwardMany`. Only to a peer that said it has
+    /// [`FEATURE_FORWARD_MANY`].
+    ForwardMany(Vec<ClientCommand>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -74,6 +89,8 @@ pub enum PeerResponse {
     /// follower tries again, wherever the leader is by then).
     Forward(Result<Reply, ClusterError>),
     Refused(String),
+    /// The outcome of each command of a `ForwardMany`, in its order.
+    ForwardMany(Vec<Result<Reply, ClusterError>>),
 }
 
 /// Why a peer call failed.
@@ -96,6 +113,9 @@ pub trait ForwardHandler: Send + Sync + 'static {
     /// The command's outcome, and this node's applied index once it was
     /// reached (at least the index the reply reflects).
     fn forward(&self, command: ClientCommand) -> BoxFuture<'static, (Result<Reply, ClusterError>, u64)>;
+    /// [`ForwardHandler::forward`] of each command, together (so that they
+    /// can share a log entry), with the applied index once all were answered.
+    fn forward_many(&self, commands: Vec<ClientCommand>) -> BoxFuture<'static, (Vec<Result<Reply, ClusterError>>, u64)>;
 }
 
 fn encode(id: u64, body: &impl Serialize) -> Bytes {
@@ -297,7 +317,9 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
     let second = next_frame().await?;
     match bincode::deserialize::<(u64, PeerRequest)>(&second) {
         Ok((id, PeerRequest::Proof(shown))) if proven(&secret, b"client", &caller, &ours, &shown) => {
-            sink.send(encode(id, &PeerResponse::HelloOk)).await.map_err(|e| e.to_string())?;
+            let mut ok = encode(id, &PeerResponse::HelloOk).to_vec();
+            ok.extend_from_slice(&FEATURES.to_le_bytes());
+            sink.send(Bytes::from(ok)).await.map_err(|e| e.to_string())?;
         }
         _ => {
             tracing::warn!("refused a peer connection: wrong cluster secret");
@@ -347,7 +369,8 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
         let (raft, handler, tx) = (raft.clone(), handler.clone(), tx.clone());
         // Forwarded commands come many at a time and are answered together
         // (one commit answers them all); a Raft RPC's answer goes out alone.
-        let serving = matches!(request, PeerRequest::Forward(_)).then(|| Serving::start(&serving));
+        let serving = matches!(request, PeerRequest::Forward(_) | PeerRequest::ForwardMany(_))
+            .then(|| Serving::start(&serving));
         tokio::spawn(async move {
             let (response, applied) = match request {
                 PeerRequest::Hello { .. } | PeerRequest::Proof(_) => {
@@ -357,8 +380,14 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
                 PeerRequest::Vote(rpc) => (PeerResponse::Vote(raft.vote(rpc).await), None),
                 PeerRequest::InstallSnapshot(rpc) => (PeerResponse::InstallSnapshot(raft.install_snapshot(rpc).await), None),
                 PeerRequest::Forward(command) => {
+                    crate::metrics::record_forward_batch(1);
                     let (result, applied) = handler.forward(command).await;
                     (PeerResponse::Forward(result), Some(applied))
+                }
+                PeerRequest::ForwardMany(commands) => {
+                    crate::metrics::record_forward_batch(commands.len());
+                    let (results, applied) = handler.forward_many(commands).await;
+                    (PeerResponse::ForwardMany(results), Some(applied))
                 }
             };
             let frame = encode_stamped(id, &response, applied);
@@ -374,6 +403,37 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
 }
 
 type Waiter = oneshot::Sender<Result<Answer, PeerError>>;
+
+/// Who waits for the answer to a request sent.
+enum Awaiting {
+    One(Waiter),
+    /// The callers of a `ForwardMany`'s commands, in its order: each gets
+    /// its command's outcome as if it had been forwarded alone.
+    Many(Vec<Waiter>),
+}
+
+impl Awaiting {
+    fn fail(self, e: PeerError) {
+        match self {
+            Awaiting::One(w) => drop(w.send(Err(e))),
+            Awaiting::Many(ws) => ws.into_iter().for_each(|w| drop(w.send(Err(e.clone())))),
+        }
+    }
+
+    fn answer(self, response: PeerResponse, applied: Option<u64>, target: NodeId) {
+        match (self, response) {
+            (Awaiting::One(w), response) => drop(w.send(Ok(Answer { response, applied }))),
+            (Awaiting::Many(ws), PeerResponse::ForwardMany(results)) if results.len() == ws.len() => {
+                for (w, result) in ws.into_iter().zip(results) {
+                    let _ = w.send(Ok(Answer { response: PeerResponse::Forward(result), applied }));
+                }
+            }
+            // The commands may have run: their callers send them again
+            // (each runs once, by its origin).
+            (many, _) => many.fail(PeerError::Unreachable(target, "a wrong answer to forwarded commands".into())),
+        }
+    }
+}
 
 /// Lets every task that is ready to run do so before this one goes on: the
 /// runtime defers a yielding task until its run queue is empty (and has
@@ -468,7 +528,7 @@ async fn run_conn(
     let mut backoff = Duration::from_millis(20);
     let mut next_id: u64 = 1;
     while let Some(first) = requests.recv().await {
-        let socket = match connect(&addr, node_id, &secret, tls.as_deref()).await {
+        let (socket, features) = match connect(&addr, node_id, &secret, tls.as_deref()).await {
             Ok(s) => {
                 backoff = Duration::from_millis(20);
                 s
@@ -486,7 +546,8 @@ async fn run_conn(
         };
         let (mut sink, mut stream) = socket.split();
         // Each call's waiter, and when it was sent (wall clock and monotonic).
-        let mut inflight: HashMap<u64, (Waiter, u64, Instant)> = HashMap::new();
+        let mut inflight: HashMap<u64, (Awaiting, u64, Instant)> = HashMap::new();
+        let many = features & FEATURE_FORWARD_MANY != 0;
         let mut clock = ClockEstimate::new(target);
         let mut pending = Some(first);
         let mut last_batch = 0;
@@ -503,15 +564,33 @@ async fn run_conn(
                 // write carried several): their requests may be on their
                 // way, from tasks this one's wake-up ran ahead of.
                 let mut company = !inflight.is_empty() || last_batch > 1;
+                // Forwarded writes go together, as one `ForwardMany`, to a
+                // peer that has it: one frame and one answer for them all,
+                // and the leader takes them into one log entry. Reads and
+                // blocking commands go alone, so that none waits for another.
+                let mut forwards: Vec<(ClientCommand, Waiter)> = Vec::new();
+                let mut forward_bytes = 0;
                 while let Some((request, waiter)) = next.take() {
-                    let id = next_id;
-                    next_id += 1;
-                    if sink.feed(encode(id, &request)).await.is_err() {
-                        let _ = waiter.send(Err(PeerError::NotSent(target, "send failed".into())));
-                        failed = true;
-                        break;
+                    match request {
+                        PeerRequest::Forward(command)
+                            if many
+                                && forward_bytes + command.request.size() <= MAX_FORWARD_MANY_BYTES
+                                && command.request.answered_by_its_entry() =>
+                        {
+                            forward_bytes += command.request.size();
+                            forwards.push((command, waiter));
+                        }
+                        request => {
+                            let id = next_id;
+                            next_id += 1;
+                            if sink.feed(encode(id, &request)).await.is_err() {
+                                let _ = waiter.send(Err(PeerError::NotSent(target, "send failed".into())));
+                                failed = true;
+                                break;
+                            }
+                            inflight.insert(id, (Awaiting::One(waiter), crate::clock::wall_unix_us(), Instant::now()));
+                        }
                     }
-                    inflight.insert(id, (waiter, crate::clock::wall_unix_us(), Instant::now()));
                     fed += 1;
                     if fed < MAX_COALESCED {
                         next = requests.try_recv().ok();
@@ -519,6 +598,23 @@ async fn run_conn(
                             yield_for_company().await;
                             next = requests.try_recv().ok();
                         }
+                    }
+                }
+                if !forwards.is_empty() {
+                    let (request, awaiting) = if forwards.len() == 1 {
+                        let (command, waiter) = forwards.pop().expect("one");
+                        (PeerRequest::Forward(command), Awaiting::One(waiter))
+                    } else {
+                        let (commands, waiters): (Vec<_>, Vec<_>) = forwards.into_iter().unzip();
+                        (PeerRequest::ForwardMany(commands), Awaiting::Many(waiters))
+                    };
+                    let id = next_id;
+                    next_id += 1;
+                    if failed || sink.feed(encode(id, &request)).await.is_err() {
+                        awaiting.fail(PeerError::NotSent(target, "send failed".into()));
+                        failed = true;
+                    } else {
+                        inflight.insert(id, (awaiting, crate::clock::wall_unix_us(), Instant::now()));
                     }
                 }
                 last_batch = fed;
@@ -540,7 +636,7 @@ async fn run_conn(
                                 if let Some(peer_us) = stamp {
                                     clock.sample(sent_us, sent_at.elapsed(), peer_us);
                                 }
-                                let _ = w.send(Ok(Answer { response, applied }));
+                                w.answer(response, applied, target);
                             }
                         }
                         Err(_) => break,
@@ -549,7 +645,7 @@ async fn run_conn(
             }
         }
         for (_, (w, _, _)) in inflight.drain() {
-            let _ = w.send(Err(PeerError::Unreachable(target, "connection lost".into())));
+            w.fail(PeerError::Unreachable(target, "connection lost".into()));
         }
     }
 }
@@ -559,7 +655,7 @@ async fn connect(
     node_id: NodeId,
     secret: &str,
     tls: Option<&crate::tls::Tls>,
-) -> Result<Framed<PeerSocket, LengthDelimitedCodec>, String> {
+) -> Result<(Framed<PeerSocket, LengthDelimitedCodec>, u64), String> {
     let socket = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| "connect timed out".to_string())?
@@ -572,7 +668,7 @@ async fn connect(
     let mut framed = Framed::new(socket, codec());
     let ours = nonce();
     framed.send(encode(0, &PeerRequest::Hello { nonce: ours, node_id })).await.map_err(|e| e.to_string())?;
-    let (peer, shown) = match answer(&mut framed).await? {
+    let (peer, shown) = match answer(&mut framed).await?.0 {
         PeerResponse::Challenge { nonce, proof } => (nonce, proof),
         PeerResponse::Refused(why) => return Err(why),
         _ => return Err("bad answer to hello".into()),
@@ -585,20 +681,26 @@ async fn connect(
     }
     framed.send(encode(0, &PeerRequest::Proof(prove(secret, b"client", &ours, &peer)))).await.map_err(|e| e.to_string())?;
     match answer(&mut framed).await? {
-        PeerResponse::HelloOk => Ok(framed),
-        PeerResponse::Refused(why) => Err(why),
+        // What follows `HelloOk` says what the peer can do (see [`FEATURES`]).
+        (PeerResponse::HelloOk, frame) => {
+            let size = bincode::serialized_size(&(0u64, PeerResponse::HelloOk)).unwrap_or(0) as usize;
+            let features = frame.get(size..size + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+            Ok((framed, features))
+        }
+        (PeerResponse::Refused(why), _) => Err(why),
         _ => Err("bad answer to the proof".into()),
     }
 }
 
-/// The next frame of the handshake, as the called peer's answer.
-async fn answer(framed: &mut Framed<PeerSocket, LengthDelimitedCodec>) -> Result<PeerResponse, String> {
+/// The next frame of the handshake, as the called peer's answer, and the frame.
+async fn answer(framed: &mut Framed<PeerSocket, LengthDelimitedCodec>) -> Result<(PeerResponse, Bytes), String> {
     let frame = tokio::time::timeout(CONNECT_TIMEOUT, framed.next())
         .await
         .map_err(|_| "the handshake timed out".to_string())?
         .ok_or("closed during the handshake")?
         .map_err(|e| e.to_string())?;
-    bincode::deserialize::<(u64, PeerResponse)>(&frame).map(|(_, r)| r).map_err(|e| e.to_string())
+    let frame = frame.freeze();
+    bincode::deserialize::<(u64, PeerResponse)>(&frame).map(|(_, r)| (r, frame.clone())).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -645,4 +747,112 @@ mod tests {
         assert_eq!(heard.len(), hello_len, "the node sent more than its hello");
         assert!(!heard.windows(secret.len()).any(|w| w == secret.as_bytes()), "the secret crossed the wire");
     }
+
+    /// A peer that passes the handshake, sending `features` after `HelloOk`
+    /// (none, as an older version, for `None`), then records how forwarded
+    /// commands arrive ("one" or "many:N") and answers each with its key;
+    /// `short` answers a `ForwardMany` with one outcome too few.
+    async fn forwarding_peer(secret: &'static str, features: Option<u64>, short: bool) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let mut framed = Framed::new(Box::new(socket) as PeerSocket, codec());
+            let request = |frame: bytes::BytesMut| bincode::deserialize::<(u64, PeerRequest)>(&frame).unwrap();
+            let Some(Ok(frame)) = framed.next().await else { return };
+            let (_, PeerRequest::Hello { nonce: caller, .. }) = request(frame) else { panic!("no hello") };
+            let ours = nonce();
+            let challenge = PeerResponse::Challenge { nonce: ours, proof: prove(secret, b"server", &caller, &ours) };
+            framed.send(encode(0, &challenge)).await.unwrap();
+            let Some(Ok(frame)) = framed.next().await else { return };
+            assert!(matches!(request(frame), (_, PeerRequest::Proof(_))));
+            let mut ok = encode(0, &PeerResponse::HelloOk).to_vec();
+            if let Some(f) = features {
+                ok.extend_from_slice(&f.to_le_bytes());
+            }
+            framed.send(Bytes::from(ok)).await.unwrap();
+            let key = |c: &ClientCommand| match &c.request {
+                crate::commands::Request::Command(argv) => Ok(Reply::Bulk(argv[1].clone())),
+                other => panic!("unexpected {other:?}"),
+            };
+            while let Some(Ok(frame)) = framed.next().await {
+                let response = match request(frame) {
+                    (id, PeerRequest::Forward(c)) => {
+                        log.lock().unwrap().push("one".to_string());
+                        (id, PeerResponse::Forward(key(&c)))
+                    }
+                    (id, PeerRequest::ForwardMany(cs)) => {
+                        log.lock().unwrap().push(format!("many:{}", cs.len()));
+                        let n = cs.len() - usize::from(short);
+                        (id, PeerResponse::ForwardMany(cs.iter().take(n).map(key).collect()))
+                    }
+                    (_, other) => panic!("unexpected {other:?}"),
+                };
+                framed.send(encode_stamped(response.0, &response.1, Some(7))).await.unwrap();
+            }
+        });
+        (addr, seen)
+    }
+
+    /// Forwards `argvs` at once through a new pool, as the callers of
+    /// one moment do; each caller's outcome.
+    async fn forward_all(addr: &str, secret: &str, argvs: &[&[&str]]) -> Vec<Result<Answer, PeerError>> {
+        let pool = PeerPool::new(1, secret.to_string(), None);
+        let calls = argvs.iter().enumerate().map(|(i, argv)| {
+            let command = ClientCommand {
+                origin: crate::commands::Origin::test(i as u64 + 1),
+                request: crate::commands::Request::Command(argv.iter().map(|a| Bytes::from(a.to_string())).collect()),
+            };
+            pool.call_with_trailer(2, addr, PeerRequest::Forward(command), Duration::from_secs(5))
+        });
+        futures_util::future::join_all(calls).await
+    }
+
+    fn forwarded_key(answer: &Result<Answer, PeerError>) -> Option<Bytes> {
+        match answer {
+            Ok(Answer { response: PeerResponse::Forward(Ok(Reply::Bulk(key))), applied: Some(7) }) => Some(key.clone()),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn forwarded_writes_travel_together_and_each_caller_gets_its_own_answer() {
+        let secret = "forward-many-secret";
+        let (addr, seen) = forwarding_peer(secret, Some(FEATURES), false).await;
+        let argvs: Vec<Vec<String>> = (0..5).map(|i| vec!["SET".into(), format!("k{i}"), "v".into()]).collect();
+        let mut argvs: Vec<Vec<&str>> = argvs.iter().map(|a| a.iter().map(|s| s.as_str()).collect()).collect();
+        // A read goes alone: it must not wait for the writes, nor they for it.
+        argvs.insert(2, vec!["GET", "r"]);
+        let argvs: Vec<&[&str]> = argvs.iter().map(|a| &a[..]).collect();
+        let answers = forward_all(&addr, secret, &argvs).await;
+        let keys: Vec<Option<Bytes>> = answers.iter().map(forwarded_key).collect();
+        let want: Vec<Option<Bytes>> = argvs.iter().map(|a| Some(Bytes::from(a[1].to_string()))).collect();
+        assert_eq!(keys, want, "{:?}", answers.iter().map(|a| a.as_ref().err()).collect::<Vec<_>>());
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        assert_eq!(seen, vec!["many:5", "one"]);
+    }
+
+    #[tokio::test]
+    async fn a_peer_of_an_older_version_gets_forwarded_commands_one_by_one() {
+        let secret = "forward-one-secret";
+        let (addr, seen) = forwarding_peer(secret, None, false).await;
+        let answers = forward_all(&addr, secret, &[&["SET", "a", "1"], &["SET", "b", "2"], &["SET", "c", "3"]]).await;
+        let keys: Vec<Option<Bytes>> = answers.iter().map(forwarded_key).collect();
+        assert_eq!(keys, vec![Some(Bytes::from("a")), Some(Bytes::from("b")), Some(Bytes::from("c"))]);
+        assert_eq!(*seen.lock().unwrap(), vec!["one", "one", "one"]);
+    }
+
+    #[tokio::test]
+    async fn a_wrong_answer_to_forwarded_commands_fails_each_as_possibly_run() {
+        let secret = "forward-short-secret";
+        let (addr, _) = forwarding_peer(secret, Some(FEATURES), true).await;
+        let answers = forward_all(&addr, secret, &[&["SET", "a", "1"], &["SET", "b", "2"]]).await;
+        for a in &answers {
+            assert!(matches!(a, Err(PeerError::Unreachable(2, _))), "{:?}", a.as_ref().err());
+        }
+    }
+
 }
