@@ -46,6 +46,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most requests one connection buffers before it flushes them.
 const MAX_COALESCED: usize = 256;
+/// How often a connection with forwarded commands in hand yields for more
+/// before it sends them (`run_conn`), and after how many yields in a row
+/// that brought none it stops. Measured (3 nodes, 50 clients through a
+/// follower, `LOCK.*`): one yield made entries of 26 commands, 74.6% of the
+/// leader's pairs/s; these, 40 commands and 81.9%.
+const COMPANY_YIELDS: usize = 16;
+const COMPANY_IDLE_YIELDS: usize = 4;
 /// A `ForwardMany` stops taking commands once it holds this many bytes of
 /// them; a larger command goes alone, as `Forward`.
 const MAX_FORWARD_MANY_BYTES: usize = 1024 * 1024;
@@ -563,7 +570,8 @@ async fn run_conn(
                 // Other callers are about (requests in flight, or the last
                 // write carried several): their requests may be on their
                 // way, from tasks this one's wake-up ran ahead of.
-                let mut company = !inflight.is_empty() || last_batch > 1;
+                let company = !inflight.is_empty() || last_batch > 1;
+                let (mut yields, mut idle) = (0, 0);
                 // Forwarded writes go together, as one `ForwardMany`, to a
                 // peer that has it: one frame and one answer for them all,
                 // and the leader takes them into one log entry. Reads and
@@ -594,9 +602,16 @@ async fn run_conn(
                     fed += 1;
                     if fed < MAX_COALESCED {
                         next = requests.try_recv().ok();
-                        if next.is_none() && std::mem::take(&mut company) {
+                        // Forwarded commands wait longer: the clients a
+                        // commit answered come back together, and one
+                        // message, one entry, for them all costs the
+                        // leader and every node a round less.
+                        let most = if forwards.is_empty() { 1 } else { COMPANY_YIELDS };
+                        while next.is_none() && company && yields < most && idle < COMPANY_IDLE_YIELDS {
                             yield_for_company().await;
+                            yields += 1;
                             next = requests.try_recv().ok();
+                            idle = if next.is_some() { 0 } else { idle + 1 };
                         }
                     }
                 }
