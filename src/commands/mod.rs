@@ -122,10 +122,10 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 impl Request {
     /// Whether the leader answers the request from the entry it proposes for
-    /// it, with nothing to wait for of its own: a write that does not block
-    /// (not `BLPOP`), not a read (which may run long: `KEYS`, a read-only
-    /// script) and not `RAFT.NODE` (a membership change). Such requests,
-    /// forwarded together, are answered together at no cost to any.
+    /// it: a write that does not block (not `BLPOP`), not a read and not
+    /// `RAFT.NODE` (a membership change). A follower gathers such requests
+    /// to forward them together, so that they share the leader's next
+    /// entry; the others gain nothing from waiting and go at once.
     pub fn answered_by_its_entry(&self) -> bool {
         match self {
             Request::Command(argv) => resolve(argv)

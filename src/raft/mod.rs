@@ -219,24 +219,6 @@ impl peer::ForwardHandler for ForwardedCommands {
             (result, consensus.shared.applied_index())
         })
     }
-
-    fn forward_many(
-        &self,
-        commands: Vec<ClientCommand>,
-    ) -> futures_util::future::BoxFuture<'static, (Vec<Result<Reply, ClusterError>>, u64)> {
-        let consensus = self.0.upgrade();
-        Box::pin(async move {
-            let Some(consensus) = consensus else {
-                return (commands.iter().map(|_| Err(ClusterError::NoLeader)).collect(), 0);
-            };
-            // Polled first in order, each command reaches the write batcher
-            // (or its read) before the next starts: the commands of a
-            // plain write share the next entry.
-            let runs = commands.into_iter().map(|command| Self::run(&consensus, command));
-            let results = futures_util::future::join_all(runs).await;
-            (results, consensus.shared.applied_index())
-        })
-    }
 }
 
 impl Proposer {

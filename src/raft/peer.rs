@@ -78,9 +78,11 @@ pub enum PeerRequest {
     /// A client command taken by a follower, for the leader to run. The same
     /// command (same origin) may come again if its answer was lost.
     Forward(ClientCommand),
-    /// Several, taken at once: answered together, in order, by
-    /// `PeerResponse::ForwardMany`. Only to a peer that said it has
-    /// [`FEATURE_FORWARD_MANY`].
+    /// Several, taken at once, in one frame: the frame's id is the first
+    /// command's, and each next command has the next id. Each is answered
+    /// as if forwarded alone (`PeerResponse::Forward` under its id) as soon
+    /// as it is done, so none waits for another. Only to a peer that said
+    /// it has [`FEATURE_FORWARD_MANY`].
     ForwardMany(Vec<ClientCommand>),
 }
 
@@ -96,8 +98,6 @@ pub enum PeerResponse {
     /// follower tries again, wherever the leader is by then).
     Forward(Result<Reply, ClusterError>),
     Refused(String),
-    /// The outcome of each command of a `ForwardMany`, in its order.
-    ForwardMany(Vec<Result<Reply, ClusterError>>),
 }
 
 /// Why a peer call failed.
@@ -120,9 +120,6 @@ pub trait ForwardHandler: Send + Sync + 'static {
     /// The command's outcome, and this node's applied index once it was
     /// reached (at least the index the reply reflects).
     fn forward(&self, command: ClientCommand) -> BoxFuture<'static, (Result<Reply, ClusterError>, u64)>;
-    /// [`ForwardHandler::forward`] of each command, together (so that they
-    /// can share a log entry), with the applied index once all were answered.
-    fn forward_many(&self, commands: Vec<ClientCommand>) -> BoxFuture<'static, (Vec<Result<Reply, ClusterError>>, u64)>;
 }
 
 fn encode(id: u64, body: &impl Serialize) -> Bytes {
@@ -378,6 +375,35 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
         // (one commit answers them all); a Raft RPC's answer goes out alone.
         let serving = matches!(request, PeerRequest::Forward(_) | PeerRequest::ForwardMany(_))
             .then(|| Serving::start(&serving));
+        if let PeerRequest::ForwardMany(commands) = request {
+            crate::metrics::record_forward_batch(commands.len());
+            let mut serving = serving;
+            tokio::spawn(async move {
+                // Polled first in order, each command reaches the write
+                // batcher before the next starts, so the writes share an
+                // entry; each answer goes out as soon as it is ready, under
+                // its own id (the writer joins the answers ready together
+                // into one write), so none waits for another.
+                let mut runs: futures_util::stream::FuturesUnordered<_> = commands
+                    .into_iter()
+                    .zip(id..)
+                    .map(|(command, id)| {
+                        let run = handler.forward(command);
+                        async move { (id, run.await) }
+                    })
+                    .collect();
+                let mut left = runs.len();
+                while let Some((id, (result, applied))) = runs.next().await {
+                    let frame = encode_stamped(id, &PeerResponse::Forward(result), Some(applied));
+                    left -= 1;
+                    if left == 0 {
+                        drop(serving.take());
+                    }
+                    let _ = tx.send(frame).await;
+                }
+            });
+            continue;
+        }
         tokio::spawn(async move {
             let (response, applied) = match request {
                 PeerRequest::Hello { .. } | PeerRequest::Proof(_) => {
@@ -391,11 +417,7 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
                     let (result, applied) = handler.forward(command).await;
                     (PeerResponse::Forward(result), Some(applied))
                 }
-                PeerRequest::ForwardMany(commands) => {
-                    crate::metrics::record_forward_batch(commands.len());
-                    let (results, applied) = handler.forward_many(commands).await;
-                    (PeerResponse::ForwardMany(results), Some(applied))
-                }
+                PeerRequest::ForwardMany(_) => unreachable!("served above"),
             };
             let frame = encode_stamped(id, &response, applied);
             // Counted out as it is queued: the writer, which drains the
@@ -410,37 +432,6 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
 }
 
 type Waiter = oneshot::Sender<Result<Answer, PeerError>>;
-
-/// Who waits for the answer to a request sent.
-enum Awaiting {
-    One(Waiter),
-    /// The callers of a `ForwardMany`'s commands, in its order: each gets
-    /// its command's outcome as if it had been forwarded alone.
-    Many(Vec<Waiter>),
-}
-
-impl Awaiting {
-    fn fail(self, e: PeerError) {
-        match self {
-            Awaiting::One(w) => drop(w.send(Err(e))),
-            Awaiting::Many(ws) => ws.into_iter().for_each(|w| drop(w.send(Err(e.clone())))),
-        }
-    }
-
-    fn answer(self, response: PeerResponse, applied: Option<u64>, target: NodeId) {
-        match (self, response) {
-            (Awaiting::One(w), response) => drop(w.send(Ok(Answer { response, applied }))),
-            (Awaiting::Many(ws), PeerResponse::ForwardMany(results)) if results.len() == ws.len() => {
-                for (w, result) in ws.into_iter().zip(results) {
-                    let _ = w.send(Ok(Answer { response: PeerResponse::Forward(result), applied }));
-                }
-            }
-            // The commands may have run: their callers send them again
-            // (each runs once, by its origin).
-            (many, _) => many.fail(PeerError::Unreachable(target, "a wrong answer to forwarded commands".into())),
-        }
-    }
-}
 
 /// Lets every task that is ready to run do so before this one goes on: the
 /// runtime defers a yielding task until its run queue is empty (and has
@@ -553,7 +544,7 @@ async fn run_conn(
         };
         let (mut sink, mut stream) = socket.split();
         // Each call's waiter, and when it was sent (wall clock and monotonic).
-        let mut inflight: HashMap<u64, (Awaiting, u64, Instant)> = HashMap::new();
+        let mut inflight: HashMap<u64, (Waiter, u64, Instant)> = HashMap::new();
         let many = features & FEATURE_FORWARD_MANY != 0;
         let mut clock = ClockEstimate::new(target);
         let mut pending = Some(first);
@@ -572,10 +563,14 @@ async fn run_conn(
                 // way, from tasks this one's wake-up ran ahead of.
                 let company = !inflight.is_empty() || last_batch > 1;
                 let (mut yields, mut idle) = (0, 0);
+                // Whether a request went into the write alone (a Raft RPC, a
+                // read): then the gathering stops at one yield, as before
+                // forwarded writes waited longer, so that it goes out now.
+                let mut alone = false;
                 // Forwarded writes go together, as one `ForwardMany`, to a
-                // peer that has it: one frame and one answer for them all,
-                // and the leader takes them into one log entry. Reads and
-                // blocking commands go alone, so that none waits for another.
+                // peer that has it: one frame for them all, which the leader
+                // takes into one log entry, answering each as it is done.
+                // Reads and blocking commands go on their own.
                 let mut forwards: Vec<(ClientCommand, Waiter)> = Vec::new();
                 let mut forward_bytes = 0;
                 while let Some((request, waiter)) = next.take() {
@@ -596,7 +591,8 @@ async fn run_conn(
                                 failed = true;
                                 break;
                             }
-                            inflight.insert(id, (Awaiting::One(waiter), crate::clock::wall_unix_us(), Instant::now()));
+                            inflight.insert(id, (waiter, crate::clock::wall_unix_us(), Instant::now()));
+                            alone = true;
                         }
                     }
                     fed += 1;
@@ -606,7 +602,7 @@ async fn run_conn(
                         // commit answered come back together, and one
                         // message, one entry, for them all costs the
                         // leader and every node a round less.
-                        let most = if forwards.is_empty() { 1 } else { COMPANY_YIELDS };
+                        let most = if forwards.is_empty() || alone { 1 } else { COMPANY_YIELDS };
                         while next.is_none() && company && yields < most && idle < COMPANY_IDLE_YIELDS {
                             yield_for_company().await;
                             yields += 1;
@@ -616,20 +612,25 @@ async fn run_conn(
                     }
                 }
                 if !forwards.is_empty() {
-                    let (request, awaiting) = if forwards.len() == 1 {
-                        let (command, waiter) = forwards.pop().expect("one");
-                        (PeerRequest::Forward(command), Awaiting::One(waiter))
-                    } else {
-                        let (commands, waiters): (Vec<_>, Vec<_>) = forwards.into_iter().unzip();
-                        (PeerRequest::ForwardMany(commands), Awaiting::Many(waiters))
+                    // The commands take the ids from the frame's on, each
+                    // answered under its own.
+                    let first = next_id;
+                    next_id += forwards.len() as u64;
+                    let (commands, waiters): (Vec<_>, Vec<_>) = forwards.into_iter().unzip();
+                    let request = match commands.len() {
+                        1 => PeerRequest::Forward(commands.into_iter().next().expect("one")),
+                        _ => PeerRequest::ForwardMany(commands),
                     };
-                    let id = next_id;
-                    next_id += 1;
-                    if failed || sink.feed(encode(id, &request)).await.is_err() {
-                        awaiting.fail(PeerError::NotSent(target, "send failed".into()));
+                    if failed || sink.feed(encode(first, &request)).await.is_err() {
+                        for w in waiters {
+                            let _ = w.send(Err(PeerError::NotSent(target, "send failed".into())));
+                        }
                         failed = true;
                     } else {
-                        inflight.insert(id, (awaiting, crate::clock::wall_unix_us(), Instant::now()));
+                        let sent_us = crate::clock::wall_unix_us();
+                        for (w, id) in waiters.into_iter().zip(first..) {
+                            inflight.insert(id, (w, sent_us, Instant::now()));
+                        }
                     }
                 }
                 last_batch = fed;
@@ -651,7 +652,7 @@ async fn run_conn(
                                 if let Some(peer_us) = stamp {
                                     clock.sample(sent_us, sent_at.elapsed(), peer_us);
                                 }
-                                w.answer(response, applied, target);
+                                let _ = w.send(Ok(Answer { response, applied }));
                             }
                         }
                         Err(_) => break,
@@ -660,7 +661,7 @@ async fn run_conn(
             }
         }
         for (_, (w, _, _)) in inflight.drain() {
-            w.fail(PeerError::Unreachable(target, "connection lost".into()));
+            let _ = w.send(Err(PeerError::Unreachable(target, "connection lost".into())));
         }
     }
 }
@@ -765,9 +766,10 @@ mod tests {
 
     /// A peer that passes the handshake, sending `features` after `HelloOk`
     /// (none, as an older version, for `None`), then records how forwarded
-    /// commands arrive ("one" or "many:N") and answers each with its key;
-    /// `short` answers a `ForwardMany` with one outcome too few.
-    async fn forwarding_peer(secret: &'static str, features: Option<u64>, short: bool) -> (String, Arc<Mutex<Vec<String>>>) {
+    /// commands arrive ("one" or "many:N") and answers each with its key,
+    /// those of a `ForwardMany` last first; `hang_up` closes the connection
+    /// instead of answering a `ForwardMany`.
+    async fn forwarding_peer(secret: &'static str, features: Option<u64>, hang_up: bool) -> (String, Arc<Mutex<Vec<String>>>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -793,19 +795,23 @@ mod tests {
                 other => panic!("unexpected {other:?}"),
             };
             while let Some(Ok(frame)) = framed.next().await {
-                let response = match request(frame) {
+                let answers: Vec<(u64, PeerResponse)> = match request(frame) {
                     (id, PeerRequest::Forward(c)) => {
                         log.lock().unwrap().push("one".to_string());
-                        (id, PeerResponse::Forward(key(&c)))
+                        vec![(id, PeerResponse::Forward(key(&c)))]
                     }
                     (id, PeerRequest::ForwardMany(cs)) => {
                         log.lock().unwrap().push(format!("many:{}", cs.len()));
-                        let n = cs.len() - usize::from(short);
-                        (id, PeerResponse::ForwardMany(cs.iter().take(n).map(key).collect()))
+                        if hang_up {
+                            return;
+                        }
+                        cs.iter().zip(id..).map(|(c, id)| (id, PeerResponse::Forward(key(c)))).collect::<Vec<_>>().into_iter().rev().collect()
                     }
                     (_, other) => panic!("unexpected {other:?}"),
                 };
-                framed.send(encode_stamped(response.0, &response.1, Some(7))).await.unwrap();
+                for (id, response) in answers {
+                    framed.send(encode_stamped(id, &response, Some(7))).await.unwrap();
+                }
             }
         });
         (addr, seen)
@@ -833,7 +839,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn forwarded_writes_travel_together_and_each_caller_gets_its_own_answer() {
+    async fn forwarded_writes_travel_together_and_each_caller_gets_its_own_answer_in_any_order() {
         let secret = "forward-many-secret";
         let (addr, seen) = forwarding_peer(secret, Some(FEATURES), false).await;
         let argvs: Vec<Vec<String>> = (0..5).map(|i| vec!["SET".into(), format!("k{i}"), "v".into()]).collect();
@@ -861,8 +867,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_wrong_answer_to_forwarded_commands_fails_each_as_possibly_run() {
-        let secret = "forward-short-secret";
+    async fn forwarded_commands_lost_with_their_connection_fail_each_as_possibly_run() {
+        let secret = "forward-lost-secret";
         let (addr, _) = forwarding_peer(secret, Some(FEATURES), true).await;
         let answers = forward_all(&addr, secret, &[&["SET", "a", "1"], &["SET", "b", "2"]]).await;
         for a in &answers {
