@@ -120,6 +120,12 @@ pub fn pipelinable(spec: &CommandSpec) -> bool {
 /// The largest client request (`--max-request-len`) or `MULTI` queue.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
+/// Bytes a command's arguments count for, as a request's [`Request::size`]
+/// counts them (each with a little for its framing).
+pub fn argv_size(argv: &[Bytes]) -> usize {
+    argv.iter().map(|a| a.len() + 16).sum()
+}
+
 impl Request {
     /// Whether the leader answers the request from the entry it proposes for
     /// it: a write that does not block (not `BLPOP`), not a read and not
@@ -137,7 +143,6 @@ impl Request {
 
     /// Bytes of arguments the request carries.
     pub fn size(&self) -> usize {
-        let argv_size = |argv: &[Bytes]| argv.iter().map(|a| a.len() + 16).sum::<usize>();
         match self {
             Request::Command(argv) => argv_size(argv),
             Request::Transaction { watched, commands } => {

@@ -676,10 +676,19 @@ impl Consensus {
     /// nearly full (see [`crate::storage::disk`]); a request let in counts
     /// against the free space until the disk is read again.
     pub fn disk_refusal(&self, request: &Request) -> Option<String> {
-        if self.disk.low() && self.may_add_data(request) {
+        self.refused_if_disk_low(request.size(), || self.may_add_data(request))
+    }
+
+    /// [`Consensus::disk_refusal`] of one command.
+    pub fn command_disk_refusal(&self, argv: &[Bytes]) -> Option<String> {
+        self.refused_if_disk_low(crate::commands::argv_size(argv), || self.command_may_add_data(argv))
+    }
+
+    fn refused_if_disk_low(&self, size: usize, may_add_data: impl FnOnce() -> bool) -> Option<String> {
+        if self.disk.low() && may_add_data() {
             return Some(self.disk.refusal());
         }
-        self.disk.spend(request.size() as u64);
+        self.disk.spend(size as u64);
         None
     }
 
@@ -687,6 +696,11 @@ impl Consensus {
     /// the scripts it names as applied here.
     pub fn may_add_data(&self, request: &Request) -> bool {
         crate::commands::request_may_add_data(&self.shared.lock().keyspace, request)
+    }
+
+    /// [`Consensus::may_add_data`] of one command.
+    pub fn command_may_add_data(&self, argv: &[Bytes]) -> bool {
+        crate::commands::may_add_data(&self.shared.lock().keyspace, argv)
     }
 
     /// The ACL users as applied here, and a number that changes whenever

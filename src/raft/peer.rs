@@ -371,8 +371,9 @@ async fn serve_conn(socket: PeerSocket, raft: Raft, secret: String, handler: Arc
         let frame = frame.map_err(|e| e.to_string())?;
         let (id, request): (u64, PeerRequest) = bincode::deserialize(&frame).map_err(|e| e.to_string())?;
         let (raft, handler, tx) = (raft.clone(), handler.clone(), tx.clone());
-        // Forwarded commands come many at a time and are answered together
-        // (one commit answers them all); a Raft RPC's answer goes out alone.
+        // Forwarded commands come many at a time and their answers are
+        // written together (one commit answers them all); a Raft RPC's
+        // answer goes out alone.
         let serving = matches!(request, PeerRequest::Forward(_) | PeerRequest::ForwardMany(_))
             .then(|| Serving::start(&serving));
         if let PeerRequest::ForwardMany(commands) = request {
@@ -805,7 +806,9 @@ mod tests {
                         if hang_up {
                             return;
                         }
-                        cs.iter().zip(id..).map(|(c, id)| (id, PeerResponse::Forward(key(c)))).collect::<Vec<_>>().into_iter().rev().collect()
+                        let mut answers: Vec<_> = cs.iter().zip(id..).map(|(c, id)| (id, PeerResponse::Forward(key(c)))).collect();
+                        answers.reverse();
+                        answers
                     }
                     (_, other) => panic!("unexpected {other:?}"),
                 };

@@ -180,7 +180,7 @@ impl Connection {
                     // answered in order.
                     // Together no larger than one request may be.
                     let size = |f: &Option<Result<Vec<Bytes>, ProtocolError>>| match f {
-                        Some(Ok(argv)) => argv.iter().map(|a| a.len() + 16).sum::<usize>(),
+                        Some(Ok(argv)) => commands::argv_size(argv),
                         _ => 0,
                     };
                     let mut bytes = size(&frame);
@@ -318,13 +318,7 @@ impl Connection {
     /// The error for `argv` if it may add data while the disk is nearly
     /// full (see [`crate::storage::disk`]).
     fn disk_refusal(&self, argv: &[Bytes]) -> Option<String> {
-        let consensus = &self.node.consensus;
-        if !consensus.disk().low() {
-            // Counted against the free space until the disk is read again.
-            consensus.disk().spend(argv.iter().map(|a| a.len() as u64 + 16).sum());
-            return None;
-        }
-        consensus.disk_refusal(&crate::commands::Request::Command(argv.to_vec()))
+        self.node.consensus.command_disk_refusal(argv)
     }
 
     /// Whether `argv` may add data ([`commands::may_add_data`]): refused
@@ -332,7 +326,7 @@ impl Connection {
     /// release and extend scripts clients send are served, as in Redis,
     /// where a script is refused only when it calls such a command.
     fn may_add_data(&self, argv: &[Bytes]) -> bool {
-        self.node.consensus.may_add_data(&crate::commands::Request::Command(argv.to_vec()))
+        self.node.consensus.command_may_add_data(argv)
     }
 
     fn reply(&mut self, reply: &Reply) {
@@ -420,7 +414,7 @@ impl Connection {
         }
         if let Some(queue) = &mut self.multi {
             if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
-                self.multi_bytes += argv.iter().map(|a| a.len() + 16).sum::<usize>();
+                self.multi_bytes += commands::argv_size(&argv);
                 let reply = if matches!(spec.handler, Handler::Local) && !answered_in_multi(spec, &argv) {
                     self.multi_failed = true;
                     Reply::error(format!("ERR '{}' is not allowed inside a transaction", spec.name))

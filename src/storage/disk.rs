@@ -63,7 +63,7 @@ pub fn room_for_snapshot(file: &std::fs::File) -> std::io::Result<()> {
     if unsafe { libc::fstatvfs(std::os::fd::AsRawFd::as_raw_fd(file), &mut stat) } != 0 {
         return Ok(());
     }
-    let free = (stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64);
+    let free = available(&stat);
     if free < floor {
         return Err(std::io::Error::other(format!(
             "no room for a snapshot: {} MB free, below half of min-free-disk",
@@ -89,7 +89,12 @@ pub fn free_bytes(dir: &std::path::Path) -> Option<u64> {
     if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
         return None;
     }
-    Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+    Some(available(&stat))
+}
+
+/// Bytes an unprivileged writer may still use, by `stat`.
+fn available(stat: &libc::statvfs) -> u64 {
+    (stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64)
 }
 
 impl DiskReserve {
