@@ -1332,6 +1332,28 @@ fn metrics_endpoint_serves_prometheus_text() {
     }
 }
 
+/// A one-node server keeps its runtime's thread polling while a log write
+/// is in flight (RAFT.INFO `busy_poll`), unless `--busy-poll-us 0`; the
+/// members of a larger cluster never do (tests/cluster.rs). Commands are
+/// answered alike either way.
+#[test]
+fn a_single_voter_polls_while_its_log_is_written_unless_told_not_to() {
+    for (env, polls) in [(None, 1), (Some("0"), 0)] {
+        let s = match env {
+            Some(us) => TestServer::start_with_env(&[("RAFTLOCK_BUSY_POLL_US", us)]),
+            None => TestServer::start(),
+        };
+        let mut c = s.client();
+        assert_eq!(s.raft_info().num("busy_poll"), polls, "busy poll limit {env:?}");
+        for i in 0..50 {
+            let token: i64 = redis::cmd("LOCK.ACQUIRE").arg(format!("l{i}")).arg("me").arg(30_000).query(&mut c).unwrap();
+            assert!(token > 0);
+            let released: i64 = redis::cmd("LOCK.RELEASE").arg(format!("l{i}")).arg("me").arg(token).query(&mut c).unwrap();
+            assert_eq!(released, 1, "release of l{i} with busy poll limit {env:?}");
+        }
+    }
+}
+
 /// Writes a client pipelines on one connection go to the leader together
 /// (one request, one log entry) and are applied and answered in order, each
 /// on its own: an error in the middle stops nothing, a read in the middle

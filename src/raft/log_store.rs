@@ -43,6 +43,7 @@ use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftLogId, V
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::busy_poll::BusyPoll;
 use super::types::{Entry, LogId, NodeId, StorageIoError, TypeConfig};
 use crate::clock::LogClock;
 use crate::keyspace::LogTime;
@@ -283,6 +284,9 @@ pub struct LogStore {
     /// gone (0 for none): what a start after a kill finds (`RAFT.INFO`
     /// `purged_index`).
     purged_on_disk: Arc<AtomicU64>,
+    /// Keeps the runtime's thread awake while a write is in flight (a
+    /// single voter only, see [`BusyPoll`]).
+    busy_poll: Option<Arc<BusyPoll>>,
     /// Tests hold it to keep a purge from writing its mark.
     #[cfg(test)]
     purge_hold: Arc<std::sync::Mutex<()>>,
@@ -419,6 +423,7 @@ impl LogStore {
             purging: Arc::default(),
             last_purged: purged,
             purged_on_disk: Arc::new(AtomicU64::new(purged.map_or(0, |l| l.index))),
+            busy_poll: None,
             #[cfg(test)]
             purge_hold: Arc::default(),
         };
@@ -431,6 +436,12 @@ impl LogStore {
     pub fn for_node(mut self, me: NodeId) -> LogStore {
         self.me = Some(me);
         self.vote = self.vote.map(|v| self.as_restarted(v));
+        self
+    }
+
+    /// A store whose writes keep `busy_poll`'s thread awake while in flight.
+    pub fn with_busy_poll(mut self, busy_poll: Arc<BusyPoll>) -> LogStore {
+        self.busy_poll = Some(busy_poll);
         self
     }
 
@@ -512,15 +523,20 @@ impl LogStore {
             self.reader.wal.planted_lag();
         }
         let durable = self.durable.clone();
+        let writing = self.busy_poll.as_ref().and_then(|b| b.begin());
         let (done, ack): (wal::Done, Option<wal::Done>) = if early {
             (
-                Box::new(move |result| durable.synced(last, &result)),
+                Box::new(move |result| {
+                    durable.synced(last, &result);
+                    drop(writing);
+                }),
                 Some(ack),
             )
         } else {
             (
                 Box::new(move |result| {
                     durable.synced(last, &result);
+                    drop(writing);
                     ack(result)
                 }),
                 None,

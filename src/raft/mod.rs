@@ -8,6 +8,7 @@
 
 mod applying;
 mod audit;
+pub mod busy_poll;
 mod log_store;
 mod network;
 mod peer;
@@ -95,6 +96,9 @@ pub struct RaftSettings {
     pub tls: Option<Arc<crate::tls::Tls>>,
     /// The free space kept on the data directory's disk (`--min-free-disk`).
     pub disk: Arc<DiskReserve>,
+    /// How long the single voter's runtime thread polls per log write
+    /// (`--busy-poll-us`, see `busy_poll`).
+    pub busy_poll: Duration,
 }
 
 /// A point-in-time view for `RAFT.INFO` and `INFO`.
@@ -111,6 +115,9 @@ pub struct RaftStatus {
     pub snapshot_index: u64,
     /// The last log index purged behind a snapshot, on disk.
     pub purged_index: u64,
+    /// Whether the runtime's thread polls while a log write is in flight
+    /// (the only voter, leading; see `busy_poll`).
+    pub busy_poll: bool,
     pub members: Vec<(NodeId, NodeInfo)>,
     /// The members that vote; the others are learners.
     pub voters: Vec<NodeId>,
@@ -184,6 +191,8 @@ pub struct Consensus {
     disk: Arc<DiskReserve>,
     /// The log store's last purge on disk ([`LogStore::purged_on_disk`]).
     purged: Arc<AtomicU64>,
+    /// Whether this node polls while its log write is in flight.
+    busy_poll: Arc<busy_poll::BusyPoll>,
 }
 
 /// Where a command should run.
@@ -370,7 +379,12 @@ impl Consensus {
         }
         .validate()
         .map_err(|e| err(&e))?;
-        let log = LogStore::open(db.clone(), clock.clone()).map_err(|e| err(&e))?.for_node(settings.node_id);
+        let busy_poll = busy_poll::BusyPoll::new(settings.busy_poll);
+        tokio::spawn(busy_poll.clone().run());
+        let log = LogStore::open(db.clone(), clock.clone())
+            .map_err(|e| err(&e))?
+            .for_node(settings.node_id)
+            .with_busy_poll(busy_poll.clone());
         let durable = log.durable();
         let purged = log.purged_on_disk();
         let mut sm = StateMachine::open(db, clock.clone(), sink)
@@ -416,7 +430,7 @@ impl Consensus {
         tokio::spawn(snapshot_when_the_log_grows(raft.clone(), shared.clone(), settings.snapshot_log_bytes));
         let (reads, read_rx) = mpsc::unbounded_channel();
         tokio::spawn(read_batcher(raft.clone(), read_rx));
-        tokio::spawn(watch_metrics(raft.metrics()));
+        tokio::spawn(watch_metrics(raft.metrics(), busy_poll.clone()));
         let proposer = Arc::new(Proposer {
             metrics: raft.metrics(),
             raft: raft.clone(),
@@ -437,6 +451,7 @@ impl Consensus {
             pool,
             disk,
             purged,
+            busy_poll: busy_poll.clone(),
         });
         let handler = Arc::new(ForwardedCommands(Arc::downgrade(&consensus)));
         tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler, settings.tls));
@@ -947,6 +962,7 @@ impl Consensus {
             last_log_index: m.last_log_index.unwrap_or(0),
             snapshot_index: m.snapshot.map(|l| l.index).unwrap_or(0),
             purged_index: self.purged.load(Ordering::Acquire),
+            busy_poll: self.busy_poll.enabled(),
             voters: m.membership_config.membership().voter_ids().collect(),
             members,
         }
@@ -1026,7 +1042,7 @@ async fn snapshot_when_the_log_grows(raft: types::Raft, shared: Arc<SharedState>
 
 /// Mirrors Raft's own metrics into Prometheus gauges and counters, and stops
 /// the process if Raft stops on an error.
-async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>) {
+async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>, busy_poll: Arc<busy_poll::BusyPoll>) {
     let mut last_leader = None;
     // Every member ever reported, so that one that left reads 0, not its
     // last lag.
@@ -1051,6 +1067,10 @@ async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, Nod
                 }
                 last_leader = m.current_leader;
             }
+            // Only a leader that is the only voter commits on its own sync.
+            let mut voters = m.membership_config.membership().voter_ids();
+            let alone = voters.next() == Some(m.id) && voters.next().is_none();
+            busy_poll.set_enabled(alone && m.state == ServerState::Leader);
             crate::metrics::record_raft_state(
                 m.current_term,
                 m.state == ServerState::Leader,

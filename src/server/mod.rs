@@ -121,6 +121,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         skip_entries: config.skip_entry.iter().copied().collect(),
         tls: tls.clone().filter(|t| t.cluster()),
         disk,
+        busy_poll: Duration::from_micros(config.busy_poll_us),
     };
     if config.force_new_cluster {
         let forced = crate::raft::recovery::force_new_cluster(
