@@ -66,11 +66,11 @@ pub struct Config {
     /// Raft heartbeat interval in ms.
     #[arg(long, env = "RAFTLOCK_HEARTBEAT_MS", default_value_t = 50)]
     pub heartbeat_ms: u64,
-    /// On a one-node cluster, how long the thread that runs connections
-    /// and Raft keeps polling, instead of sleeping, while a log write is in
-    /// flight, per write, in µs (0: never). It saves the wake-up that
-    /// answers every command at low load, for the CPU of one thread while
-    /// the disk syncs. A member of a larger cluster never polls.
+    /// How long the thread that runs connections and Raft keeps polling,
+    /// instead of sleeping, while a log write is in flight, per write, in µs
+    /// (0: never). It saves the wake-ups that answer every command at low
+    /// load, for the CPU of one thread while the disk syncs; it gives its
+    /// core to any other thread ready to run between polls.
     #[arg(long, env = "RAFTLOCK_BUSY_POLL_US", default_value_t = 500)]
     pub busy_poll_us: u64,
     /// Lower bound of the election timeout in ms; the upper bound is a third

@@ -1332,12 +1332,11 @@ fn metrics_endpoint_serves_prometheus_text() {
     }
 }
 
-/// A one-node server keeps its runtime's thread polling while a log write
-/// is in flight (RAFT.INFO `busy_poll`), unless `--busy-poll-us 0`; the
-/// members of a larger cluster never do (tests/cluster.rs). Commands are
+/// A server keeps its runtime's thread polling while a log write is in
+/// flight (RAFT.INFO `busy_poll`), unless `--busy-poll-us 0`. Commands are
 /// answered alike either way.
 #[test]
-fn a_single_voter_polls_while_its_log_is_written_unless_told_not_to() {
+fn a_server_polls_while_its_log_is_written_unless_told_not_to() {
     for (env, polls) in [(None, 1), (Some("0"), 0)] {
         let s = match env {
             Some(us) => TestServer::start_with_env(&[("RAFTLOCK_BUSY_POLL_US", us)]),

@@ -1,28 +1,28 @@
-//! Keeping the runtime's thread awake while the log's write is in flight,
-//! on a node that is the only voter.
+//! Keeping the runtime's thread awake while the log's write is in flight.
 //!
-//! With one voter, a command is committed once the log's writer thread has
-//! synced its entry (about 100 µs on this project's test machine). A runtime
-//! thread that went to sleep meanwhile is woken by the writer when the sync
-//! is done: a write to the runtime's eventfd, and on a virtual machine an
-//! interrupt to a halted virtual CPU, measured here at 15-30 µs per wake-up,
-//! paid by every command at low load. Redis, which syncs on its one thread,
-//! pays no such wake-up.
+//! A command is committed once the log's writer threads have synced its
+//! entry: this node's alone (about 100 µs on this project's test machine)
+//! or a majority's, each node's writer answering its runtime when the sync
+//! is done. A runtime thread that went to sleep meanwhile is woken by the
+//! writer: a write to the runtime's eventfd, and on a virtual machine an
+//! interrupt to a halted virtual CPU, measured here at 15-30 µs per
+//! wake-up, paid by every command at low load. Redis, which syncs on its
+//! one thread, pays no such wake-up.
 //!
 //! So while a write is in flight, [`BusyPoll::run`] yields to the runtime
 //! in a loop, for at most its limit: the thread keeps polling its I/O driver
 //! (without blocking) and runs every other task as soon as it is ready,
-//! and it finds the writer's completion without being woken. It costs the
-//! CPU of one thread for as long as the disk takes, never more than the
-//! limit per write, and nothing while no write is in flight.
-//!
-//! Only the single voter polls. In a cluster the commit waits for other
-//! machines (a network round trip and their syncs), and three nodes that
-//! share two cores, as in `scripts/bench.sh`, starve each other when they
-//! poll: measured 950 down to 600-770 pairs/s at one client (README,
-//! Performance).
+//! and it finds the writer's completion, or a follower's answer, without
+//! being woken. Between two polls it gives its core to any other thread
+//! that is ready to run (`sched_yield`): the writer that must run to finish
+//! the sync, another node's thread on a shared machine. Without that, three
+//! nodes sharing two cores (as in `scripts/bench.sh`) starved each other
+//! when they polled: 950 down to 600-770 pairs/s at one client; with it,
+//! 830-950 up to 1,190-1,200 (README, Performance). It costs the CPU of one
+//! thread for as long as the disk takes, never more than the limit per
+//! write, and nothing while no write is in flight.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,10 +31,8 @@ use tokio::sync::Notify;
 /// See the module's notes.
 #[derive(Debug)]
 pub struct BusyPoll {
-    /// The longest the thread is kept awake for one write.
+    /// The longest the thread is kept awake for one write (zero: never).
     limit: Duration,
-    /// Whether this node polls: it is the only voter, and leads.
-    enabled: AtomicBool,
     /// Log writes handed to the writer and not yet done.
     in_flight: AtomicUsize,
     /// Told when a write begins.
@@ -54,25 +52,19 @@ impl Drop for Writing {
 }
 
 impl BusyPoll {
-    /// Polling for at most `limit` per write (zero: never), once enabled.
+    /// Polling for at most `limit` per write (zero: never).
     pub fn new(limit: Duration) -> Arc<BusyPoll> {
         Arc::new(BusyPoll {
             limit,
-            enabled: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             wake: Notify::new(),
             polls: AtomicU64::new(0),
         })
     }
 
-    /// Whether this node is the only voter and leads.
-    pub fn set_enabled(&self, on: bool) {
-        self.enabled.store(on, Ordering::Release);
-    }
-
-    /// Whether this node polls now.
+    /// Whether this node polls at all.
     pub fn enabled(&self) -> bool {
-        !self.limit.is_zero() && self.enabled.load(Ordering::Acquire)
+        !self.limit.is_zero()
     }
 
     /// A log write begins; `None` when this node does not poll.
@@ -93,6 +85,8 @@ impl BusyPoll {
             let started = Instant::now();
             while self.in_flight.load(Ordering::Acquire) > 0 && started.elapsed() < self.limit {
                 self.polls.fetch_add(1, Ordering::Relaxed);
+                // Lets any other thread that is ready run first.
+                std::thread::yield_now();
                 // Runs the other ready tasks, then polls the I/O driver
                 // without blocking, then this again.
                 tokio::task::yield_now().await;
@@ -119,7 +113,6 @@ mod tests {
     async fn the_thread_is_kept_awake_while_a_write_is_in_flight_and_only_then() {
         let poll = BusyPoll::new(Duration::from_secs(10));
         tokio::spawn(poll.clone().run());
-        poll.set_enabled(true);
         pause(5).await;
         assert_eq!(poll.polls(), 0, "polled with no write in flight");
         let writing = poll.begin().expect("an enabled node polls");
@@ -142,7 +135,6 @@ mod tests {
     async fn a_write_keeps_it_awake_no_longer_than_the_limit() {
         let poll = BusyPoll::new(Duration::from_millis(5));
         tokio::spawn(poll.clone().run());
-        poll.set_enabled(true);
         let writing = poll.begin().expect("an enabled node polls");
         pause(20).await;
         let at = poll.polls();
@@ -153,16 +145,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_node_that_is_not_the_only_voter_does_not_poll() {
-        let poll = BusyPoll::new(Duration::from_secs(10));
+    async fn a_limit_of_zero_never_polls() {
+        let poll = BusyPoll::new(Duration::ZERO);
         tokio::spawn(poll.clone().run());
-        assert!(poll.begin().is_none(), "polls before it was enabled");
-        poll.set_enabled(true);
-        poll.set_enabled(false);
-        assert!(poll.begin().is_none(), "polls once disabled");
-        let off = BusyPoll::new(Duration::ZERO);
-        off.set_enabled(true);
-        assert!(off.begin().is_none(), "polls with a limit of zero");
+        assert!(!poll.enabled());
+        assert!(poll.begin().is_none(), "polls with a limit of zero");
         pause(10).await;
         assert_eq!(poll.polls(), 0);
     }

@@ -96,8 +96,8 @@ pub struct RaftSettings {
     pub tls: Option<Arc<crate::tls::Tls>>,
     /// The free space kept on the data directory's disk (`--min-free-disk`).
     pub disk: Arc<DiskReserve>,
-    /// How long the single voter's runtime thread polls per log write
-    /// (`--busy-poll-us`, see `busy_poll`).
+    /// How long the runtime's thread polls per log write (`--busy-poll-us`,
+    /// see `busy_poll`).
     pub busy_poll: Duration,
 }
 
@@ -116,7 +116,7 @@ pub struct RaftStatus {
     /// The last log index purged behind a snapshot, on disk.
     pub purged_index: u64,
     /// Whether the runtime's thread polls while a log write is in flight
-    /// (the only voter, leading; see `busy_poll`).
+    /// (`--busy-poll-us` above 0; see `busy_poll`).
     pub busy_poll: bool,
     pub members: Vec<(NodeId, NodeInfo)>,
     /// The members that vote; the others are learners.
@@ -430,7 +430,7 @@ impl Consensus {
         tokio::spawn(snapshot_when_the_log_grows(raft.clone(), shared.clone(), settings.snapshot_log_bytes));
         let (reads, read_rx) = mpsc::unbounded_channel();
         tokio::spawn(read_batcher(raft.clone(), read_rx));
-        tokio::spawn(watch_metrics(raft.metrics(), busy_poll.clone()));
+        tokio::spawn(watch_metrics(raft.metrics()));
         let proposer = Arc::new(Proposer {
             metrics: raft.metrics(),
             raft: raft.clone(),
@@ -1042,7 +1042,7 @@ async fn snapshot_when_the_log_grows(raft: types::Raft, shared: Arc<SharedState>
 
 /// Mirrors Raft's own metrics into Prometheus gauges and counters, and stops
 /// the process if Raft stops on an error.
-async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>, busy_poll: Arc<busy_poll::BusyPoll>) {
+async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, NodeInfo>>) {
     let mut last_leader = None;
     // Every member ever reported, so that one that left reads 0, not its
     // last lag.
@@ -1067,10 +1067,6 @@ async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, Nod
                 }
                 last_leader = m.current_leader;
             }
-            // Only a leader that is the only voter commits on its own sync.
-            let mut voters = m.membership_config.membership().voter_ids();
-            let alone = voters.next() == Some(m.id) && voters.next().is_none();
-            busy_poll.set_enabled(alone && m.state == ServerState::Leader);
             crate::metrics::record_raft_state(
                 m.current_term,
                 m.state == ServerState::Leader,
