@@ -284,8 +284,8 @@ pub struct LogStore {
     /// gone (0 for none): what a start after a kill finds (`RAFT.INFO`
     /// `purged_index`).
     purged_on_disk: Arc<AtomicU64>,
-    /// Keeps the runtime's thread awake while a write is in flight (a
-    /// single voter only, see [`BusyPoll`]).
+    /// Keeps the runtime's thread awake while a write is in flight (see
+    /// [`BusyPoll`]).
     busy_poll: Option<Arc<BusyPoll>>,
     /// Tests hold it to keep a purge from writing its mark.
     #[cfg(test)]
