@@ -1333,11 +1333,13 @@ fn metrics_endpoint_serves_prometheus_text() {
 }
 
 /// A server keeps its runtime's thread polling while a log write is in
-/// flight (RAFT.INFO `busy_poll`), unless `--busy-poll-us 0`. Commands are
+/// flight (RAFT.INFO `busy_poll`, and `busy_polls` counts the polls: the
+/// log's writes do start them), unless `--busy-poll-us 0`. Commands are
 /// answered alike either way.
 #[test]
 fn a_server_polls_while_its_log_is_written_unless_told_not_to() {
     for (env, polls) in [(None, 1), (Some("0"), 0)] {
+        let polls_expected = polls == 1;
         let s = match env {
             Some(us) => TestServer::start_with_env(&[("RAFTLOCK_BUSY_POLL_US", us)]),
             None => TestServer::start(),
@@ -1349,6 +1351,12 @@ fn a_server_polls_while_its_log_is_written_unless_told_not_to() {
             assert!(token > 0);
             let released: i64 = redis::cmd("LOCK.RELEASE").arg(format!("l{i}")).arg("me").arg(token).query(&mut c).unwrap();
             assert_eq!(released, 1, "release of l{i} with busy poll limit {env:?}");
+        }
+        let polls = s.raft_info().num("busy_polls");
+        if polls_expected {
+            assert!(polls > 0, "no poll during 100 log writes");
+        } else {
+            assert_eq!(polls, 0, "polled with --busy-poll-us 0");
         }
     }
 }

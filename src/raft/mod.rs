@@ -118,6 +118,8 @@ pub struct RaftStatus {
     /// Whether the runtime's thread polls while a log write is in flight
     /// (`--busy-poll-us` above 0; see `busy_poll`).
     pub busy_poll: bool,
+    /// Times it polled so far (each a yield while a write was in flight).
+    pub busy_polls: u64,
     pub members: Vec<(NodeId, NodeInfo)>,
     /// The members that vote; the others are learners.
     pub voters: Vec<NodeId>,
@@ -963,6 +965,7 @@ impl Consensus {
             snapshot_index: m.snapshot.map(|l| l.index).unwrap_or(0),
             purged_index: self.purged.load(Ordering::Acquire),
             busy_poll: self.busy_poll.enabled(),
+            busy_polls: self.busy_poll.polls(),
             voters: m.membership_config.membership().voter_ids().collect(),
             members,
         }

@@ -125,6 +125,7 @@ fn raft_fields(status: &RaftStatus, t: &mut Text) {
     t.field("snapshot_index", status.snapshot_index);
     t.field("purged_index", status.purged_index);
     t.field("busy_poll", u8::from(status.busy_poll));
+    t.field("busy_polls", status.busy_polls);
     t.field("repeated_commands", crate::metrics::repeated_commands());
     let members: Vec<String> =
         status.members.iter().map(|(id, n)| format!("{id}@{}/{}", n.peer_addr, n.client_addr)).collect();
