@@ -577,6 +577,7 @@ impl Consensus {
                     // election, and the command goes to its successor.
                     let left = deadline.saturating_duration_since(Instant::now());
                     let ttl = if unrepeatable { left } else { left.min(FORWARD_ATTEMPT) }.max(Duration::from_millis(50));
+                    let _polling = self.busy_poll.begin();
                     match self.pool.call_with_trailer(id, &addr, peer::PeerRequest::Forward(command.clone()), ttl).await {
                         Ok(peer::Answer { response: peer::PeerResponse::Forward(result), applied }) => {
                             reflects = applied;

@@ -160,14 +160,15 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         .await
         .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
     let sink = Arc::new(move |events, origin| sink_hub.dispatch(events, origin));
+    // The recorder first, so that what Raft records as it starts is kept.
+    let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
+    let metrics = metrics_addr.map(|_| crate::metrics::install()).transpose().map_err(ServerError::Config)?;
     let consensus = Consensus::start(settings, peer_listener, storage.clone(), clock.clone(), sink).await?;
     let applied_hub = hub.clone();
     consensus.on_applied(Box::new(move |index| applied_hub.tracking.applied_through(index)));
     let me = consensus.client_id(0);
     hub.set_local_identity(me.node, me.boot);
-    let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
-    if let Some(addr) = metrics_addr {
-        let handle = crate::metrics::install().map_err(ServerError::Config)?;
+    if let (Some(addr), Some(handle)) = (metrics_addr, metrics) {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServerError::Listen { addr: addr.to_string(), source })?;
