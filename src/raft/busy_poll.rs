@@ -1,4 +1,6 @@
-//! Keeping the runtime's thread awake while the log's write is in flight.
+//! Keeping the runtime's thread awake while the log's write is in flight
+//! (and, on a follower, while the commands it forwarded are with the
+//! leader: the leader's answer is read the same way, without a wake-up).
 //!
 //! A command is committed once the log's writer threads have synced its
 //! entry: this node's alone (about 100 µs on this project's test machine)
@@ -33,7 +35,8 @@ use tokio::sync::Notify;
 pub struct BusyPoll {
     /// The longest the thread is kept awake for one write (zero: never).
     limit: Duration,
-    /// Log writes handed to the writer and not yet done.
+    /// Log writes handed to the writer and not yet done (and forwards not
+    /// yet answered).
     in_flight: AtomicUsize,
     /// Told when a write begins.
     wake: Notify,
@@ -41,7 +44,7 @@ pub struct BusyPoll {
     polls: AtomicU64,
 }
 
-/// A log write in flight: it ends when this is dropped.
+/// A log write (or a forward) in flight: it ends when this is dropped.
 #[derive(Debug)]
 pub struct Writing(Arc<BusyPoll>);
 
