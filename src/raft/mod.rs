@@ -118,7 +118,8 @@ pub struct RaftStatus {
     /// Whether the runtime's thread polls while a log write is in flight
     /// (`--busy-poll-us` above 0; see `busy_poll`).
     pub busy_poll: bool,
-    /// Times it polled so far (each a yield while a write was in flight).
+    /// Times it polled so far (each a yield while a log write or a forward
+    /// to the leader was in flight).
     pub busy_polls: u64,
     pub members: Vec<(NodeId, NodeInfo)>,
     /// The members that vote; the others are learners.
