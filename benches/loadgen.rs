@@ -29,12 +29,18 @@
 //! RESULT mode=redis scenario=clients50-distinct clients=50 keys=distinct duration_s=10.000
 //!        pairs=... pairs_per_s=... attempts=... attempts_per_s=... denied=...
 //!        p50_ms=... p99_ms=... p999_ms=... max_ms=... acquire_p50_ms=... acquire_p99_ms=...
-//!        acquire_mean_ms=... acquire_max_ms=... errors=0
+//!        acquire_mean_ms=... acquire_max_ms=... overtaken_max=... errors=0
 //! ```
 //! (on one line). `p*_ms`/`max_ms` are the latency of a granted pair: from sending
 //! the acquire that was granted to receiving the release reply. `acquire_*` is the
 //! time to get the lock: from sending a client's first attempt to receiving the
 //! grant, denied retries included (with no contention, the acquire's latency).
+//! `overtaken_max` is fairness, whatever the disk's speed: the most grants to
+//! other clients that fell inside one client's wait (between sending its first
+//! attempt and receiving its grant). A first-come-first-served server keeps it
+//! below the number of clients: each of the others is granted at most once
+//! before a waiter that queued behind it; clients spinning on `SET NX` may be
+//! passed over any number of times.
 //! Only pairs and attempts that complete inside the measured window (after the
 //! warm-up) count; `*_per_s` divide by its length.
 //!
@@ -437,9 +443,29 @@ struct ClientStats {
     pair_ns: Vec<u64>,
     /// First attempt sent -> grant received (ns), for the same pairs.
     acquire_ns: Vec<u64>,
+    /// (first attempt sent, grant received) of the same pairs.
+    waits: Vec<(Instant, Instant)>,
+    /// When each grant of this client was received, the warm-up's and the
+    /// run-out's included: a wait in the window may span them.
+    grants: Vec<Instant>,
     attempts: u64,
     denied: u64,
     errors: u64,
+}
+
+/// The most grants in `grants` (every client's) that fall strictly inside one
+/// of `waits`; a wait's own grant ends it, so it is not counted.
+fn most_overtaken(mut grants: Vec<Instant>, waits: &[(Instant, Instant)]) -> usize {
+    grants.sort_unstable();
+    waits
+        .iter()
+        .map(|&(first, granted)| {
+            let after_first = grants.partition_point(|&g| g <= first);
+            let before_grant = grants.partition_point(|&g| g < granted);
+            before_grant.saturating_sub(after_first)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 struct Shared {
@@ -519,7 +545,10 @@ async fn run_client(
                 st.attempts += 1;
             }
             match proto.acquire_outcome(reply) {
-                Ok(Acquire::Granted(token)) => break (sent, done, token),
+                Ok(Acquire::Granted(token)) => {
+                    st.grants.push(done);
+                    break (sent, done, token);
+                }
                 Ok(Acquire::Denied) => {
                     if window.counts(done) {
                         st.denied += 1;
@@ -543,6 +572,7 @@ async fn run_client(
                     st.pair_ns.push((done - granted_at).as_nanos() as u64);
                     st.acquire_ns
                         .push((acquired_at - first_attempt).as_nanos() as u64);
+                    st.waits.push((first_attempt, acquired_at));
                 }
             }
             Ok(other) => error(&mut st, format!("release: unexpected reply {other}")),
@@ -623,11 +653,14 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
 
     let mut pair_ns = Vec::new();
     let mut acquire_ns = Vec::new();
+    let (mut waits, mut grants) = (Vec::new(), Vec::new());
     let (mut attempts, mut denied, mut errors) = (0u64, 0u64, 0u64);
     for t in tasks {
         let st = t.await.map_err(|e| format!("client task failed: {e}"))?;
         pair_ns.extend_from_slice(&st.pair_ns);
         acquire_ns.extend_from_slice(&st.acquire_ns);
+        waits.extend_from_slice(&st.waits);
+        grants.extend_from_slice(&st.grants);
         attempts += st.attempts;
         denied += st.denied;
         errors += st.errors;
@@ -639,7 +672,7 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
     println!(
         "RESULT label={} mode={} scenario={} clients={} keys={} duration_s={:.3} pairs={} pairs_per_s={:.1} \
          attempts={} attempts_per_s={:.1} denied={} p50_ms={:.3} p99_ms={:.3} p999_ms={:.3} max_ms={:.3} \
-         acquire_p50_ms={:.3} acquire_p99_ms={:.3} acquire_mean_ms={:.3} acquire_max_ms={:.3} errors={}",
+         acquire_p50_ms={:.3} acquire_p99_ms={:.3} acquire_mean_ms={:.3} acquire_max_ms={:.3} overtaken_max={} errors={}",
         args.label,
         args.mode.name(),
         spec.name,
@@ -659,6 +692,7 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
         pct_ms(&acquire_ns, 99.0),
         if acquire_ns.is_empty() { 0.0 } else { acquire_ns.iter().sum::<u64>() as f64 / acquire_ns.len() as f64 / 1e6 },
         acquire_ns.last().copied().unwrap_or(0) as f64 / 1e6,
+        most_overtaken(grants, &waits),
         errors
     );
     Ok(errors)

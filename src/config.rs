@@ -148,7 +148,8 @@ pub struct Config {
     pub force_new_cluster: bool,
     /// Threads that run connections and Raft (0: one per CPU). One by
     /// default: tasks that hand a command on to each other on one thread
-    /// cost far less than waking a second one (README, Performance). A
+    /// cost far less than waking a second one (`benches/HISTORY.md`, "The
+    /// comparison table"). A
     /// command that may run long (a script, `KEYS`) first hands the other
     /// tasks to a new thread, so it never stops the rest. The Raft log's
     /// writer and snapshot work have threads of their own besides.

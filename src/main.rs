@@ -7,8 +7,9 @@ use clap::Parser;
 /// jemalloc, not glibc's malloc: a node frees and allocates millions of
 /// small buffers per second (arguments, replies, map nodes), and glibc's
 /// fastbin consolidation and chunk unlinking took about a third of the
-/// worker thread under pipelined writes. With jemalloc, 5 M pipelined `SET
-/// NX PX` went from 133k to 201k per second; see README, "The allocator".
+/// worker thread under pipelined writes. With jemalloc, 3 M pipelined `SET
+/// NX PX` went from 119-133k to 187-211k per second; see "The allocator" in
+/// `benches/HISTORY.md`.
 #[cfg(feature = "server")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

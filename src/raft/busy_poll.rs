@@ -20,9 +20,10 @@
 //! the sync, another node's thread on a shared machine. Without that, three
 //! nodes sharing two cores (as in `scripts/bench.sh`) starved each other
 //! when they polled: 950 down to 600-770 pairs/s at one client; with it,
-//! 830-950 up to 1,190-1,200 (README, Performance). It costs the CPU of one
-//! thread for as long as the disk takes, never more than the limit per
-//! write, and nothing while no write is in flight.
+//! 830-950 up to 1,190-1,200 (`benches/HISTORY.md`, "Polling while the log
+//! is written"). It costs the CPU of one thread for as long as the disk
+//! takes, never more than the limit per write, and nothing while no write is
+//! in flight.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
