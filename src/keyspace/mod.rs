@@ -59,6 +59,19 @@ impl Value {
         }
     }
 
+    /// A rough measure of the work of reading or rewriting the whole value:
+    /// a container's element count, a string's length in 256-byte units (at
+    /// least 1).
+    pub fn weight(&self) -> usize {
+        match self {
+            Value::Str(s) => 1 + s.as_slice().len() / 256,
+            Value::Hash(h) => h.len(),
+            Value::List(l) => l.len(),
+            Value::ZSet(z) => z.len(),
+            Value::Set(s) => s.len(),
+        }
+    }
+
     /// Whether this is an empty container (which Redis never keeps).
     pub fn is_empty_container(&self) -> bool {
         match self {
