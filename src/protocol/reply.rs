@@ -66,7 +66,7 @@ impl Reply {
 pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
     fn header(out: &mut BytesMut, kind: u8, n: i64) {
         out.put_u8(kind);
-        out.extend_from_slice(itoa(n).as_bytes());
+        put_decimal(out, n);
         out.extend_from_slice(b"\r\n");
     }
     fn line(out: &mut BytesMut, kind: u8, text: &str) {
@@ -158,8 +158,25 @@ pub fn format_double(v: f64) -> String {
     }
 }
 
-fn itoa(n: i64) -> String {
-    n.to_string()
+/// `n` in decimal, as `to_string` writes it, straight into `out`: every
+/// element of a reply has a length or a count in front, and formatting each
+/// through a fresh `String` was 2% of a node's CPU serving `LRANGE key 0 99`.
+fn put_decimal(out: &mut BytesMut, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.put_u8(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 #[cfg(test)]
@@ -170,6 +187,20 @@ mod tests {
         let mut out = BytesMut::new();
         encode_reply(r, resp3, &mut out);
         String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn decimals_are_written_as_to_string_writes_them() {
+        let mut samples = vec![0, 1, -1, 9, 10, -10, 99, 100, i64::MAX, i64::MIN, i64::MIN + 1, i64::MAX - 1];
+        samples.extend((0..19).map(|p| 10i64.pow(p)));
+        samples.extend((0..19).map(|p| -(10i64.pow(p)) + 1));
+        for n in samples {
+            let mut out = BytesMut::new();
+            put_decimal(&mut out, n);
+            assert_eq!(&out[..], n.to_string().as_bytes(), "{n}");
+        }
+        assert_eq!(enc(&Reply::Int(-42), false), ":-42\r\n");
+        assert_eq!(enc(&Reply::Bulk(Bytes::from_static(b"abc")), false), "$3\r\nabc\r\n");
     }
 
     #[test]
