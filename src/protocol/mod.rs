@@ -11,4 +11,4 @@ mod reply;
 
 pub use args::{parse_i64, ArgError, Args};
 pub use codec::{Limits, ProtocolError, RequestCodec};
-pub use reply::{encode_reply, format_double, Reply};
+pub use reply::{decimal_digits, encode_reply, format_double, Reply};

@@ -97,18 +97,8 @@ impl Writer<'_> {
         }
     }
 
-    fn put_u64(&mut self, mut n: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.put(&digits[i..]);
+    fn put_u64(&mut self, n: u64) {
+        self.put(crate::protocol::decimal_digits(n, &mut [0; 20]));
     }
 }
 
