@@ -355,8 +355,9 @@ pub fn suspect_command(proposal: &Proposal) -> &'static str {
 /// Whether applying `proposal` may keep a thread busy for long (milliseconds,
 /// not microseconds): true unless every command in it is one Redis flags
 /// `fast`, a `SET`, a lock script that runs without Lua, or a command whose
-/// work is bounded by small values at its keys ([`BOUNDED_BY_KEYS`]). Decides only
-/// whether the apply first hands the runtime's other tasks to another thread
+/// work is bounded by small values at its keys
+/// ([`CommandSpec::bounded_by_keys`]). Decides only whether the apply first
+/// hands the runtime's other tasks to another thread
 /// (`raft::state_machine`), which costs a thread wake-up; never what is
 /// applied, so nodes may judge it differently.
 pub fn may_run_long(ks: &Keyspace, proposal: &Proposal) -> bool {
@@ -378,23 +379,9 @@ pub fn may_run_long(ks: &Keyspace, proposal: &Proposal) -> bool {
     }
 }
 
-/// Commands Redis does not flag `fast` whose work is bounded by the values
-/// at their keys (and how many keys they name), not by their other
-/// arguments: quick while those values are small ([`QUICK_WEIGHT`]).
-/// Left out, and always judged long: commands whose counts or offsets are
-/// arguments (`SRANDMEMBER key -1000000`, `SETRANGE`, `SETBIT`), patterns
-/// (`*SCAN ... MATCH`), the whole keyspace (`KEYS`, `SCAN`, `FLUSHALL`) and
-/// scripts (judged below).
-const BOUNDED_BY_KEYS: &[&str] = &[
-    "getrange", "bitcount", "mset", "del", "rename", "copy", "hkeys", "hvals", "hgetall", "lindex", "lrange", "lpos",
-    "lrem", "lset", "linsert", "ltrim", "smembers", "sinter", "sunion", "sdiff", "sinterstore", "sunionstore",
-    "sdiffstore", "zrange", "zrevrange", "zrangebyscore", "zrevrangebyscore", "zrangebylex", "zrevrangebylex",
-    "zrangestore", "zremrangebyrank", "zremrangebyscore", "zremrangebylex",
-];
-
 /// The most work ([`Value::weight`] summed over a command's keys, at least 1
-/// a key) that a command of [`BOUNDED_BY_KEYS`] may have and still run on
-/// the runtime's thread: 1,024 elements read, written or freed take tens to
+/// a key) that a command [`CommandSpec::bounded_by_keys`] may have and still
+/// run on the runtime's thread: 1,024 elements read, written or freed take tens to
 /// hundreds of microseconds. Handing the other tasks to another thread
 /// first costs a thread wake-up and a switch back, several times the
 /// command itself on a small value (`LRANGE key 0 99` of a 600-element
@@ -407,7 +394,7 @@ pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
     if spec.flags.contains(&"fast") || spec.name == "set" {
         return false;
     }
-    if BOUNDED_BY_KEYS.contains(&spec.name) {
+    if spec.bounded_by_keys {
         let now = ks.log_time();
         let mut weight = 0usize;
         for key in spec.keys(argv) {

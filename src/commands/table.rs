@@ -36,6 +36,13 @@ pub struct CommandSpec {
     /// position, the keys following it; 0 for the rest. Redis's
     /// `movablekeys`, added to the keys that `first_key` .. `last_key` name.
     pub numkeys_at: usize,
+    /// Not `fast`, but bounded by the values at its keys (and how many keys
+    /// it names), not by its other arguments: quick while those values are
+    /// small (`commands::may_run_long_command`). Not set for commands whose
+    /// counts or offsets are arguments (`SRANDMEMBER key -1000000`,
+    /// `SETRANGE`, `SETBIT`), that match patterns (`*SCAN ... MATCH`), that
+    /// walk the whole keyspace (`KEYS`, `SCAN`, `FLUSHALL`), or scripts.
+    pub bounded_by_keys: bool,
     /// Redis command group (`string`, `generic`, `connection`, ...).
     pub group: &'static str,
     pub since: &'static str,
@@ -107,14 +114,22 @@ impl CommandSpec {
 }
 
 macro_rules! cmd {
-    ($name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr, numkeys $n:expr), $group:literal, $since:literal, $summary:literal, $handler:expr) => {
+    (@spec $name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr, numkeys $n:expr), $group:literal, $since:literal, $summary:literal, $handler:expr, $bounded:expr) => {
         CommandSpec {
             name: $name, arity: $arity, flags: &[$($flag),*], first_key: $f, last_key: $l, key_step: $s, numkeys_at: $n,
-            group: $group, since: $since, summary: $summary, handler: $handler,
+            bounded_by_keys: $bounded, group: $group, since: $since, summary: $summary, handler: $handler,
         }
     };
+    ($name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr, numkeys $n:expr), $group:literal, $since:literal, $summary:literal, $handler:expr) => {
+        cmd!(@spec $name, $arity, [$($flag),*], ($f, $l, $s, numkeys $n), $group, $since, $summary, $handler, false)
+    };
     ($name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr), $group:literal, $since:literal, $summary:literal, $handler:expr) => {
-        cmd!($name, $arity, [$($flag),*], ($f, $l, $s, numkeys 0), $group, $since, $summary, $handler)
+        cmd!(@spec $name, $arity, [$($flag),*], ($f, $l, $s, numkeys 0), $group, $since, $summary, $handler, false)
+    };
+    // A command whose work is bounded by the values at its keys
+    // (`CommandSpec::bounded_by_keys`).
+    ($name:literal, $arity:expr, [$($flag:literal),*], ($f:expr, $l:expr, $s:expr), $group:literal, $since:literal, $summary:literal, $handler:expr, bounded_by_keys) => {
+        cmd!(@spec $name, $arity, [$($flag),*], ($f, $l, $s, numkeys 0), $group, $since, $summary, $handler, true)
     };
 }
 
@@ -150,7 +165,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("psetex", 4, ["write", "denyoom"], (1, 1, 1), "string", "2.6.0", "PSETEX key milliseconds value.", Write(strings::psetex)),
     cmd!("getset", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Sets a value and returns the old one.", Write(strings::getset)),
     cmd!("mget", -2, ["readonly", "fast"], (1, -1, 1), "string", "1.0.0", "Returns the values of several keys.", Read(strings::mget)),
-    cmd!("mset", -3, ["write", "denyoom"], (1, -1, 2), "string", "1.0.1", "Sets several keys.", Write(strings::mset)),
+    cmd!("mset", -3, ["write", "denyoom"], (1, -1, 2), "string", "1.0.1", "Sets several keys.", Write(strings::mset), bounded_by_keys),
     cmd!("strlen", 2, ["readonly", "fast"], (1, 1, 1), "string", "2.2.0", "Returns the length of a string value.", Read(strings::strlen)),
     cmd!("append", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "2.0.0", "Appends to a string; the new length.", Write(strings::append)),
     cmd!("get", 2, ["readonly", "fast"], (1, 1, 1), "string", "1.0.0", "Returns the string value of a key.", Read(strings::get)),
@@ -161,13 +176,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("decrby", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Decrements the integer value of a key by a number.", Write(strings::decrby)),
     cmd!("incrbyfloat", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "2.6.0", "Increments the float value of a key.", Write(strings::incrbyfloat)),
     cmd!("getex", -2, ["write", "fast"], (1, 1, 1), "string", "6.2.0", "GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]: the value, setting its expiry.", Write(strings::getex)),
-    cmd!("getrange", 4, ["readonly"], (1, 1, 1), "string", "2.4.0", "GETRANGE key start end: a substring.", Read(strings::getrange)),
+    cmd!("getrange", 4, ["readonly"], (1, 1, 1), "string", "2.4.0", "GETRANGE key start end: a substring.", Read(strings::getrange), bounded_by_keys),
     cmd!("setrange", 4, ["write", "denyoom"], (1, 1, 1), "string", "2.2.0", "SETRANGE key offset value: overwrites part of a string; its length.", Write(strings::setrange)),
     cmd!("setbit", 4, ["write", "denyoom"], (1, 1, 1), "bitmap", "2.2.0", "SETBIT key offset 0|1: sets a bit; its old value.", Write(strings::setbit)),
     cmd!("getbit", 3, ["readonly", "fast"], (1, 1, 1), "bitmap", "2.2.0", "GETBIT key offset: a bit of a string.", Read(strings::getbit)),
-    cmd!("bitcount", -2, ["readonly"], (1, 1, 1), "bitmap", "2.6.0", "BITCOUNT key [start end [BYTE|BIT]]: the number of set bits.", Read(strings::bitcount)),
+    cmd!("bitcount", -2, ["readonly"], (1, 1, 1), "bitmap", "2.6.0", "BITCOUNT key [start end [BYTE|BIT]]: the number of set bits.", Read(strings::bitcount), bounded_by_keys),
     // keys
-    cmd!("del", -2, ["write"], (1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Write(keys::del)),
+    cmd!("del", -2, ["write"], (1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Write(keys::del), bounded_by_keys),
     cmd!("unlink", -2, ["write", "fast"], (1, -1, 1), "generic", "4.0.0", "Deletes keys (the same as DEL here).", Write(keys::del)),
     cmd!("exists", -2, ["readonly", "fast"], (1, -1, 1), "generic", "1.0.0", "Counts how many of the given keys exist.", Read(keys::exists)),
     cmd!("expire", -3, ["write", "fast"], (1, 1, 1), "generic", "1.0.0", "EXPIRE key seconds [NX|XX|GT|LT].", Write(keys::expire)),
@@ -183,9 +198,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("expiretime", 2, ["readonly", "fast"], (1, 1, 1), "generic", "7.0.0", "Returns the Unix time in seconds at which a key expires.", Read(keys::expiretime)),
     cmd!("pexpiretime", 2, ["readonly", "fast"], (1, 1, 1), "generic", "7.0.0", "Returns the Unix time in milliseconds at which a key expires.", Read(keys::pexpiretime)),
     cmd!("randomkey", 1, ["readonly"], (0, 0, 0), "generic", "1.0.0", "Returns a key chosen at random.", Read(keys::randomkey)),
-    cmd!("rename", 3, ["write"], (1, 2, 1), "generic", "1.0.0", "RENAME key newkey: renames a key, replacing newkey.", Write(keys::rename)),
+    cmd!("rename", 3, ["write"], (1, 2, 1), "generic", "1.0.0", "RENAME key newkey: renames a key, replacing newkey.", Write(keys::rename), bounded_by_keys),
     cmd!("renamenx", 3, ["write", "fast"], (1, 2, 1), "generic", "1.0.0", "RENAMENX key newkey: renames a key only if newkey does not exist.", Write(keys::renamenx)),
-    cmd!("copy", -3, ["write", "denyoom"], (1, 2, 1), "generic", "6.2.0", "COPY source destination [DB 0] [REPLACE]: copies a key.", Write(keys::copy)),
+    cmd!("copy", -3, ["write", "denyoom"], (1, 2, 1), "generic", "6.2.0", "COPY source destination [DB 0] [REPLACE]: copies a key.", Write(keys::copy), bounded_by_keys),
     cmd!("object", -2, ["readonly"], (2, 2, 1), "generic", "2.2.3", "OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key | OBJECT HELP.", Read(keys::object)),
     // hashes
     cmd!("hset", -4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "HSET key field value [field value ...]: the number of fields added.", Write(hashes::hset)),
@@ -197,9 +212,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("hincrby", 4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "Increments the integer value of a hash field.", Write(hashes::hincrby)),
     cmd!("hdel", -3, ["write", "fast"], (1, 1, 1), "hash", "2.0.0", "Deletes hash fields; the number removed.", Write(hashes::hdel)),
     cmd!("hlen", 2, ["readonly", "fast"], (1, 1, 1), "hash", "2.0.0", "Returns the number of fields in a hash.", Read(hashes::hlen)),
-    cmd!("hkeys", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns the fields of a hash.", Read(hashes::hkeys)),
-    cmd!("hvals", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns the values of a hash.", Read(hashes::hvals)),
-    cmd!("hgetall", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns all fields and values of a hash.", Read(hashes::hgetall)),
+    cmd!("hkeys", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns the fields of a hash.", Read(hashes::hkeys), bounded_by_keys),
+    cmd!("hvals", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns the values of a hash.", Read(hashes::hvals), bounded_by_keys),
+    cmd!("hgetall", 2, ["readonly"], (1, 1, 1), "hash", "2.0.0", "Returns all fields and values of a hash.", Read(hashes::hgetall), bounded_by_keys),
     cmd!("hincrbyfloat", 4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.6.0", "Increments the float value of a hash field (as Redis, in long double).", Write(hashes::hincrbyfloat)),
     cmd!("hstrlen", 3, ["readonly", "fast"], (1, 1, 1), "hash", "3.2.0", "Returns the length of a hash field's value.", Read(hashes::hstrlen)),
     cmd!("hscan", -3, ["readonly"], (1, 1, 1), "hash", "2.8.0", "HSCAN key cursor [MATCH pattern] [COUNT n]: iterates fields and values.", Read(hashes::hscan)),
@@ -211,38 +226,38 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("rpop", -2, ["write", "fast"], (1, 1, 1), "list", "1.0.0", "RPOP key [count]: removes and returns the last elements.", Write(lists::rpop)),
     cmd!("blpop", -3, ["write", "noscript", "blocking"], (1, -2, 1), "list", "2.0.0", "BLPOP key [key ...] timeout: pops from the first non-empty list, waiting for a push.", Write(lists::blpop)),
     cmd!("brpop", -3, ["write", "noscript", "blocking"], (1, -2, 1), "list", "2.0.0", "BRPOP key [key ...] timeout: pops from the end of the first non-empty list, waiting for a push.", Write(lists::brpop)),
-    cmd!("lindex", 3, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns an element by its index.", Read(lists::lindex)),
-    cmd!("lrange", 4, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns a range of elements.", Read(lists::lrange)),
-    cmd!("lrem", 4, ["write"], (1, 1, 1), "list", "1.0.0", "LREM key count element: removes occurrences of an element.", Write(lists::lrem)),
+    cmd!("lindex", 3, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns an element by its index.", Read(lists::lindex), bounded_by_keys),
+    cmd!("lrange", 4, ["readonly"], (1, 1, 1), "list", "1.0.0", "Returns a range of elements.", Read(lists::lrange), bounded_by_keys),
+    cmd!("lrem", 4, ["write"], (1, 1, 1), "list", "1.0.0", "LREM key count element: removes occurrences of an element.", Write(lists::lrem), bounded_by_keys),
     cmd!("llen", 2, ["readonly", "fast"], (1, 1, 1), "list", "1.0.0", "Returns the length of a list.", Read(lists::llen)),
-    cmd!("lpos", -3, ["readonly"], (1, 1, 1), "list", "6.0.6", "LPOS key element [RANK rank] [COUNT n] [MAXLEN len]: the indexes of matching elements.", Read(lists::lpos)),
+    cmd!("lpos", -3, ["readonly"], (1, 1, 1), "list", "6.0.6", "LPOS key element [RANK rank] [COUNT n] [MAXLEN len]: the indexes of matching elements.", Read(lists::lpos), bounded_by_keys),
     cmd!("lmove", 5, ["write", "denyoom"], (1, 2, 1), "list", "6.2.0", "LMOVE source destination LEFT|RIGHT LEFT|RIGHT: moves an element between lists.", Write(lists::lmove)),
     cmd!("blmove", 6, ["write", "denyoom", "noscript", "blocking"], (1, 2, 1), "list", "6.2.0", "BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout: LMOVE, waiting for a push.", Write(lists::blmove)),
     cmd!("rpoplpush", 3, ["write", "denyoom"], (1, 2, 1), "list", "1.2.0", "Moves the last element of a list to the head of another.", Write(lists::rpoplpush)),
     cmd!("brpoplpush", 4, ["write", "denyoom", "noscript", "blocking"], (1, 2, 1), "list", "2.2.0", "BRPOPLPUSH source destination timeout: RPOPLPUSH, waiting for a push.", Write(lists::brpoplpush)),
     cmd!("lmpop", -4, ["write"], (0, 0, 0, numkeys 1), "list", "7.0.0", "LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT n]: pops from the first non-empty list.", Write(lists::lmpop)),
     cmd!("blmpop", -5, ["write", "blocking"], (0, 0, 0, numkeys 2), "list", "7.0.0", "BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT n]: LMPOP, waiting for a push.", Write(lists::blmpop)),
-    cmd!("lset", 4, ["write", "denyoom"], (1, 1, 1), "list", "1.0.0", "Sets the element at an index.", Write(lists::lset)),
-    cmd!("linsert", 5, ["write", "denyoom"], (1, 1, 1), "list", "2.2.0", "LINSERT key BEFORE|AFTER pivot element: inserts next to the first pivot.", Write(lists::linsert)),
-    cmd!("ltrim", 4, ["write"], (1, 1, 1), "list", "1.0.0", "Keeps only a range of elements.", Write(lists::ltrim)),
+    cmd!("lset", 4, ["write", "denyoom"], (1, 1, 1), "list", "1.0.0", "Sets the element at an index.", Write(lists::lset), bounded_by_keys),
+    cmd!("linsert", 5, ["write", "denyoom"], (1, 1, 1), "list", "2.2.0", "LINSERT key BEFORE|AFTER pivot element: inserts next to the first pivot.", Write(lists::linsert), bounded_by_keys),
+    cmd!("ltrim", 4, ["write"], (1, 1, 1), "list", "1.0.0", "Keeps only a range of elements.", Write(lists::ltrim), bounded_by_keys),
     cmd!("lpushx", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "2.2.0", "Prepends elements to an existing list; its new length, or 0.", Write(lists::lpushx)),
     cmd!("rpushx", -3, ["write", "denyoom", "fast"], (1, 1, 1), "list", "2.2.0", "Appends elements to an existing list; its new length, or 0.", Write(lists::rpushx)),
     // sets
     cmd!("sadd", -3, ["write", "denyoom", "fast"], (1, 1, 1), "set", "1.0.0", "SADD key member [member ...]: the number of members added.", Write(sets::sadd)),
     cmd!("srem", -3, ["write", "fast"], (1, 1, 1), "set", "1.0.0", "SREM key member [member ...]: the number of members removed.", Write(sets::srem)),
-    cmd!("smembers", 2, ["readonly"], (1, 1, 1), "set", "1.0.0", "Returns all members of a set.", Read(sets::smembers)),
+    cmd!("smembers", 2, ["readonly"], (1, 1, 1), "set", "1.0.0", "Returns all members of a set.", Read(sets::smembers), bounded_by_keys),
     cmd!("sismember", 3, ["readonly", "fast"], (1, 1, 1), "set", "1.0.0", "Whether a member belongs to a set.", Read(sets::sismember)),
     cmd!("smismember", -3, ["readonly", "fast"], (1, 1, 1), "set", "6.2.0", "Whether each of several members belongs to a set.", Read(sets::smismember)),
     cmd!("scard", 2, ["readonly", "fast"], (1, 1, 1), "set", "1.0.0", "Returns the number of members of a set.", Read(sets::scard)),
     cmd!("spop", -2, ["write", "fast"], (1, 1, 1), "set", "1.0.0", "SPOP key [count]: removes and returns members chosen at random (the same on every node).", Write(sets::spop)),
     cmd!("srandmember", -2, ["readonly"], (1, 1, 1), "set", "1.0.0", "SRANDMEMBER key [count]: members chosen at random (negative count: with repeats).", Read(sets::srandmember)),
     cmd!("smove", 4, ["write", "fast"], (1, 2, 1), "set", "1.0.0", "SMOVE source destination member: moves a member between sets.", Write(sets::smove)),
-    cmd!("sinter", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the intersection of sets.", Read(sets::sinter)),
-    cmd!("sunion", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the union of sets.", Read(sets::sunion)),
-    cmd!("sdiff", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the members of the first set missing from the others.", Read(sets::sdiff)),
-    cmd!("sinterstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SINTERSTORE destination key [key ...]: stores an intersection; its size.", Write(sets::sinterstore)),
-    cmd!("sunionstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SUNIONSTORE destination key [key ...]: stores a union; its size.", Write(sets::sunionstore)),
-    cmd!("sdiffstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SDIFFSTORE destination key [key ...]: stores a difference; its size.", Write(sets::sdiffstore)),
+    cmd!("sinter", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the intersection of sets.", Read(sets::sinter), bounded_by_keys),
+    cmd!("sunion", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the union of sets.", Read(sets::sunion), bounded_by_keys),
+    cmd!("sdiff", -2, ["readonly"], (1, -1, 1), "set", "1.0.0", "Returns the members of the first set missing from the others.", Read(sets::sdiff), bounded_by_keys),
+    cmd!("sinterstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SINTERSTORE destination key [key ...]: stores an intersection; its size.", Write(sets::sinterstore), bounded_by_keys),
+    cmd!("sunionstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SUNIONSTORE destination key [key ...]: stores a union; its size.", Write(sets::sunionstore), bounded_by_keys),
+    cmd!("sdiffstore", -3, ["write", "denyoom"], (1, -1, 1), "set", "1.0.0", "SDIFFSTORE destination key [key ...]: stores a difference; its size.", Write(sets::sdiffstore), bounded_by_keys),
     cmd!("sintercard", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "set", "7.0.0", "SINTERCARD numkeys key [key ...] [LIMIT limit]: the size of an intersection.", Read(sets::sintercard)),
     cmd!("sscan", -3, ["readonly"], (1, 1, 1), "set", "2.8.0", "SSCAN key cursor [MATCH pattern] [COUNT count]: iterates the members of a set.", Read(sets::sscan)),
     // sorted sets
@@ -250,22 +265,22 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("zincrby", 4, ["write", "denyoom", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Increments the score of a member.", Write(zsets::zincrby)),
     cmd!("zscore", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the score of a member.", Read(zsets::zscore)),
     cmd!("zrem", -3, ["write", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Removes members; the number removed.", Write(zsets::zrem)),
-    cmd!("zrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES].", Read(zsets::zrange)),
+    cmd!("zrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES].", Read(zsets::zrange), bounded_by_keys),
     cmd!("zcard", 2, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the number of members.", Read(zsets::zcard)),
     cmd!("zmscore", -3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "6.2.0", "ZMSCORE key member [member ...]: the scores of several members (nil for a missing one).", Read(zsets::zmscore)),
     cmd!("zrank", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "Returns the rank of a member, lowest score first.", Read(zsets::zrank)),
     cmd!("zrevrank", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "Returns the rank of a member, highest score first.", Read(zsets::zrevrank)),
     cmd!("zcount", 4, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "ZCOUNT key min max: the number of members with a score in the range.", Read(zsets::zcount)),
     cmd!("zlexcount", 4, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.8.9", "ZLEXCOUNT key min max: the number of members in a lexicographical range.", Read(zsets::zlexcount)),
-    cmd!("zrevrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZREVRANGE key start stop [WITHSCORES]: members by rank, highest score first.", Read(zsets::zrevrange)),
-    cmd!("zrangebyscore", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.0.5", "ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count].", Read(zsets::zrangebyscore)),
-    cmd!("zrevrangebyscore", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.2.0", "ZREVRANGEBYSCORE key max min [WITHSCORES] [LIMIT offset count].", Read(zsets::zrevrangebyscore)),
-    cmd!("zrangebylex", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.8.9", "ZRANGEBYLEX key min max [LIMIT offset count].", Read(zsets::zrangebylex)),
-    cmd!("zrevrangebylex", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.8.9", "ZREVRANGEBYLEX key max min [LIMIT offset count].", Read(zsets::zrevrangebylex)),
-    cmd!("zrangestore", -5, ["write", "denyoom"], (1, 2, 1), "sorted-set", "6.2.0", "ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: stores a range; its size.", Write(zsets::zrangestore)),
-    cmd!("zremrangebyrank", 4, ["write"], (1, 1, 1), "sorted-set", "2.0.0", "ZREMRANGEBYRANK key start stop: removes members by rank; how many.", Write(zsets::zremrangebyrank)),
-    cmd!("zremrangebyscore", 4, ["write"], (1, 1, 1), "sorted-set", "1.2.0", "ZREMRANGEBYSCORE key min max: removes members by score; how many.", Write(zsets::zremrangebyscore)),
-    cmd!("zremrangebylex", 4, ["write"], (1, 1, 1), "sorted-set", "2.8.9", "ZREMRANGEBYLEX key min max: removes members in a lexicographical range; how many.", Write(zsets::zremrangebylex)),
+    cmd!("zrevrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZREVRANGE key start stop [WITHSCORES]: members by rank, highest score first.", Read(zsets::zrevrange), bounded_by_keys),
+    cmd!("zrangebyscore", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.0.5", "ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count].", Read(zsets::zrangebyscore), bounded_by_keys),
+    cmd!("zrevrangebyscore", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.2.0", "ZREVRANGEBYSCORE key max min [WITHSCORES] [LIMIT offset count].", Read(zsets::zrevrangebyscore), bounded_by_keys),
+    cmd!("zrangebylex", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.8.9", "ZRANGEBYLEX key min max [LIMIT offset count].", Read(zsets::zrangebylex), bounded_by_keys),
+    cmd!("zrevrangebylex", -4, ["readonly"], (1, 1, 1), "sorted-set", "2.8.9", "ZREVRANGEBYLEX key max min [LIMIT offset count].", Read(zsets::zrevrangebylex), bounded_by_keys),
+    cmd!("zrangestore", -5, ["write", "denyoom"], (1, 2, 1), "sorted-set", "6.2.0", "ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: stores a range; its size.", Write(zsets::zrangestore), bounded_by_keys),
+    cmd!("zremrangebyrank", 4, ["write"], (1, 1, 1), "sorted-set", "2.0.0", "ZREMRANGEBYRANK key start stop: removes members by rank; how many.", Write(zsets::zremrangebyrank), bounded_by_keys),
+    cmd!("zremrangebyscore", 4, ["write"], (1, 1, 1), "sorted-set", "1.2.0", "ZREMRANGEBYSCORE key min max: removes members by score; how many.", Write(zsets::zremrangebyscore), bounded_by_keys),
+    cmd!("zremrangebylex", 4, ["write"], (1, 1, 1), "sorted-set", "2.8.9", "ZREMRANGEBYLEX key min max: removes members in a lexicographical range; how many.", Write(zsets::zremrangebylex), bounded_by_keys),
     cmd!("zpopmin", -2, ["write", "fast"], (1, 1, 1), "sorted-set", "5.0.0", "ZPOPMIN key [count]: removes and returns the lowest-scored members.", Write(zsets::zpopmin)),
     cmd!("zpopmax", -2, ["write", "fast"], (1, 1, 1), "sorted-set", "5.0.0", "ZPOPMAX key [count]: removes and returns the highest-scored members.", Write(zsets::zpopmax)),
     cmd!("bzpopmin", -3, ["write", "noscript", "blocking", "fast"], (1, -2, 1), "sorted-set", "5.0.0", "BZPOPMIN key [key ...] timeout: pops the lowest-scored member of the first non-empty set, waiting for one.", Write(zsets::bzpopmin)),
