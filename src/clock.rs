@@ -120,6 +120,8 @@ pub struct LogClock {
     log_end: Mutex<LogEnd>,
     /// Highest log time applied here: committed, so never undone.
     applied: AtomicU64,
+    /// This node's monotonic clock when an entry was last applied here.
+    applied_at_ms: AtomicU64,
     /// Highest log time ever appended here, truncated or not. Only the
     /// planted bug `log-time-from-uncommitted` reads it.
     seen_ever: AtomicU64,
@@ -132,6 +134,7 @@ impl LogClock {
             clock,
             log_end: Mutex::new(LogEnd::default()),
             applied: AtomicU64::new(0),
+            applied_at_ms: AtomicU64::new(0),
             seen_ever: AtomicU64::new(0),
             anchor: Mutex::new(Anchor::default()),
         }
@@ -163,6 +166,17 @@ impl LogClock {
     /// An entry (or a snapshot) at `log_time` was applied.
     pub fn applied(&self, log_time: LogTime) {
         self.applied.fetch_max(log_time, Ordering::SeqCst);
+        self.applied_at_ms.store(self.clock.monotonic_ms(), Ordering::SeqCst);
+    }
+
+    /// Where log time has got to by now, as this node can tell without
+    /// asking: `applied` (the log time of its applied state) plus the time
+    /// since it last applied an entry. For how long a key has left (`TTL`,
+    /// `PTTL` count down on an idle cluster, as on Redis), never for whether
+    /// a key exists: that stays judged at `applied`, by the log alone.
+    pub fn estimate_from(&self, applied: LogTime) -> LogTime {
+        let since = self.clock.monotonic_ms().saturating_sub(self.applied_at_ms.load(Ordering::SeqCst));
+        applied.saturating_add(since)
     }
 
     /// The time a leader elected now would continue from.

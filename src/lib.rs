@@ -53,8 +53,10 @@
 //! commit goes to RocksDB from a thread of its own, the newest one handed
 //! over, at most every 10 ms rather than once per entry: one that lags
 //! only makes a start replay less); the cost is a copy of
-//! each map node the first time it changes after a snapshot, and a B-tree
-//! (`imbl::OrdMap`) rather than a hash table. The clone is encoded on a
+//! each map node the first time it changes after a snapshot. The keys are a
+//! persistent hash trie (`keyspace::map`: a lookup follows one hash's bits,
+//! not a binary search of names in every node as the `imbl::OrdMap` before
+//! it did), ordered by that hash, which `SCAN` takes as its cursor. The clone is encoded on a
 //! thread of its own, at a lower CPU priority than the threads that answer
 //! clients, straight into a file beside the database (`storage`; no copy
 //! of the encoding in memory), not through the WAL the log uses. It is

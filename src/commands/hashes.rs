@@ -287,7 +287,7 @@ mod tests {
     }
 
     fn rand(ks: &Keyspace, seed: u64, words: &[&str]) -> Reply {
-        let ctx = ReadCtx { now: 10, unix_ms: 0, seed };
+        let ctx = ReadCtx { now: 10, clock_now: 10, unix_ms: 0, seed };
         hrandfield(ks, &ctx, Args::new(&argv(words))).unwrap_or_else(Reply::from)
     }
 

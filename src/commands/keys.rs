@@ -144,11 +144,16 @@ pub fn pexpireat(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult 
     expire_generic(ks, ctx, args, |ctx, n| Ok(ctx.unix_to_log_time(n)))
 }
 
+/// `TTL`/`PTTL`: whether the key exists is judged at the read's log time
+/// (`ctx.now`), the time it has left from where log time has got to by now
+/// (`ctx.clock_now`), so that it counts down on an idle cluster, where no
+/// entry moves log time on (0 once it is due, until the entry that
+/// expires it is applied).
 fn ttl_generic(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, unit_ms: u64) -> CmdResult {
     let key = args.next_bytes()?;
     Ok(Reply::Int(match ks.get(key, ctx.now) {
         None => -2,
-        Some(e) => match e.ttl_ms(ctx.now) {
+        Some(e) => match e.ttl_ms(ctx.clock_now.max(ctx.now)) {
             None => -1,
             // Rounded to the nearest unit, as Redis does for TTL.
             Some(ms) => ((ms + unit_ms / 2) / unit_ms) as i64,
@@ -255,19 +260,11 @@ pub(super) fn matches_or_gives_up(glob: &mut Glob, key: &[u8]) -> Result<bool, C
     glob.matches(key).ok_or_else(|| CmdError::Other("ERR pattern too complex to match against these keys".into()))
 }
 
-/// A key's position in SCAN order: a fixed hash (FNV-1a), so a cursor stays
-/// meaningful while keys come and go, and every key present for the whole
-/// scan is returned.
+/// A key's (or a member's) position in SCAN order: the keyspace's fixed
+/// hash, so a cursor stays meaningful while keys come and go, and every key
+/// present for the whole scan is returned.
 pub(super) fn scan_position(key: &[u8]) -> u64 {
-    fnv1a(FNV_OFFSET, key)
-}
-
-/// FNV-1a's starting value.
-pub(super) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a over `bytes`, going on from `hash`.
-pub(super) fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(hash, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    crate::keyspace::key_hash(key)
 }
 
 /// ```text
@@ -277,8 +274,21 @@ pub(super) fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
 pub fn scan(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let cursor = super::containers::parse_cursor(args.next_bytes()?)?;
     let mut options = super::containers::scan_options(args, true)?;
-    let live = ks.iter(ctx.now).map(|(k, e)| (scan_position(k), (k, e.value.type_name())));
-    let (page, next) = super::containers::scan_page(live, cursor, options.count);
+    // The keyspace is kept in SCAN's order: the page starts at the cursor
+    // and ends after `count` keys and any that share the last one's
+    // position (so none is skipped), in time proportional to the page.
+    let mut page = Vec::new();
+    let mut next = 0;
+    let mut last = None;
+    for (key, entry) in ks.iter_from_hash(cursor, ctx.now) {
+        let position = scan_position(key);
+        if page.len() >= options.count && last != Some(position) {
+            next = position;
+            break;
+        }
+        last = Some(position);
+        page.push((key, entry.value.type_name()));
+    }
     let mut keys = Vec::new();
     for (key, kind) in page {
         let wanted_type = options.type_name.as_deref().is_none_or(|want| want == kind);
@@ -296,10 +306,10 @@ const UNIFORM_RANDOM_KEYS: usize = 100_000;
 /// RANDOMKEY
 /// ```
 /// A live key chosen at random, or nil if there is none. Uniform up to
-/// 100,000 keys; above, a point is drawn between the first and last key and
-/// the key at or after it is taken, in time logarithmic in the keyspace
-/// (keys after sparse stretches come up more often, as Redis's own choice is
-/// not uniform either).
+/// 100,000 keys; above, the first key at or after a random point of the
+/// keyspace's hash order (wrapping around), found in the time of a lookup:
+/// each key's chance is in proportion to the gap before it, as Redis's own
+/// choice is not uniform either.
 pub fn randomkey(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
     let mut rng = Rng::new(ctx.seed);
     let len = ks.len(ctx.now);
@@ -312,8 +322,8 @@ pub fn randomkey(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
     }
     // A few tries: the key found may have expired.
     for _ in 0..16 {
-        let point = ks.random_point(&mut rng);
-        if let Some((key, _)) = ks.iter_from(&point, ctx.now).next() {
+        let point = rng.next_u64();
+        if let Some((key, _)) = ks.iter_from_hash(point, ctx.now).next() {
             return Ok(Reply::Bulk(key.to_bytes()));
         }
     }

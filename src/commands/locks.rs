@@ -228,7 +228,7 @@ pub fn info(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?;
     let Some(entry) = ks.get(key, ctx.now) else { return Ok(Reply::Nil) };
     let owner = Bytes::copy_from_slice(shown_owner(entry)?);
-    let ttl = entry.ttl_ms(ctx.now).map(|ms| ms as i64).unwrap_or(-1);
+    let ttl = entry.ttl_ms(ctx.clock_now.max(ctx.now)).map(|ms| ms as i64).unwrap_or(-1);
     let mut queue = ks.waiters().queue(key);
     let next = queue.next().map(|w| Reply::Bulk(w.owner.clone())).unwrap_or(Reply::Nil);
     let waiters = queue.count() + usize::from(next != Reply::Nil);

@@ -244,11 +244,33 @@ pub fn mset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     if pairs.is_empty() || pairs.len() % 2 != 0 {
         return Err(CmdError::Arity("mset"));
     }
+    set_pairs(ks, ctx, pairs);
+    Ok(Reply::ok())
+}
+
+/// Sets each key of `pairs` (key, value, key, value, ...) to its value, in
+/// order, as `SET` without options does.
+fn set_pairs(ks: &mut Keyspace, ctx: &mut ExecCtx, pairs: &[Bytes]) {
     for pair in pairs.chunks(2) {
         ks.insert(pair[0].clone(), Entry::string(pair[1].clone(), ctx.version, ctx.log_time));
         ctx.key_event('$', "set", &pair[0]);
     }
-    Ok(Reply::ok())
+}
+
+/// ```text
+/// MSETNX key value [key value ...]
+/// ```
+/// Sets every key, or none if any of them exists: 1 or 0.
+pub fn msetnx(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let pairs = args.rest();
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
+        return Err(CmdError::Arity("msetnx"));
+    }
+    if pairs.chunks(2).any(|pair| ks.contains(&pair[0], ctx.log_time)) {
+        return Ok(Reply::Int(0));
+    }
+    set_pairs(ks, ctx, pairs);
+    Ok(Reply::Int(1))
 }
 
 /// ```text

@@ -166,6 +166,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("getset", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "1.0.0", "Sets a value and returns the old one.", Write(strings::getset)),
     cmd!("mget", -2, ["readonly", "fast"], (1, -1, 1), "string", "1.0.0", "Returns the values of several keys.", Read(strings::mget)),
     cmd!("mset", -3, ["write", "denyoom"], (1, -1, 2), "string", "1.0.1", "Sets several keys.", Write(strings::mset), bounded_by_keys),
+    cmd!("msetnx", -3, ["write", "denyoom"], (1, -1, 2), "string", "1.0.1", "Sets several keys, or none if any exists: 1 or 0.", Write(strings::msetnx), bounded_by_keys),
     cmd!("strlen", 2, ["readonly", "fast"], (1, 1, 1), "string", "2.2.0", "Returns the length of a string value.", Read(strings::strlen)),
     cmd!("append", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "2.0.0", "Appends to a string; the new length.", Write(strings::append)),
     cmd!("get", 2, ["readonly", "fast"], (1, 1, 1), "string", "1.0.0", "Returns the string value of a key.", Read(strings::get)),
@@ -177,6 +178,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("incrbyfloat", 3, ["write", "denyoom", "fast"], (1, 1, 1), "string", "2.6.0", "Increments the float value of a key.", Write(strings::incrbyfloat)),
     cmd!("getex", -2, ["write", "fast"], (1, 1, 1), "string", "6.2.0", "GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]: the value, setting its expiry.", Write(strings::getex)),
     cmd!("getrange", 4, ["readonly"], (1, 1, 1), "string", "2.4.0", "GETRANGE key start end: a substring.", Read(strings::getrange), bounded_by_keys),
+    cmd!("substr", 4, ["readonly"], (1, 1, 1), "string", "1.0.0", "SUBSTR key start end: the same as GETRANGE.", Read(strings::getrange), bounded_by_keys),
     cmd!("setrange", 4, ["write", "denyoom"], (1, 1, 1), "string", "2.2.0", "SETRANGE key offset value: overwrites part of a string; its length.", Write(strings::setrange)),
     cmd!("setbit", 4, ["write", "denyoom"], (1, 1, 1), "bitmap", "2.2.0", "SETBIT key offset 0|1: sets a bit; its old value.", Write(strings::setbit)),
     cmd!("getbit", 3, ["readonly", "fast"], (1, 1, 1), "bitmap", "2.2.0", "GETBIT key offset: a bit of a string.", Read(strings::getbit)),
@@ -268,8 +270,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("zrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES].", Read(zsets::zrange), bounded_by_keys),
     cmd!("zcard", 2, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the number of members.", Read(zsets::zcard)),
     cmd!("zmscore", -3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "6.2.0", "ZMSCORE key member [member ...]: the scores of several members (nil for a missing one).", Read(zsets::zmscore)),
-    cmd!("zrank", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "Returns the rank of a member, lowest score first.", Read(zsets::zrank)),
-    cmd!("zrevrank", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "Returns the rank of a member, highest score first.", Read(zsets::zrevrank)),
+    cmd!("zrank", -3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "Returns the rank of a member, lowest score first.", Read(zsets::zrank)),
+    cmd!("zrevrank", -3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "Returns the rank of a member, highest score first.", Read(zsets::zrevrank)),
     cmd!("zcount", 4, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.0.0", "ZCOUNT key min max: the number of members with a score in the range.", Read(zsets::zcount)),
     cmd!("zlexcount", 4, ["readonly", "fast"], (1, 1, 1), "sorted-set", "2.8.9", "ZLEXCOUNT key min max: the number of members in a lexicographical range.", Read(zsets::zlexcount)),
     cmd!("zrevrange", -4, ["readonly"], (1, 1, 1), "sorted-set", "1.2.0", "ZREVRANGE key start stop [WITHSCORES]: members by rank, highest score first.", Read(zsets::zrevrange), bounded_by_keys),
@@ -335,20 +337,20 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     index.get(&*lower).copied()
 }
 
-/// FNV-1a (SCAN's hash): the command index holds a fixed set of short names,
+/// FNV-1a (the start of the keyspace's hash): the command index holds a fixed set of short names,
 /// not keys a client chooses, so it needs no keyed hash (SipHash cost more
 /// than the rest of the lookup).
 struct Fnv(u64);
 
 impl Default for Fnv {
     fn default() -> Fnv {
-        Fnv(keys::FNV_OFFSET)
+        Fnv(crate::keyspace::FNV_OFFSET)
     }
 }
 
 impl std::hash::Hasher for Fnv {
     fn write(&mut self, bytes: &[u8]) {
-        self.0 = keys::fnv1a(self.0, bytes);
+        self.0 = crate::keyspace::fnv1a(self.0, bytes);
     }
 
     fn finish(&self) -> u64 {

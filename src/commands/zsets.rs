@@ -698,17 +698,28 @@ pub fn zcard(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     Ok(Reply::Int(read::<ZSet>(ks, ctx.now, key)?.map(|z| z.len()).unwrap_or(0) as i64))
 }
 
+/// `ZRANK`/`ZREVRANK key member [WITHSCORE]`: the rank, or with
+/// `WITHSCORE` (Redis 7.2) the rank and the score; nil (a nil array with
+/// `WITHSCORE`) for a missing key or member.
 fn rank(ks: &Keyspace, ctx: &ReadCtx, mut args: Args, rev: bool) -> CmdResult {
     let key = args.next_bytes()?;
     let member = args.next_bytes()?;
-    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else { return Ok(Reply::Nil) };
-    let Some(score) = z.get(member).copied() else { return Ok(Reply::Nil) };
+    let with_score = match args.remaining() {
+        0 => false,
+        1 if args.next_bytes()?.eq_ignore_ascii_case(b"withscore") => true,
+        1 => return Err(CmdError::Arg(ArgError::Syntax)),
+        _ => return Err(CmdError::Arity(if rev { "zrevrank" } else { "zrank" })),
+    };
+    let missing = if with_score { Reply::NilArray } else { Reply::Nil };
+    let Some(z) = read::<ZSet>(ks, ctx.now, key)? else { return Ok(missing) };
+    let Some(score) = z.get(member).copied() else { return Ok(missing) };
     let below = z.iter().filter(|(m, s)| by_score(&(*m, **s), &(member, score)) == Ordering::Less).count();
-    Ok(Reply::Int(if rev { z.len() - 1 - below } else { below } as i64))
+    let rank = Reply::Int(if rev { z.len() - 1 - below } else { below } as i64);
+    Ok(if with_score { Reply::Array(vec![rank, Reply::Double(score)]) } else { rank })
 }
 
 /// ```text
-/// ZRANK key member
+/// ZRANK key member [WITHSCORE]
 /// ```
 /// The member's rank (0 for the lowest score), or nil.
 pub fn zrank(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
@@ -716,7 +727,7 @@ pub fn zrank(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
 }
 
 /// ```text
-/// ZREVRANK key member
+/// ZREVRANK key member [WITHSCORE]
 /// ```
 /// The member's rank from the highest score (0), or nil.
 pub fn zrevrank(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {

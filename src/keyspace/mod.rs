@@ -7,9 +7,12 @@
 
 pub mod acl;
 pub use key::{Key, Str};
+pub use map::{fnv1a, key_hash, FNV_OFFSET};
+use map::KeyMap;
 mod expiries;
 mod glob;
 mod key;
+mod map;
 mod sessions;
 mod waiters;
 
@@ -311,7 +314,7 @@ impl ExecCtx {
     /// `redis.call`, a transaction) gets.
     pub fn read_ctx(&mut self) -> ReadCtx {
         let seed = self.random_seed();
-        ReadCtx { now: self.log_time, unix_ms: self.unix_ms, seed }
+        ReadCtx { now: self.log_time, clock_now: self.log_time, unix_ms: self.unix_ms, seed }
     }
 
     pub fn key_event(&mut self, class: char, name: &'static str, key: &Bytes) {
@@ -328,7 +331,12 @@ impl ExecCtx {
 /// Read-only view parameters: the leader's current log time.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadCtx {
+    /// The log time a read is judged at: which keys exist.
     pub now: LogTime,
+    /// How far log time has got by now, as the node can tell (at least
+    /// `now`; see `LogClock::estimate_from`): only for the time a key has
+    /// left (`TTL`, `PTTL`).
+    pub clock_now: LogTime,
     pub unix_ms: u64,
     /// Where a read that chooses at random (`SRANDMEMBER`) starts: any value
     /// on the leader, [`ExecCtx::random_seed`] inside an applied entry.
@@ -338,7 +346,7 @@ pub struct ReadCtx {
 impl ReadCtx {
     /// A view at `now` for tests and internal checks that choose nothing at random.
     pub fn at(now: LogTime) -> ReadCtx {
-        ReadCtx { now, unix_ms: 0, seed: 0 }
+        ReadCtx { now, clock_now: now, unix_ms: 0, seed: 0 }
     }
 }
 
@@ -377,7 +385,7 @@ pub struct Keyspace {
     /// Persistent (shared-structure) maps: a clone costs O(1) and later
     /// changes copy only what they touch, so a snapshot is taken under the
     /// lock in constant time and encoded elsewhere while applying goes on.
-    entries: imbl::OrdMap<Key, Entry>,
+    entries: KeyMap<Entry>,
     expiries: expiries::Expiries,
     /// Highest log time applied so far.
     log_time: LogTime,
@@ -409,7 +417,7 @@ struct Undo {
     /// versions in this order, the same on every node.
     keys: BTreeMap<Bytes, Option<Entry>>,
     /// The whole keyspace, saved once if the transaction flushed it.
-    flushed: Option<(imbl::OrdMap<Key, Entry>, expiries::Expiries)>,
+    flushed: Option<(KeyMap<Entry>, expiries::Expiries)>,
     scripts: Option<imbl::OrdMap<String, Bytes>>,
     waiters: Option<Waiters>,
     /// Sessions as they were, if a handoff resolved a waiter's reply.
@@ -425,25 +433,15 @@ struct SnapshotV1 {
     entries: DecodedEntries,
 }
 
-/// How many of a snapshot's keys its decoder inserts as one block: five of
-/// every eight first, then the others (`visit_seq`).
-const DECODE_BLOCK: usize = 4096;
-
-/// Of every [`DECODE_SPREAD`] keys of a block, the first
-/// [`DECODE_FIRST`] are inserted in the first pass: the decoded map's leaves
-/// end up 4/5 full (`visit_seq`).
-const DECODE_SPREAD: usize = 8;
-const DECODE_FIRST: usize = 5;
-
-/// The keys of a snapshot (a sequence of key and entry, in key order), read
-/// into the map as they are decoded (in blocks: see `visit_seq`), and the
-/// map is built in key order, so each insert lands near where the last one
-/// did. The expiry
-/// index is built afterwards, from the expiries sorted (inserting them in
-/// key order would land all over the index).
+/// The keys of a snapshot (a sequence of key and entry), read into the map
+/// as they are decoded. Older versions wrote them in name order, this one
+/// in the map's (hash) order; any order is taken, a key twice is not (its
+/// first copy's expiry would stay indexed). The expiry index is built
+/// afterwards, from the expiries sorted (inserting them one by one would
+/// land all over the index).
 #[derive(Default)]
 struct DecodedEntries {
-    map: imbl::OrdMap<Key, Entry>,
+    map: KeyMap<Entry>,
     expiries: Vec<(LogTime, Key)>,
 }
 
@@ -459,47 +457,15 @@ impl<'de> Deserialize<'de> for DecodedEntries {
 
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<DecodedEntries, A::Error> {
                 let mut out = DecodedEntries::default();
-                let mut previous: Option<Key> = None;
-                // Of each block of keys, five of every eight are inserted at
-                // once and the others at the block's end. Keys inserted in
-                // order leave each of the map's leaves half full (a full leaf
-                // splits in two halves and only the right one is filled
-                // again); the second pass, in order too, adds the keys set
-                // aside between them, 3/5 as many: each leaf ends 4/5 full.
-                // Built in one pass the map held about 70 more bytes per key;
-                // full leaves (every second key first) held about 25 fewer,
-                // but the writes that follow a restart split nearly every
-                // leaf once (a new leaf and half a leaf copied, per write, for
-                // the first ten writes of each leaf), which cost more than
-                // half of the replay of a million writes after a 10 M-key
-                // snapshot. Block by block, the second pass finds its leaves
-                // still in the cache, and the keys set aside take a few
-                // hundred kilobytes, used again.
-                let mut later = Vec::with_capacity(DECODE_BLOCK);
-                let mut decoded = 0usize;
                 while let Some((key, entry)) = seq.next_element::<(Key, Entry)>()? {
-                    // `encode` writes each key once, in key order. Anything
-                    // else is refused: a second copy of a key would leave the
-                    // first's expiry indexed, and the expiry index is built
-                    // on the keys coming in order (below).
-                    if previous.as_ref().is_some_and(|p| *p >= key) {
-                        return Err(serde::de::Error::custom("the snapshot's keys are not in order, or one appears twice"));
+                    let at = entry.expires_at();
+                    if out.map.insert(key.clone(), entry).is_some() {
+                        return Err(serde::de::Error::custom("a key appears twice in the snapshot"));
                     }
-                    previous = Some(key.clone());
-                    if let Some(at) = entry.expires_at() {
-                        out.expiries.push((at, key.clone()));
-                    }
-                    if decoded % DECODE_SPREAD < DECODE_FIRST {
-                        out.map.insert(key, entry);
-                    } else {
-                        later.push((key, entry));
-                    }
-                    decoded += 1;
-                    if decoded % DECODE_BLOCK == 0 {
-                        later.drain(..).for_each(|(key, entry)| drop(out.map.insert(key, entry)));
+                    if let Some(at) = at {
+                        out.expiries.push((at, key));
                     }
                 }
-                later.into_iter().for_each(|(key, entry)| drop(out.map.insert(key, entry)));
                 Ok(out)
             }
         }
@@ -509,11 +475,16 @@ impl<'de> Deserialize<'de> for DecodedEntries {
 
 /// The keys of a keyspace as [`DecodedEntries`] reads them, written as they
 /// are iterated (no list of them first).
-struct EncodedEntries<'a>(&'a imbl::OrdMap<Key, Entry>);
+struct EncodedEntries<'a>(&'a KeyMap<Entry>);
 
 impl Serialize for EncodedEntries<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter())
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for pair in self.0.iter() {
+            seq.serialize_element(&pair)?;
+        }
+        seq.end()
     }
 }
 
@@ -773,29 +744,17 @@ impl Keyspace {
         }
     }
 
-    /// Live keys at `now`, in no particular order.
+    /// Live keys at `now`, in the map's order: by [`key_hash`], then name
+    /// (the same on every node).
     pub fn iter(&self, now: LogTime) -> impl Iterator<Item = (&Key, &Entry)> {
         self.entries.iter().filter(move |(_, e)| !e.is_expired(now))
     }
 
-    /// Live keys at `now` from `from` on, in key order.
-    pub fn iter_from<'a>(&'a self, from: &[u8], now: LogTime) -> impl Iterator<Item = (&'a Key, &'a Entry)> {
-        use std::ops::Bound;
-        self.entries.range::<_, [u8]>((Bound::Included(from), Bound::Unbounded)).filter(move |(_, e)| !e.is_expired(now))
-    }
-
-    /// A key name drawn between the first and the last key (`RANDOMKEY` on a
-    /// large keyspace): their common prefix, then a byte between theirs and
-    /// random bytes after it.
-    pub fn random_point(&self, rng: &mut Rng) -> Bytes {
-        let (Some((first, _)), Some((last, _))) = (self.entries.get_min(), self.entries.get_max()) else { return Bytes::new() };
-        let common = first.iter().zip(last.iter()).take_while(|(a, b)| a == b).count();
-        let mut point = first[..common].to_vec();
-        let low = first.get(common).copied().unwrap_or(0) as usize;
-        let high = last.get(common).copied().unwrap_or(255) as usize;
-        point.push((low + rng.below(high.saturating_sub(low) + 1)) as u8);
-        point.extend(rng.next_u64().to_be_bytes());
-        Bytes::from(point)
+    /// Live keys at `now` whose [`key_hash`] is `from` or more, in the
+    /// map's order (`SCAN` from a cursor, `RANDOMKEY` from a random point):
+    /// finding the first costs a lookup, not a walk of the keys before it.
+    pub fn iter_from_hash(&self, from: u64, now: LogTime) -> impl Iterator<Item = (&Key, &Entry)> {
+        self.entries.iter_from(from).filter(move |(_, e)| !e.is_expired(now))
     }
 
     /// Number of live keys at `now`.
@@ -914,8 +873,8 @@ impl Keyspace {
     /// [`Keyspace::encode`], written to `out` as it is produced (into a
     /// snapshot file: no copy of the whole encoding in memory).
     pub fn encode_to(&self, mut out: impl std::io::Write) -> std::io::Result<()> {
-        // In key order (the map is ordered), so equal keyspaces give
-        // byte-identical snapshots.
+        // In the map's order (by hash, then name: the same for the same
+        // keys), so equal keyspaces give byte-identical snapshots.
         let entries = EncodedEntries(&self.entries);
         let v1 = SnapshotV1Out {
             log_time: self.log_time,
@@ -972,11 +931,11 @@ impl Keyspace {
             )));
         }
         let DecodedEntries { map: entries, expiries: mut at } = v1.entries;
-        // The pairs are in key order already: a stable sort by time alone
-        // puts them in (time, key) order comparing integers only (comparing
-        // keys, scattered in memory, took most of the sort: at 10 M keys
-        // 3 s, where this takes well under one).
-        at.sort_by_key(|(time, _)| *time);
+        // (time, key) order. Keys are unique, so an unstable sort gives the
+        // one order; names are compared only between keys of one
+        // millisecond, and a short name is held in its key, not elsewhere
+        // in memory.
+        at.sort_unstable_by(|(t1, k1), (t2, k2)| t1.cmp(t2).then_with(|| k1.cmp(k2)));
         let ks = Keyspace {
             entries,
             expiries: expiries::Expiries::from_sorted(at),
@@ -1275,14 +1234,19 @@ mod tests {
         data[at + 8] = b'a';
         let err = Keyspace::decode(&data).expect_err("a key twice");
         assert!(err.0.contains("twice"), "{}", err.0);
-        // Keys out of order ("c" before "b"): the expiry index is built on
-        // their order, so they are refused too.
+        // Keys in another order than the map's (snapshots before the hash
+        // map wrote them in name order): taken, and the keyspace is the
+        // one those keys make.
         let mut data = ks.encode();
         let a_key = [1u8, 0, 0, 0, 0, 0, 0, 0, b'a'];
         let at = data.windows(a_key.len()).position(|w| w == a_key).expect("key a in the encoding");
         data[at + 8] = b'c';
-        let err = Keyspace::decode(&data).expect_err("keys out of order");
-        assert!(err.0.contains("not in order"), "{}", err.0);
+        let back = Keyspace::decode(&data).expect("keys in any order");
+        let mut want = Keyspace::new();
+        want.insert(b("c"), Entry::string(b("x"), 1, 0));
+        want.insert(b("b"), Entry::string(b("y"), 2, 0));
+        assert_eq!(back, want);
+        assert_eq!(back.encode(), want.encode());
     }
 
     /// Replicas compare digests of their encodings (`RAFT.DIGEST`): the same

@@ -149,13 +149,63 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
     }
 }
 
-/// A double as Redis prints it: shortest round-trip form, `inf`, `-inf`.
+/// `v` as Redis 7.2 writes a double in a reply (`d2string`): `nan`, `inf`,
+/// `-inf`, `0` or `-0`; an integral value within ±2^62 as an integer;
+/// otherwise the shortest digits that read back as `v`, written plainly
+/// while that takes at most seven zeros after them or six before them
+/// (`1349673917.939762`, `0.000015`), else in scientific notation (`1e+20`,
+/// `1.5e-7`, `1.7976931348623157e+308`).
 pub fn format_double(v: f64) -> String {
-    if v.is_infinite() {
-        if v > 0.0 { "inf".into() } else { "-inf".into() }
-    } else {
-        format!("{v}")
+    if v.is_nan() {
+        return "nan".into();
     }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // 2^62, exactly as a double: Redis's bound for printing as an integer.
+    const INTEGRAL_UP_TO: f64 = 4_611_686_018_427_387_904.0;
+    if v.fract() == 0.0 && (-INTEGRAL_UP_TO..=INTEGRAL_UP_TO).contains(&v) {
+        return (v as i64).to_string();
+    }
+    // Rust's `{:e}` writes the shortest round-trip digits: `d[.ddd]e[-]x`.
+    let scientific = format!("{:e}", v.abs());
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let digits: Vec<u8> = mantissa.bytes().filter(|b| *b != b'.').collect();
+    let n = digits.len() as i32;
+    // The power of ten of the last digit.
+    let last = exponent - (n - 1);
+    let mut out = Vec::with_capacity(32);
+    if v < 0.0 {
+        out.push(b'-');
+    }
+    if last >= 0 && exponent < n + 7 {
+        out.extend_from_slice(&digits);
+        out.resize(out.len() + last as usize, b'0');
+    } else if last < 0 && (last > -7 || exponent.abs() < 4) {
+        let before_point = n + last;
+        if before_point <= 0 {
+            out.extend_from_slice(b"0.");
+            out.resize(out.len() + (-before_point) as usize, b'0');
+            out.extend_from_slice(&digits);
+        } else {
+            out.extend_from_slice(&digits[..before_point as usize]);
+            out.push(b'.');
+            out.extend_from_slice(&digits[before_point as usize..]);
+        }
+    } else {
+        out.push(digits[0]);
+        if n > 1 {
+            out.push(b'.');
+            out.extend_from_slice(&digits[1..]);
+        }
+        out.extend_from_slice(if exponent < 0 { b"e-" } else { b"e+" });
+        out.extend_from_slice(exponent.unsigned_abs().to_string().as_bytes());
+    }
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// `n` in decimal, as `to_string` writes it, straight into `out`: every
@@ -191,6 +241,56 @@ mod tests {
         let mut out = BytesMut::new();
         encode_reply(r, resp3, &mut out);
         String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn doubles_are_written_as_redis_7_2_writes_them() {
+        // Redis 7.2's d2string for each (worked out apart from this code,
+        // from its double2ll and fpconv_dtoa's emit_digits).
+        let cases: [(f64, &str); 30] = [
+            (0.1, "0.1"),
+            (1349673917.939762, "1349673917.939762"),
+            (1e300, "1e+300"),
+            (1e20, "1e+20"),
+            (1e19, "1e+19"),
+            (1e18, "1000000000000000000"),
+            (4611686018427387904.0, "4611686018427387904"),
+            (6e18, "6e+18"),
+            (1e-10, "1e-10"),
+            (1.5e-7, "1.5e-7"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (-2.5, "-2.5"),
+            (3.0, "3"),
+            (-0.0, "-0"),
+            (0.0, "0"),
+            (0.000015, "0.000015"),
+            (0.0000015, "1.5e-6"),
+            (0.00015, "0.00015"),
+            (123456789012345680000.0, "123456789012345680000"),
+            (1.2345678901234567e23, "123456789012345670000000"),
+            (-1e-5, "-0.00001"),
+            (1234567.125, "1234567.125"),
+            (0.001, "0.001"),
+            (1e-4, "0.0001"),
+            (12345678912345.5, "12345678912345.5"),
+            (1.5e16, "15000000000000000"),
+            (3.14159e25, "3.14159e+25"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(format_double(v), want, "{v:e}");
+        }
+        assert_eq!(format_double(f64::NAN), "nan");
+        // Whatever the form, it reads back as the same double.
+        let mut x = 1.0e-300f64;
+        while x < 1e300 {
+            for v in [x, -x, x * 1.2345678901234567] {
+                assert_eq!(format_double(v).parse::<f64>().unwrap(), v);
+            }
+            x *= 13.7;
+        }
     }
 
     #[test]

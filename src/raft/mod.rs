@@ -632,7 +632,8 @@ impl Consensus {
         }
         let applied = self.shared.lock();
         let now = applied.keyspace.log_time();
-        let ctx = ReadCtx { now, unix_ms: self.proposer.clock.unix_ms(), seed: read_seed() };
+        let clock_now = self.proposer.clock.estimate_from(now);
+        let ctx = ReadCtx { now, clock_now, unix_ms: self.proposer.clock.unix_ms(), seed: read_seed() };
         Some(crate::commands::execute_read(&applied.keyspace, argv, &ctx))
     }
 
@@ -920,7 +921,8 @@ impl Consensus {
             Some((log_time, unix_ms)) => unix_ms.saturating_add(now.saturating_sub(log_time)),
             None => clock.unix_ms().saturating_sub(clock.now(term).saturating_sub(now)),
         };
-        let ctx = ReadCtx { now, unix_ms, seed: read_seed() };
+        let clock_now = clock.estimate_from(now).max(now);
+        let ctx = ReadCtx { now, clock_now, unix_ms, seed: read_seed() };
         Ok(f(&applied.keyspace, &ctx))
     }
 

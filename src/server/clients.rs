@@ -150,6 +150,53 @@ impl ClientRegistry {
     }
 }
 
+/// What `CLIENT LIST` shows: every client, or `TYPE normal|pubsub|master|
+/// replica|slave` (one type), or `ID id [id ...]` (those clients, in that
+/// order). Redis 7's rules and error texts.
+pub enum ListFilter {
+    All,
+    /// Subscribers (true) or the others; `None`: a type no client has here.
+    Type(Option<bool>),
+    Ids(Vec<u64>),
+}
+
+impl ListFilter {
+    /// Parses the arguments after `LIST`.
+    pub fn parse(args: &[bytes::Bytes]) -> Result<ListFilter, String> {
+        let keyword = |i: usize| args.get(i).map(|a| a.to_ascii_lowercase());
+        match (args.len(), keyword(0).as_deref()) {
+            (0, _) => Ok(ListFilter::All),
+            (2, Some(b"type")) => match args[1].to_ascii_lowercase().as_slice() {
+                b"normal" => Ok(ListFilter::Type(Some(false))),
+                b"pubsub" => Ok(ListFilter::Type(Some(true))),
+                // There are no replica connections among clients.
+                b"master" | b"replica" | b"slave" => Ok(ListFilter::Type(None)),
+                _ => Err(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(&args[1]))),
+            },
+            (n, Some(b"id")) if n >= 2 => args[1..]
+                .iter()
+                .map(|a| crate::protocol::parse_i64(a).filter(|id| *id > 0).map(|id| id as u64))
+                .collect::<Option<Vec<u64>>>()
+                .map(ListFilter::Ids)
+                .ok_or_else(|| "ERR Invalid client ID".to_string()),
+            _ => Err("ERR syntax error".into()),
+        }
+    }
+
+    /// The clients of `all` it selects.
+    pub fn select(&self, mut all: Vec<ClientInfo>) -> Vec<ClientInfo> {
+        match self {
+            ListFilter::All => all,
+            ListFilter::Type(None) => Vec::new(),
+            ListFilter::Type(Some(pubsub)) => {
+                all.retain(|c| (c.channels + c.patterns > 0) == *pubsub);
+                all
+            }
+            ListFilter::Ids(ids) => ids.iter().filter_map(|id| all.iter().find(|c| c.id == *id).cloned()).collect(),
+        }
+    }
+}
+
 /// What `CLIENT KILL` selects: the old form `CLIENT KILL addr:port`, or
 /// filters `ID id`, `ADDR ip:port`, `LADDR ip:port`, `USER name`, `TYPE
 /// normal|pubsub` (every one must match) and `SKIPME yes|no` (default yes:
@@ -227,6 +274,22 @@ impl KillFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_list_filters_parse_as_redis_7() {
+        let args = |s: &str| s.split_whitespace().map(|w| bytes::Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
+        assert!(matches!(ListFilter::parse(&args("")), Ok(ListFilter::All)));
+        assert!(matches!(ListFilter::parse(&args("TYPE pubsub")), Ok(ListFilter::Type(Some(true)))));
+        assert!(matches!(ListFilter::parse(&args("type NORMAL")), Ok(ListFilter::Type(Some(false)))));
+        assert!(matches!(ListFilter::parse(&args("TYPE replica")), Ok(ListFilter::Type(None))));
+        assert!(matches!(ListFilter::parse(&args("ID 3 1 2")), Ok(ListFilter::Ids(ids)) if ids == [3, 1, 2]));
+        assert_eq!(ListFilter::parse(&args("TYPE bogus")).err().unwrap(), "ERR Unknown client type 'bogus'");
+        assert_eq!(ListFilter::parse(&args("ID abc")).err().unwrap(), "ERR Invalid client ID");
+        assert_eq!(ListFilter::parse(&args("ID 0")).err().unwrap(), "ERR Invalid client ID");
+        for bad in ["ID", "TYPE", "foo", "TYPE normal extra"] {
+            assert_eq!(ListFilter::parse(&args(bad)).err().unwrap(), "ERR syntax error", "{bad}");
+        }
+    }
 
     #[test]
     fn kill_filters() {

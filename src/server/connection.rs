@@ -70,6 +70,20 @@ struct Connection {
     caching: Option<bool>,
     /// Notified by `CLIENT KILL` from another connection.
     kill: Arc<Notify>,
+    /// `CLIENT REPLY OFF|SKIP`: replies not sent.
+    silence: Silence,
+}
+
+/// Which replies `CLIENT REPLY` holds back (pushes still go).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Silence {
+    /// `CLIENT REPLY ON`: every reply is sent.
+    None,
+    /// `CLIENT REPLY OFF`: none until `CLIENT REPLY ON`.
+    Off,
+    /// `CLIENT REPLY SKIP`: the next this many (its own, then the next
+    /// command's).
+    Skip(u8),
 }
 
 /// Serves one client until it disconnects, misbehaves or the node stops.
@@ -114,6 +128,7 @@ pub async fn serve(
         tracking: None,
         caching: None,
         kill: node.clients.get(id).map(|c| c.kill).unwrap_or_default(),
+        silence: Silence::None,
     };
     conn.refresh_perms(&acl, acl_epoch);
     conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
@@ -159,9 +174,6 @@ impl Connection {
                 }
                 Some(msg) = pushes.recv() => {
                     self.encode_push(msg);
-                    while let Ok(msg) = pushes.try_recv() {
-                        self.encode_push(msg);
-                    }
                     None
                 }
                 frame = frames.next() => Some(frame),
@@ -206,13 +218,17 @@ impl Connection {
                 if close {
                     break;
                 }
-                if self.out.len() >= FLUSH_AT && !self.flush_out(writer).await {
-                    return;
+                if self.out.len() >= FLUSH_AT {
+                    self.take_pushes(pushes);
+                    if !self.flush_out(writer).await {
+                        return;
+                    }
                 }
                 if next.is_none() {
                     next = frames.next().now_or_never();
                 }
             }
+            self.take_pushes(pushes);
             if !self.out.is_empty() && !self.flush_out(writer).await {
                 return;
             }
@@ -330,7 +346,22 @@ impl Connection {
     }
 
     fn reply(&mut self, reply: &Reply) {
-        encode_reply(reply, self.resp3, &mut self.out);
+        match self.silence {
+            Silence::None => encode_reply(reply, self.resp3, &mut self.out),
+            Silence::Off => {}
+            Silence::Skip(n) => self.silence = if n > 1 { Silence::Skip(n - 1) } else { Silence::None },
+        }
+    }
+
+    /// Puts the pushes already waiting (an invalidation caused by the
+    /// command just answered, say) after the replies, so that they leave in
+    /// the same write, as Redis sends them: a client that serves reads from
+    /// a local cache looks for invalidations without waiting, right after
+    /// its own write's reply.
+    fn take_pushes(&mut self, pushes: &mut mpsc::Receiver<PushMsg>) {
+        while let Ok(msg) = pushes.try_recv() {
+            self.encode_push(msg);
+        }
     }
 
     fn encode_push(&mut self, msg: PushMsg) {
@@ -528,6 +559,7 @@ impl Connection {
                 self.node.hub.tracking.disable(self.id);
                 self.tracking = None;
                 self.caching = None;
+                self.silence = Silence::None;
                 self.resp3 = false;
                 // Back to the default user: authenticated only if it needs no password.
                 let (epoch, acl) = self.node.consensus.acl();
@@ -1112,11 +1144,29 @@ impl Connection {
                 Some(c) => Reply::Verbatim(format!("{}\n", c.line())),
                 None => Reply::Nil,
             },
-            "LIST" => {
-                let lines: String = self.node.clients.all().iter().map(|c| format!("{}\n", c.line())).collect();
-                Reply::Verbatim(lines)
+            "LIST" => match super::clients::ListFilter::parse(&argv[2..]) {
+                Err(e) => Reply::error(e),
+                Ok(filter) => {
+                    let lines: String = filter.select(self.node.clients.all()).iter().map(|c| format!("{}\n", c.line())).collect();
+                    Reply::Verbatim(lines)
+                }
+            },
+            "REPLY" if n == 3 => {
+                match argv[2].to_ascii_lowercase().as_slice() {
+                    b"on" => self.silence = Silence::None,
+                    b"off" => self.silence = Silence::Off,
+                    // Its own reply and the next command's; while off, off.
+                    b"skip" if self.silence != Silence::Off => self.silence = Silence::Skip(2),
+                    b"skip" => {}
+                    _ => return Reply::error("ERR syntax error"),
+                }
+                Reply::ok()
             }
-            "NO-EVICT" | "NO-TOUCH" | "REPLY" if n == 3 => Reply::ok(),
+            // Eviction and LRU/LFU touches do not exist here: either answer is fine.
+            "NO-EVICT" | "NO-TOUCH" if n == 3 => match argv[2].to_ascii_lowercase().as_slice() {
+                b"on" | b"off" => Reply::ok(),
+                _ => Reply::error("ERR syntax error"),
+            },
             "KILL" if n >= 3 => match super::clients::KillFilter::parse(&argv[2..], self.id) {
                 Err(e) => Reply::error(e),
                 Ok(filter) => {
@@ -1316,7 +1366,11 @@ impl Connection {
                 }
                 Reply::ok()
             }
-            "RESETSTAT" if argv.len() == 2 => Reply::ok(),
+            "RESETSTAT" if argv.len() == 2 => {
+                self.node.total_commands.store(0, Ordering::Relaxed);
+                self.node.total_connections.store(0, Ordering::Relaxed);
+                Reply::ok()
+            }
             "REWRITE" if argv.len() == 2 => Reply::error("ERR The server is running without a config file"),
             "GET" | "SET" | "RESETSTAT" | "REWRITE" => arity_error(&format!("config|{}", sub.to_ascii_lowercase())),
             _ => Reply::error(format!(

@@ -742,6 +742,14 @@ impl RawConn {
         }
     }
 
+    /// The next reply if it already arrived with what was read before,
+    /// without reading from the connection.
+    pub fn already_read(&mut self) -> Option<Resp> {
+        let (v, used) = parse(&self.buf).ok()??;
+        self.buf.drain(..used);
+        Some(v)
+    }
+
     fn fill(&mut self) -> Result<(), RawErr> {
         let mut tmp = [0u8; 65536];
         match self.stream.read(&mut tmp) {

@@ -1,0 +1,254 @@
+//! What real client libraries' own test suites found (2026-12-06: redis-py
+//! 6.4's, redsync v4's, python-redis-lock's and bsm/redislock's, run against
+//! a node), each case as Redis 7.2 answers it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{b, RawConn, Resp, TestServer};
+
+fn ok() -> Resp {
+    Resp::Simple("OK".into())
+}
+
+fn err(text: &str) -> Resp {
+    Resp::Error(text.into())
+}
+
+fn verbatim_lines(r: Resp) -> Vec<String> {
+    let text = match r {
+        Resp::Bulk(Some(t)) => String::from_utf8(t).unwrap(),
+        Resp::Verbatim(_, t) => t,
+        other => panic!("CLIENT LIST reply: {other:?}"),
+    };
+    text.lines().map(str::to_string).collect()
+}
+
+fn ids(lines: &[String]) -> Vec<String> {
+    lines.iter().map(|l| l.split(' ').next().unwrap().to_string()).collect()
+}
+
+/// redis-py's client-side cache looks for invalidations without waiting,
+/// right after its own write's reply: the push must come in the same write
+/// as the reply (it came ~20 µs later in one try in five).
+#[test]
+fn an_invalidation_caused_by_a_write_comes_with_its_reply() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert!(matches!(c.cmd(&["HELLO", "3"]), Resp::Map(_)));
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    for i in 0..100 {
+        c.cmd(&["GET", "foo"]);
+        assert_eq!(c.cmd(&["SET", "foo", &i.to_string()]), ok());
+        let pushed = c.already_read();
+        assert_eq!(
+            pushed,
+            Some(Resp::Push(vec![b("invalidate"), Resp::Array(Some(vec![b("foo")]))])),
+            "round {i}: the invalidation did not come with the reply"
+        );
+    }
+}
+
+#[test]
+fn client_list_filters_by_id_and_type() {
+    let s = TestServer::start();
+    let mut a = s.raw();
+    let mut others: Vec<RawConn> = (0..3).map(|_| s.raw()).collect();
+    let my_id = match a.cmd(&["CLIENT", "ID"]) {
+        Resp::Int(n) => n.to_string(),
+        other => panic!("{other:?}"),
+    };
+    let second = match others[1].cmd(&["CLIENT", "ID"]) {
+        Resp::Int(n) => n.to_string(),
+        other => panic!("{other:?}"),
+    };
+    let all = verbatim_lines(a.cmd(&["CLIENT", "LIST"]));
+    assert!(all.len() >= 4, "{all:?}");
+    let listed = verbatim_lines(a.cmd(&["CLIENT", "LIST", "ID", &second, &my_id]));
+    assert_eq!(ids(&listed), [format!("id={second}"), format!("id={my_id}")]);
+    assert_eq!(verbatim_lines(a.cmd(&["CLIENT", "LIST", "ID", "999999"])), Vec::<String>::new());
+    assert_eq!(a.cmd(&["CLIENT", "LIST", "ID", "abc"]), err("ERR Invalid client ID"));
+    assert_eq!(a.cmd(&["CLIENT", "LIST", "ID"]), err("ERR syntax error"));
+    assert_eq!(a.cmd(&["CLIENT", "LIST", "foo"]), err("ERR syntax error"));
+    assert_eq!(a.cmd(&["CLIENT", "LIST", "TYPE", "bogus"]), err("ERR Unknown client type 'bogus'"));
+    // One subscriber among them.
+    let sub = &mut others[2];
+    sub.cmd(&["SUBSCRIBE", "ch"]);
+    let sub_id = {
+        let mut probe = s.raw();
+        let lines = verbatim_lines(probe.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        ids(&lines)[0].clone()
+    };
+    let normal = verbatim_lines(a.cmd(&["CLIENT", "LIST", "TYPE", "normal"]));
+    assert!(!ids(&normal).contains(&sub_id), "{normal:?}");
+    assert!(ids(&normal).contains(&format!("id={my_id}")), "{normal:?}");
+    assert_eq!(verbatim_lines(a.cmd(&["CLIENT", "LIST", "TYPE", "replica"])), Vec::<String>::new());
+}
+
+/// `CLIENT REPLY OFF` silences every reply until `ON`; `SKIP` its own and
+/// the next command's. Commands still run.
+#[test]
+fn client_reply_off_and_skip_hold_back_replies() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let mut pipeline = Vec::new();
+    for args in [
+        &["CLIENT", "REPLY", "OFF"][..],
+        &["SET", "a", "1"],
+        &["PING"],
+        &["CLIENT", "REPLY", "ON"],
+        &["GET", "a"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["SET", "b", "2"],
+        &["GET", "b"],
+    ] {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        pipeline.extend(RawConn::encode(&a));
+    }
+    c.send(&pipeline);
+    assert_eq!(c.read().unwrap(), ok(), "the reply to CLIENT REPLY ON");
+    assert_eq!(c.read().unwrap(), b("1"));
+    assert_eq!(c.read().unwrap(), b("2"), "SKIP held back its own and SET's replies only");
+    c.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    assert!(matches!(c.read(), Err(common::RawErr::Timeout)));
+    c.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(c.cmd(&["CLIENT", "REPLY", "foo"]), err("ERR syntax error"));
+    assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "maybe"]), err("ERR syntax error"));
+    assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "on"]), ok());
+    // RESET turns replies back on.
+    c.send(&RawConn::encode(&[b"CLIENT", b"REPLY", b"OFF"]));
+    assert_eq!(c.cmd(&["RESET"]), Resp::Simple("RESET".into()));
+    assert_eq!(c.cmd(&["PING"]), Resp::Simple("PONG".into()));
+}
+
+#[test]
+fn config_resetstat_resets_the_counters() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    for _ in 0..20 {
+        c.cmd(&["PING"]);
+    }
+    let processed = |c: &mut RawConn| -> u64 {
+        let text = verbatim_lines(c.cmd(&["INFO", "stats"]));
+        let line = text.iter().find(|l| l.starts_with("total_commands_processed:")).expect("the field").clone();
+        line.trim_end().rsplit(':').next().unwrap().parse().unwrap()
+    };
+    assert!(processed(&mut c) >= 20);
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    assert!(processed(&mut c) < 5);
+}
+
+/// redsync's `TestMutexExtend` and python-redis-lock's extend test read
+/// `PTTL` before and after an extend on an otherwise idle server.
+#[test]
+fn ttl_counts_down_on_an_idle_server() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "k", "v", "PX", "60000"]), ok());
+    assert_eq!(c.cmd(&["SET", "s", "v", "EX", "600"]), ok());
+    std::thread::sleep(Duration::from_millis(1_600));
+    match c.cmd(&["PTTL", "k"]) {
+        Resp::Int(ms) => assert!((1..=58_400).contains(&ms), "PTTL {ms} after 1.6 s idle"),
+        other => panic!("{other:?}"),
+    }
+    match c.cmd(&["TTL", "s"]) {
+        Resp::Int(secs) => assert!((1..=599).contains(&secs), "TTL {secs} after 1.6 s idle"),
+        other => panic!("{other:?}"),
+    }
+    // Extended: up again.
+    assert_eq!(c.cmd(&["PEXPIRE", "k", "60000"]), Resp::Int(1));
+    match c.cmd(&["PTTL", "k"]) {
+        Resp::Int(ms) => assert!(ms > 58_400 && ms <= 60_000, "PTTL {ms} just after the extend"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// bsm/redislock takes every lock with `MSETNX` in its script.
+#[test]
+fn msetnx_sets_all_or_none_and_substr_is_getrange() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["MSETNX", "a", "1", "b", "2"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["MSETNX", "b", "x", "c", "3"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["MGET", "a", "b", "c"]), Resp::Array(Some(vec![b("1"), b("2"), Resp::Bulk(None)])));
+    assert_eq!(c.cmd(&["MSETNX", "a"]), err("ERR wrong number of arguments for 'msetnx' command"));
+    assert_eq!(c.cmd(&["MSETNX", "a", "1", "b"]), err("ERR wrong number of arguments for 'msetnx' command"));
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.call('MSETNX', KEYS[1], ARGV[1], KEYS[2], ARGV[1])", "2", "l1", "l2", "tok"]),
+        Resp::Int(1)
+    );
+    assert_eq!(c.cmd(&["SET", "s", "Hello World"]), ok());
+    assert_eq!(c.cmd(&["SUBSTR", "s", "0", "4"]), b("Hello"));
+    assert_eq!(c.cmd(&["SUBSTR", "s", "-5", "-1"]), b("World"));
+}
+
+#[test]
+fn zrank_withscore_as_redis_7_2() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    c.cmd(&["ZADD", "z", "1", "a", "2.5", "b"]);
+    assert_eq!(c.cmd(&["ZRANK", "z", "b", "WITHSCORE"]), Resp::Array(Some(vec![Resp::Int(1), b("2.5")])));
+    assert_eq!(c.cmd(&["ZREVRANK", "z", "b", "withscore"]), Resp::Array(Some(vec![Resp::Int(0), b("2.5")])));
+    assert_eq!(c.cmd(&["ZRANK", "z", "b"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["ZRANK", "z", "nope", "WITHSCORE"]), Resp::Array(None));
+    assert_eq!(c.cmd(&["ZRANK", "nokey", "a", "WITHSCORE"]), Resp::Array(None));
+    assert_eq!(c.cmd(&["ZRANK", "z", "a", "WITHSCORES"]), err("ERR syntax error"));
+    assert_eq!(c.cmd(&["ZRANK", "z", "a", "WITHSCORE", "x"]), err("ERR wrong number of arguments for 'zrank' command"));
+}
+
+/// Scores far from 1 as Redis 7.2 writes them, in RESP2 and RESP3.
+#[test]
+fn large_and_small_scores_are_written_in_scientific_notation() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    c.cmd(&["ZADD", "z", "1e300", "big", "1.5e-7", "small", "0.1", "tenth"]);
+    assert_eq!(c.cmd(&["ZSCORE", "z", "big"]), b("1e+300"));
+    assert_eq!(c.cmd(&["ZSCORE", "z", "small"]), b("1.5e-7"));
+    assert_eq!(c.cmd(&["ZSCORE", "z", "tenth"]), b("0.1"));
+    assert!(matches!(c.cmd(&["HELLO", "3"]), Resp::Map(_)));
+    assert_eq!(c.cmd(&["ZSCORE", "z", "big"]), Resp::Double("1e+300".into()));
+}
+
+/// `SCAN` keeps its promise on a keyspace that changes between the calls:
+/// every key present throughout is returned, none that never existed.
+#[test]
+fn scan_returns_every_key_present_throughout_while_keys_come_and_go() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let mut set = Vec::new();
+    for i in 0..3000 {
+        let a: Vec<Vec<u8>> = vec![b"SET".to_vec(), format!("stay:{i}").into_bytes(), b"v".to_vec()];
+        set.extend(RawConn::encode(&a.iter().map(|v| &v[..]).collect::<Vec<_>>()));
+    }
+    c.send(&set);
+    for _ in 0..3000 {
+        assert_eq!(c.read().unwrap(), ok());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    let mut round = 0;
+    loop {
+        // Between the calls, keys come and go.
+        c.cmd(&["SET", &format!("come:{round}"), "v"]);
+        c.cmd(&["DEL", &format!("come:{}", round / 2)]);
+        let Resp::Array(Some(parts)) = c.cmd(&["SCAN", &cursor, "COUNT", "37"]) else { panic!("SCAN reply") };
+        let (Resp::Bulk(Some(next)), Resp::Array(Some(keys))) = (&parts[0], &parts[1]) else { panic!("{parts:?}") };
+        for k in keys {
+            let Resp::Bulk(Some(k)) = k else { panic!("{k:?}") };
+            let k = String::from_utf8(k.clone()).unwrap();
+            assert!(k.starts_with("stay:") || k.starts_with("come:"), "{k}");
+            seen.insert(k);
+        }
+        cursor = String::from_utf8(next.clone()).unwrap();
+        round += 1;
+        if cursor == "0" {
+            break;
+        }
+        assert!(round < 3000, "SCAN did not end");
+    }
+    for i in 0..3000 {
+        assert!(seen.contains(&format!("stay:{i}")), "stay:{i} was never returned");
+    }
+}
