@@ -307,9 +307,9 @@ const UNIFORM_RANDOM_KEYS: usize = 100_000;
 /// ```
 /// A live key chosen at random, or nil if there is none. Uniform up to
 /// 100,000 keys; above, the first key at or after a random point of the
-/// keyspace's hash order (wrapping around), found in the time of a lookup:
-/// each key's chance is in proportion to the gap before it, as Redis's own
-/// choice is not uniform either.
+/// keyspace's hash order (a point after the last key draws again), found in
+/// the time of a lookup: each key's chance is in proportion to the gap
+/// before it, as Redis's own choice is not uniform either.
 pub fn randomkey(ks: &Keyspace, ctx: &ReadCtx, _args: Args) -> CmdResult {
     let mut rng = Rng::new(ctx.seed);
     let len = ks.len(ctx.now);
