@@ -68,6 +68,7 @@ fn client_list_filters_by_id_and_type() {
     let listed = verbatim_lines(a.cmd(&["CLIENT", "LIST", "ID", &second, &my_id]));
     assert_eq!(ids(&listed), [format!("id={second}"), format!("id={my_id}")]);
     assert_eq!(verbatim_lines(a.cmd(&["CLIENT", "LIST", "ID", "999999"])), Vec::<String>::new());
+    assert_eq!(verbatim_lines(a.cmd(&["CLIENT", "LIST", "ID", "0", "-1"])), Vec::<String>::new());
     assert_eq!(a.cmd(&["CLIENT", "LIST", "ID", "abc"]), err("ERR Invalid client ID"));
     assert_eq!(a.cmd(&["CLIENT", "LIST", "ID"]), err("ERR syntax error"));
     assert_eq!(a.cmd(&["CLIENT", "LIST", "foo"]), err("ERR syntax error"));
@@ -117,6 +118,26 @@ fn client_reply_off_and_skip_hold_back_replies() {
     assert_eq!(c.cmd(&["CLIENT", "REPLY", "foo"]), err("ERR syntax error"));
     assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "maybe"]), err("ERR syntax error"));
     assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "on"]), ok());
+    // Pushes are not replies: subscription confirmations and messages come
+    // while replies are off, and a command answered only with pushes uses
+    // up a SKIP.
+    let mut publisher = s.raw();
+    assert_eq!(c.cmd(&["CLIENT", "REPLY", "ON"]), ok());
+    let confirm = |kind: &str, ch: &str, n: i64| Resp::Array(Some(vec![b(kind), b(ch), Resp::Int(n)]));
+    let mut pipeline = Vec::new();
+    for args in [&["CLIENT", "REPLY", "SKIP"][..], &["SUBSCRIBE", "a"], &["PING"]] {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        pipeline.extend(RawConn::encode(&a));
+    }
+    c.send(&pipeline);
+    assert_eq!(c.read().unwrap(), confirm("subscribe", "a", 1));
+    assert_eq!(c.read().unwrap(), Resp::Array(Some(vec![b("pong"), b("")])), "the PING after is answered");
+    assert_eq!(c.cmd(&["UNSUBSCRIBE"]), confirm("unsubscribe", "a", 0));
+    c.send(&RawConn::encode(&[b"CLIENT", b"REPLY", b"OFF"]));
+    assert_eq!(c.cmd(&["SUBSCRIBE", "b"]), confirm("subscribe", "b", 1));
+    assert_eq!(publisher.cmd(&["PUBLISH", "b", "hello"]), Resp::Int(1));
+    assert_eq!(c.read().unwrap(), Resp::Array(Some(vec![b("message"), b("b"), b("hello")])));
+    assert_eq!(c.cmd(&["UNSUBSCRIBE"]), confirm("unsubscribe", "b", 0));
     // RESET turns replies back on.
     c.send(&RawConn::encode(&[b"CLIENT", b"REPLY", b"OFF"]));
     assert_eq!(c.cmd(&["RESET"]), Resp::Simple("RESET".into()));

@@ -157,7 +157,8 @@ pub enum ListFilter {
     All,
     /// Subscribers (true) or the others; `None`: a type no client has here.
     Type(Option<bool>),
-    Ids(Vec<u64>),
+    /// Any integer (0 and negative ones select nothing).
+    Ids(Vec<i64>),
 }
 
 impl ListFilter {
@@ -175,8 +176,8 @@ impl ListFilter {
             },
             (n, Some(b"id")) if n >= 2 => args[1..]
                 .iter()
-                .map(|a| crate::protocol::parse_i64(a).filter(|id| *id > 0).map(|id| id as u64))
-                .collect::<Option<Vec<u64>>>()
+                .map(|a| crate::protocol::parse_i64(a))
+                .collect::<Option<Vec<i64>>>()
                 .map(ListFilter::Ids)
                 .ok_or_else(|| "ERR Invalid client ID".to_string()),
             _ => Err("ERR syntax error".into()),
@@ -192,7 +193,7 @@ impl ListFilter {
                 all.retain(|c| (c.channels + c.patterns > 0) == *pubsub);
                 all
             }
-            ListFilter::Ids(ids) => ids.iter().filter_map(|id| all.iter().find(|c| c.id == *id).cloned()).collect(),
+            ListFilter::Ids(ids) => ids.iter().filter_map(|id| all.iter().find(|c| c.id as i64 == *id).cloned()).collect(),
         }
     }
 }
@@ -285,7 +286,8 @@ mod tests {
         assert!(matches!(ListFilter::parse(&args("ID 3 1 2")), Ok(ListFilter::Ids(ids)) if ids == [3, 1, 2]));
         assert_eq!(ListFilter::parse(&args("TYPE bogus")).err().unwrap(), "ERR Unknown client type 'bogus'");
         assert_eq!(ListFilter::parse(&args("ID abc")).err().unwrap(), "ERR Invalid client ID");
-        assert_eq!(ListFilter::parse(&args("ID 0")).err().unwrap(), "ERR Invalid client ID");
+        assert!(matches!(ListFilter::parse(&args("ID 0 -1")), Ok(ListFilter::Ids(ids)) if ids == [0, -1]));
+        assert_eq!(ListFilter::parse(&args("ID 1.5")).err().unwrap(), "ERR Invalid client ID");
         for bad in ["ID", "TYPE", "foo", "TYPE normal extra"] {
             assert_eq!(ListFilter::parse(&args(bad)).err().unwrap(), "ERR syntax error", "{bad}");
         }

@@ -346,10 +346,24 @@ impl Connection {
     }
 
     fn reply(&mut self, reply: &Reply) {
+        // Messages, subscription confirmations and invalidations are pushes,
+        // not replies: `CLIENT REPLY` never holds them back (as Redis).
+        if matches!(reply, Reply::Push(_)) {
+            encode_reply(reply, self.resp3, &mut self.out);
+            return;
+        }
         match self.silence {
             Silence::None => encode_reply(reply, self.resp3, &mut self.out),
             Silence::Off => {}
             Silence::Skip(n) => self.silence = if n > 1 { Silence::Skip(n - 1) } else { Silence::None },
+        }
+    }
+
+    /// A command that answered only with pushes ran: a `CLIENT REPLY SKIP`
+    /// before it was for it, and is used up.
+    fn command_without_reply(&mut self) {
+        if self.silence == Silence::Skip(1) {
+            self.silence = Silence::None;
         }
     }
 
@@ -706,10 +720,12 @@ impl Connection {
                 for target in &argv[1..] {
                     self.subscribe(spec.name == "psubscribe", target.clone());
                 }
+                self.command_without_reply();
                 return (None, Next::Continue);
             }
             "unsubscribe" | "punsubscribe" => {
                 self.unsubscribe(spec.name == "punsubscribe", &argv[1..]);
+                self.command_without_reply();
                 return (None, Next::Continue);
             }
             "pubsub" => self.pubsub(argv),
