@@ -21,12 +21,15 @@
 //!
 //! The hash is public and fixed (every node must order alike), so names
 //! that share it can be made on purpose. Such names are kept in one
-//! persistent B-tree under the last level ([`Slot::Collision`]): each still
+//! persistent B-tree under the last level ([`Sub::Collision`]): each still
 //! costs a logarithm, never a scan of the others.
 //!
-//! Shape, the same for the same keys whatever their history: a slot holds a
-//! leaf for one key, a branch for two or more keys sharing the slot's bits,
-//! and below the last level (all 64 bits used) a collision set.
+//! Shape, the same for the same keys whatever their history: a child holds
+//! one key in place, or a sub-node for two or more keys sharing the child's
+//! bits, and below the last level (all 64 bits used) a collision set. A
+//! node keeps its keys and its sub-nodes in two arrays (CHAMP's layout), so
+//! a sub-node costs its parent a 16-byte slot, not a key's 88: at 1 M keys
+//! about a third of the nodes' children are sub-nodes.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -85,47 +88,78 @@ pub struct KeyMap<V, H = KeyHash> {
     hasher: PhantomData<H>,
 }
 
+/// A node: its 32 children by index, each absent, one key (kept in `data`)
+/// or two or more keys (a [`Sub`]). Keys and sub-nodes are kept apart (as
+/// in CHAMP) so that a child holding many keys costs a pointer's slot, not
+/// a key's: a node near the leaves has a dozen keys and a few sub-nodes.
 struct Node<V> {
-    /// Bit `i` set: child `i` is present, at `slots[rank of i]`.
-    bitmap: u32,
-    /// The children present, in index order (exactly as many as needed:
-    /// a node is copied whole when a shared one changes).
-    slots: Vec<Slot<V>>,
+    /// Bit `i` set: child `i` is one key, at `data[rank of i in datamap]`.
+    datamap: u32,
+    /// Bit `i` set: child `i` holds two or more keys, at `subs[rank of i in
+    /// nodemap]`. Never set together with the same bit of `datamap`.
+    nodemap: u32,
+    /// Exactly as long as needed: a node is copied whole when a shared one
+    /// changes, and a slice has no spare capacity to carry.
+    data: Box<[(Key, V)]>,
+    subs: Box<[Sub<V>]>,
 }
 
-enum Slot<V> {
-    Leaf(Key, V),
-    /// Two or more keys under this slot's bits.
-    Branch(Arc<Node<V>>),
-    /// Two or more keys with one hash (below the last level only).
-    Collision(imbl::OrdMap<Key, V>),
+/// A child holding two or more keys.
+enum Sub<V> {
+    /// The keys under this child's bits.
+    Node(Arc<Node<V>>),
+    /// Keys with one hash (below the last level only).
+    Collision(Box<imbl::OrdMap<Key, V>>),
 }
 
-impl<V: Clone> Clone for Slot<V> {
+impl<V: Clone> Clone for Sub<V> {
     fn clone(&self) -> Self {
         match self {
-            Slot::Leaf(k, v) => Slot::Leaf(k.clone(), v.clone()),
-            Slot::Branch(n) => Slot::Branch(n.clone()),
-            Slot::Collision(m) => Slot::Collision(m.clone()),
+            Sub::Node(n) => Sub::Node(n.clone()),
+            Sub::Collision(m) => Sub::Collision(m.clone()),
         }
     }
 }
 
 impl<V: Clone> Clone for Node<V> {
     fn clone(&self) -> Self {
-        Node { bitmap: self.bitmap, slots: self.slots.clone() }
+        Node { datamap: self.datamap, nodemap: self.nodemap, data: self.data.clone(), subs: self.subs.clone() }
     }
 }
 
+/// Where child `index` is (or would go) among the children marked in `map`.
+fn rank(map: u32, index: u32) -> usize {
+    (map & ((1u32 << index) - 1)).count_ones() as usize
+}
+
+/// The children marked in `map` after `index`.
+fn after(map: u32, index: u32) -> u32 {
+    map & !((2u64 << index) - 1) as u32
+}
+
+/// Inserts `item` at `at`, growing the slice by exactly one.
+fn insert_at<T>(slice: &mut Box<[T]>, at: usize, item: T) {
+    let mut v = std::mem::take(slice).into_vec();
+    v.reserve_exact(1);
+    v.insert(at, item);
+    *slice = v.into_boxed_slice();
+}
+
+/// Removes and returns the item at `at`, shrinking the slice by one.
+fn remove_at<T>(slice: &mut Box<[T]>, at: usize) -> T {
+    let mut v = std::mem::take(slice).into_vec();
+    let item = v.remove(at);
+    *slice = v.into_boxed_slice();
+    item
+}
+
 impl<V> Node<V> {
-    const fn empty() -> Node<V> {
-        Node { bitmap: 0, slots: Vec::new() }
+    fn empty() -> Node<V> {
+        Node { datamap: 0, nodemap: 0, data: Box::default(), subs: Box::default() }
     }
 
-    /// Where child `index` is or would go, and whether it is there.
-    fn find(&self, index: u32) -> (usize, bool) {
-        let bit = 1u32 << index;
-        ((self.bitmap & (bit - 1)).count_ones() as usize, self.bitmap & bit != 0)
+    fn children(&self) -> u32 {
+        self.datamap | self.nodemap
     }
 }
 
@@ -180,24 +214,28 @@ impl<V, H: HashName> KeyMap<V, H> {
         let mut node = &*self.root;
         let mut level = 0;
         loop {
-            let (at, present) = node.find(chunk(hash, level));
-            if !present {
+            let index = chunk(hash, level);
+            let bit = 1u32 << index;
+            if node.datamap & bit != 0 {
+                let (k, v) = &node.data[rank(node.datamap, index)];
+                return (k.as_slice() == name).then_some((k, v));
+            }
+            if node.nodemap & bit == 0 {
                 return None;
             }
-            match &node.slots[at] {
-                Slot::Leaf(k, v) => return (k.as_slice() == name).then_some((k, v)),
-                Slot::Branch(child) => {
+            match &node.subs[rank(node.nodemap, index)] {
+                Sub::Node(child) => {
                     node = child;
                     level += 1;
                 }
-                Slot::Collision(set) => return set.get_key_value(name),
+                Sub::Collision(set) => return set.get_key_value(name),
             }
         }
     }
 
     /// Every key in hash order (names of one hash in name order).
     pub fn iter(&self) -> Iter<'_, V> {
-        Iter { stack: vec![self.root.slots.iter()], collision: None }
+        Iter { stack: vec![Frame { node: &self.root, rest: self.root.children() }], collision: None }
     }
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
@@ -212,29 +250,33 @@ impl<V, H: HashName> KeyMap<V, H> {
         let mut node = &*self.root;
         let mut level = 0;
         loop {
-            let (at, present) = node.find(chunk(from, level));
-            if !present {
-                stack.push(node.slots[at..].iter());
-                break;
-            }
-            match &node.slots[at] {
-                Slot::Branch(child) => {
-                    stack.push(node.slots[at + 1..].iter());
-                    node = child;
-                    level += 1;
-                }
-                Slot::Leaf(k, _) => {
-                    let skip = usize::from(H::hash(k) < from);
-                    stack.push(node.slots[at + skip..].iter());
-                    break;
-                }
-                Slot::Collision(set) => {
-                    let hash = set.keys().next().map_or(0, |k| H::hash(k));
-                    let skip = usize::from(hash < from);
-                    stack.push(node.slots[at + skip..].iter());
-                    break;
+            let index = chunk(from, level);
+            let bit = 1u32 << index;
+            // The children after `index` come after whatever `index` holds.
+            let rest = after(node.children(), index);
+            if node.nodemap & bit != 0 {
+                match &node.subs[rank(node.nodemap, index)] {
+                    Sub::Node(child) => {
+                        stack.push(Frame { node, rest });
+                        node = child;
+                        level += 1;
+                        continue;
+                    }
+                    Sub::Collision(set) => {
+                        let hash = set.keys().next().map_or(0, |k| H::hash(k));
+                        let here = if hash >= from { bit } else { 0 };
+                        stack.push(Frame { node, rest: rest | here });
+                        break;
+                    }
                 }
             }
+            let here = if node.datamap & bit != 0 && H::hash(&node.data[rank(node.datamap, index)].0) >= from {
+                bit
+            } else {
+                0
+            };
+            stack.push(Frame { node, rest: rest | here });
+            break;
         }
         Iter { stack, collision: None }
     }
@@ -255,14 +297,17 @@ impl<V: Clone, H: HashName> KeyMap<V, H> {
         let mut node = Arc::make_mut(&mut self.root);
         let mut level = 0;
         loop {
-            let (at, _) = node.find(chunk(hash, level));
-            match &mut node.slots[at] {
-                Slot::Leaf(k, v) => return Some((&*k, v)),
-                Slot::Branch(child) => {
+            let index = chunk(hash, level);
+            if node.datamap & (1 << index) != 0 {
+                let (k, v) = &mut node.data[rank(node.datamap, index)];
+                return Some((&*k, v));
+            }
+            match &mut node.subs[rank(node.nodemap, index)] {
+                Sub::Node(child) => {
                     node = Arc::make_mut(child);
                     level += 1;
                 }
-                Slot::Collision(set) => return set.get_key_value_mut(name),
+                Sub::Collision(set) => return set.get_key_value_mut(name),
             }
         }
     }
@@ -280,45 +325,52 @@ impl<V: Clone, H: HashName> KeyMap<V, H> {
 
     fn insert_into(node: &mut Node<V>, key: Key, value: V, hash: u64, level: u32) -> Option<V> {
         let index = chunk(hash, level);
-        let (at, present) = node.find(index);
-        if !present {
-            node.slots.reserve_exact(1);
-            node.slots.insert(at, Slot::Leaf(key, value));
-            node.bitmap |= 1 << index;
+        let bit = 1u32 << index;
+        if node.nodemap & bit != 0 {
+            return match &mut node.subs[rank(node.nodemap, index)] {
+                Sub::Node(child) => Self::insert_into(Arc::make_mut(child), key, value, hash, level + 1),
+                Sub::Collision(set) => set.insert(key, value),
+            };
+        }
+        let at = rank(node.datamap, index);
+        if node.datamap & bit == 0 {
+            insert_at(&mut node.data, at, (key, value));
+            node.datamap |= bit;
             return None;
         }
-        let slot = &mut node.slots[at];
-        match slot {
-            Slot::Leaf(k, v) if *k == key => Some(std::mem::replace(v, value)),
-            Slot::Leaf(..) => {
-                let Slot::Leaf(k, v) = std::mem::replace(slot, Slot::Collision(imbl::OrdMap::new())) else {
-                    unreachable!("matched a leaf just above")
-                };
-                let other = H::hash(&k);
-                *slot = Self::pair((k, v, other), (key, value, hash), level + 1);
-                None
-            }
-            Slot::Branch(child) => Self::insert_into(Arc::make_mut(child), key, value, hash, level + 1),
-            Slot::Collision(set) => set.insert(key, value),
+        if node.data[at].0 == key {
+            return Some(std::mem::replace(&mut node.data[at].1, value));
         }
+        // Two keys under this child now: a sub-node (or a collision set).
+        let (k, v) = remove_at(&mut node.data, at);
+        node.datamap &= !bit;
+        let other = H::hash(&k);
+        insert_at(&mut node.subs, rank(node.nodemap, index), Self::pair((k, v, other), (key, value, hash), level + 1));
+        node.nodemap |= bit;
+        None
     }
 
-    /// The slot at `level` for two keys whose hashes agree above it.
-    fn pair(a: (Key, V, u64), b: (Key, V, u64), level: u32) -> Slot<V> {
+    /// The child at `level` for two keys whose hashes agree above it.
+    fn pair(a: (Key, V, u64), b: (Key, V, u64), level: u32) -> Sub<V> {
         if level > LAST_LEVEL {
             let mut set = imbl::OrdMap::new();
             set.insert(a.0, a.1);
             set.insert(b.0, b.1);
-            return Slot::Collision(set);
+            return Sub::Collision(Box::new(set));
         }
         let (ia, ib) = (chunk(a.2, level), chunk(b.2, level));
         let node = if ia == ib {
-            Node { bitmap: 1 << ia, slots: vec![Self::pair(a, b, level + 1)] }
+            Node { datamap: 0, nodemap: 1 << ia, data: Box::default(), subs: Box::new([Self::pair(a, b, level + 1)]) }
         } else {
             let (first, second) = if ia < ib { (a, b) } else { (b, a) };
-            Node { bitmap: (1 << ia) | (1 << ib), slots: vec![Slot::Leaf(first.0, first.1), Slot::Leaf(second.0, second.1)] }
+            Node {
+                datamap: (1 << ia) | (1 << ib),
+                nodemap: 0,
+                data: Box::new([(first.0, first.1), (second.0, second.1)]),
+                subs: Box::default(),
+            }
         };
-        Slot::Branch(Arc::new(node))
+        Sub::Node(Arc::new(node))
     }
 
     /// Removes `name`, returning the key and value it had. Copies the shared
@@ -342,48 +394,59 @@ impl<V: Clone, H: HashName> KeyMap<V, H> {
 
     fn remove_from(node: &mut Node<V>, name: &[u8], hash: u64, level: u32) -> Option<(Key, V)> {
         let index = chunk(hash, level);
-        let (at, present) = node.find(index);
-        if !present {
+        let bit = 1u32 << index;
+        if node.datamap & bit != 0 {
+            let at = rank(node.datamap, index);
+            if node.data[at].0.as_slice() != name {
+                return None;
+            }
+            node.datamap &= !bit;
+            return Some(remove_at(&mut node.data, at));
+        }
+        if node.nodemap & bit == 0 {
             return None;
         }
-        let removed = match &mut node.slots[at] {
-            Slot::Leaf(k, _) if k.as_slice() == name => {
-                node.bitmap &= !(1 << index);
-                let Slot::Leaf(k, v) = node.slots.remove(at) else { unreachable!("matched a leaf just above") };
-                if node.slots.len() * 2 < node.slots.capacity() {
-                    node.slots.shrink_to_fit();
-                }
-                return Some((k, v));
-            }
-            Slot::Leaf(..) => return None,
-            Slot::Branch(child) => {
+        let at = rank(node.nodemap, index);
+        let (removed, one_left) = match &mut node.subs[at] {
+            Sub::Node(child) => {
                 let child = Arc::make_mut(child);
                 let removed = Self::remove_from(child, name, hash, level + 1)?;
-                // A branch left with one key becomes that key's leaf here.
-                if child.slots.len() == 1 && matches!(child.slots[0], Slot::Leaf(..)) {
-                    let only = child.slots.pop().expect("one slot");
-                    node.slots[at] = only;
-                }
-                removed
+                // Sub-nodes hold two or more keys, so one key left is in data.
+                (removed, child.nodemap == 0 && child.data.len() == 1)
             }
-            Slot::Collision(set) => {
+            Sub::Collision(set) => {
                 let removed = set.remove_with_key(name)?;
-                if set.len() == 1 {
-                    let (k, v) = set.iter().next().map(|(k, v)| (k.clone(), v.clone())).expect("one key");
-                    node.slots[at] = Slot::Leaf(k, v);
-                }
-                removed
+                (removed, set.len() == 1)
             }
         };
+        if one_left {
+            // A child left with one key becomes that key, here.
+            let only = match remove_at(&mut node.subs, at) {
+                Sub::Node(child) => match Arc::try_unwrap(child) {
+                    Ok(child) => child.data.into_vec().pop(),
+                    Err(shared) => shared.data.first().cloned(),
+                },
+                Sub::Collision(set) => set.iter().next().map(|(k, v)| (k.clone(), v.clone())),
+            }
+            .expect("one key left");
+            node.nodemap &= !bit;
+            insert_at(&mut node.data, rank(node.datamap, index), only);
+            node.datamap |= bit;
+        }
         Some(removed)
     }
+}
 
+/// A node on an [`Iter`]'s way down and the children it has still to visit.
+struct Frame<'a, V> {
+    node: &'a Node<V>,
+    rest: u32,
 }
 
 /// Keys and values in hash order ([`KeyMap::iter`]).
 pub struct Iter<'a, V> {
-    /// The slots still to visit at each level on the way down.
-    stack: Vec<std::slice::Iter<'a, Slot<V>>>,
+    /// The nodes on the way down, each with the children still to visit.
+    stack: Vec<Frame<'a, V>>,
     collision: Option<imbl::ordmap::Iter<'a, Key, V, imbl::shared_ptr::DefaultSharedPtr>>,
 }
 
@@ -398,14 +461,21 @@ impl<'a, V> Iterator for Iter<'a, V> {
                 }
                 self.collision = None;
             }
-            let slots = self.stack.last_mut()?;
-            match slots.next() {
-                None => {
-                    self.stack.pop();
-                }
-                Some(Slot::Leaf(k, v)) => return Some((k, v)),
-                Some(Slot::Branch(child)) => self.stack.push(child.slots.iter()),
-                Some(Slot::Collision(set)) => self.collision = Some(set.iter()),
+            let frame = self.stack.last_mut()?;
+            if frame.rest == 0 {
+                self.stack.pop();
+                continue;
+            }
+            let index = frame.rest.trailing_zeros();
+            frame.rest &= frame.rest - 1;
+            let node = frame.node;
+            if node.datamap & (1 << index) != 0 {
+                let (k, v) = &node.data[rank(node.datamap, index)];
+                return Some((k, v));
+            }
+            match &node.subs[rank(node.nodemap, index)] {
+                Sub::Node(child) => self.stack.push(Frame { node: child, rest: child.children() }),
+                Sub::Collision(set) => self.collision = Some(set.iter()),
             }
         }
     }
@@ -514,22 +584,27 @@ mod tests {
     #[test]
     fn removing_keys_leaves_the_shape_of_the_keys_left() {
         fn depth<V>(node: &Node<V>) -> usize {
-            node.slots.iter().map(|s| if let Slot::Branch(c) = s { 1 + depth(c) } else { 0 }).max().unwrap_or(0)
+            node.subs.iter().map(|s| if let Sub::Node(c) = s { 1 + depth(c) } else { 0 }).max().unwrap_or(0)
         }
         fn branches_hold_two<V>(node: &Node<V>) -> usize {
-            // Keys under `node`; panics if a branch holds fewer than two.
-            node.slots
+            // Keys under `node`; panics if a sub-node holds fewer than two
+            // or a node's maps disagree with what it holds.
+            assert_eq!(node.datamap & node.nodemap, 0);
+            assert_eq!(node.datamap.count_ones() as usize, node.data.len());
+            assert_eq!(node.nodemap.count_ones() as usize, node.subs.len());
+            let under: usize = node
+                .subs
                 .iter()
                 .map(|s| match s {
-                    Slot::Leaf(..) => 1,
-                    Slot::Collision(set) => set.len(),
-                    Slot::Branch(c) => {
+                    Sub::Collision(set) => set.len(),
+                    Sub::Node(c) => {
                         let n = branches_hold_two(c);
-                        assert!(n >= 2, "a branch holds {n} key");
+                        assert!(n >= 2, "a sub-node holds {n} key");
                         n
                     }
                 })
-                .sum()
+                .sum();
+            node.data.len() + under
         }
         let mut grown: KeyMap<u64> = KeyMap::default();
         let mut direct: KeyMap<u64> = KeyMap::default();
@@ -549,7 +624,7 @@ mod tests {
             grown.remove(&key(n));
         }
         assert!(grown.is_empty());
-        assert!(grown.root.slots.is_empty());
+        assert_eq!((grown.root.datamap, grown.root.nodemap, grown.root.data.len(), grown.root.subs.len()), (0, 0, 0, 0));
     }
 
     /// Names with one hash cost a logarithm each: 20,000 of them, inserted
@@ -573,6 +648,14 @@ mod tests {
         assert_eq!(map.iter().count(), 20_000);
         assert_eq!(map.iter_from(1).count(), 0);
         assert_eq!(map.iter_from(0).count(), 20_000);
+    }
+
+    /// What the layout is for: a sub-node's slot is two words, a node's
+    /// header fits jemalloc's 64-byte class with `Arc`'s counts.
+    #[test]
+    fn a_sub_node_costs_a_pointer_not_a_key() {
+        assert_eq!(std::mem::size_of::<Sub<crate::keyspace::Entry>>(), 16);
+        assert!(std::mem::size_of::<Node<crate::keyspace::Entry>>() + 16 <= 64);
     }
 
     /// The hash is fixed: these values are what every node and every
