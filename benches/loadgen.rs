@@ -17,6 +17,11 @@
 //!   held lock queues the client, which is answered when the lock is handed
 //!   to it; then `LOCK.RELEASE`.
 //!
+//! With `--renew` each client renews its lease once between the acquire and
+//! the release: `LOCK.RENEW key owner token ttl` -> (integer) ttl, and on Redis
+//! the compare-and-`PEXPIRE` script Redlock clients extend a lock with
+//! (`EVAL`/`EVALSHA ... 1 key owner ttl`) -> (integer) 1.
+//!
 //! A denied acquire (nil: another client holds the key, or a `WAIT` ran out)
 //! counts as an attempt and the client retries at once; it is expected only
 //! with `--keys shared`.
@@ -29,10 +34,14 @@
 //! RESULT mode=redis scenario=clients50-distinct clients=50 keys=distinct duration_s=10.000
 //!        pairs=... pairs_per_s=... attempts=... attempts_per_s=... denied=...
 //!        p50_ms=... p99_ms=... p999_ms=... max_ms=... acquire_p50_ms=... acquire_p99_ms=...
-//!        acquire_mean_ms=... acquire_max_ms=... overtaken_max=... errors=0
+//!        acquire_mean_ms=... acquire_max_ms=... overtaken_max=... commands=...
+//!        cmd_p50_ms=... cmd_p99_ms=... cmd_p999_ms=... cmd_max_ms=... errors=0
 //! ```
-//! (on one line). `p*_ms`/`max_ms` are the latency of a granted pair: from sending
-//! the acquire that was granted to receiving the release reply. `acquire_*` is the
+//! (on one line). `cmd_*` is the latency of each command the clients sent
+//! (every acquire attempt, renewal and release: sent to reply received);
+//! `commands` counts them. `p*_ms`/`max_ms` are the latency of a granted pair: from
+//! sending the acquire that was granted to receiving the release reply (the
+//! renewal in between, with `--renew`). `acquire_*` is the
 //! time to get the lock: from sending a client's first attempt to receiving the
 //! grant, denied retries included (with no contention, the acquire's latency).
 //! `overtaken_max` is fairness, whatever the disk's speed: the most grants to
@@ -64,6 +73,11 @@ use tokio::net::TcpStream;
 /// The script redis-py's `Lock.release` runs (compare owner, then delete).
 const REDIS_RELEASE_SCRIPT: &str =
     "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+
+/// The script Redlock clients (redsync, node-redlock) extend a lock with:
+/// compare owner, then set the new time to live.
+const REDIS_RENEW_SCRIPT: &str =
+    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) else return 0 end";
 
 /// How many error descriptions are printed (all are counted).
 const MAX_PRINTED_ERRORS: u64 = 10;
@@ -163,6 +177,9 @@ struct Args {
     /// `raftlock-wait` mode: the WAIT of every acquire, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     wait_ms: u64,
+    /// Renew each lease once between its acquire and its release.
+    #[arg(long)]
+    renew: bool,
     /// Longest wait for any single reply (or connect) before it counts as an error, in seconds.
     #[arg(long, default_value_t = 10.0)]
     timeout_secs: f64,
@@ -370,6 +387,10 @@ struct Protocol {
     acquire: Vec<u8>,
     /// redis mode only: the release never changes.
     release: Vec<u8>,
+    /// redis mode only: the renewal never changes.
+    renew: Vec<u8>,
+    /// The time to live a renewal asks for.
+    ttl: String,
     /// How long an acquire may block on the server (its WAIT).
     blocks_for: Duration,
 }
@@ -380,6 +401,7 @@ impl Protocol {
         let (k, o) = (key.as_bytes(), owner.as_bytes());
         let mut acquire = Vec::new();
         let mut release = Vec::new();
+        let mut renew = Vec::new();
         match mode {
             Mode::Raftlock => {
                 encode_command(&mut acquire, &[b"LOCK.ACQUIRE", k, o, ttl.as_bytes()]);
@@ -394,11 +416,14 @@ impl Protocol {
                     &mut release,
                     &[b"EVAL", REDIS_RELEASE_SCRIPT.as_bytes(), b"1", k, o],
                 );
+                encode_command(&mut renew, &[b"EVAL", REDIS_RENEW_SCRIPT.as_bytes(), b"1", k, o, ttl.as_bytes()]);
             }
             Mode::RedisEvalsha => {
                 let sha = raftlock::scripting::sha1hex(REDIS_RELEASE_SCRIPT.as_bytes());
                 encode_command(&mut acquire, &[b"SET", k, o, b"NX", b"PX", ttl.as_bytes()]);
                 encode_command(&mut release, &[b"EVALSHA", sha.as_bytes(), b"1", k, o]);
+                let sha = raftlock::scripting::sha1hex(REDIS_RENEW_SCRIPT.as_bytes());
+                encode_command(&mut renew, &[b"EVALSHA", sha.as_bytes(), b"1", k, o, ttl.as_bytes()]);
             }
         }
         Protocol {
@@ -407,6 +432,8 @@ impl Protocol {
             owner: owner.into_bytes(),
             acquire,
             release,
+            renew,
+            ttl,
             blocks_for: if mode == Mode::RaftlockWait { Duration::from_millis(wait_ms) } else { Duration::ZERO },
         }
     }
@@ -419,6 +446,26 @@ impl Protocol {
             (Mode::Redis | Mode::RedisEvalsha, Reply::Status(s)) if s == "OK" => Ok(Acquire::Granted(0)),
             (_, other) => Err(format!("acquire: unexpected reply {other}")),
         }
+    }
+
+    /// Renews the lease of `token`; `Err` describes an unexpected reply.
+    async fn renew(&self, conn: &mut Conn, token: i64) -> io::Result<Result<(), String>> {
+        let reply = match self.mode {
+            Mode::Redis | Mode::RedisEvalsha => conn.request(&self.renew).await?,
+            Mode::Raftlock | Mode::RaftlockWait => {
+                let t = token.to_string();
+                conn.command(&[b"LOCK.RENEW", &self.key, &self.owner, t.as_bytes(), self.ttl.as_bytes()])
+                    .await?
+            }
+        };
+        let expected = match self.mode {
+            Mode::Redis | Mode::RedisEvalsha => 1,
+            Mode::Raftlock | Mode::RaftlockWait => self.ttl.parse().unwrap_or(-1),
+        };
+        Ok(match reply {
+            Reply::Int(n) if n == expected => Ok(()),
+            other => Err(format!("renew: unexpected reply {other}")),
+        })
     }
 
     async fn release(&self, conn: &mut Conn, token: i64) -> io::Result<Reply> {
@@ -443,6 +490,9 @@ struct ClientStats {
     pair_ns: Vec<u64>,
     /// First attempt sent -> grant received (ns), for the same pairs.
     acquire_ns: Vec<u64>,
+    /// Each command's latency (ns): every attempt, renewal and release
+    /// answered in the window.
+    command_ns: Vec<u64>,
     /// (first attempt sent, grant received) of the same pairs.
     waits: Vec<(Instant, Instant)>,
     /// When each grant of this client was received, the warm-up's and the
@@ -471,6 +521,8 @@ fn most_overtaken(mut grants: Vec<Instant>, waits: &[(Instant, Instant)]) -> usi
 struct Shared {
     addr: String,
     timeout: Duration,
+    /// Renew each lease once before releasing it.
+    renew: bool,
     errors_printed: AtomicU64,
 }
 
@@ -506,6 +558,7 @@ async fn run_client(
     let mut st = ClientStats {
         pair_ns: Vec::with_capacity(1 << 16),
         acquire_ns: Vec::with_capacity(1 << 16),
+        command_ns: Vec::with_capacity(1 << 16),
         ..Default::default()
     };
     let error = |st: &mut ClientStats, what: String| {
@@ -543,6 +596,7 @@ async fn run_client(
             let done = Instant::now();
             if window.counts(done) {
                 st.attempts += 1;
+                st.command_ns.push((done - sent).as_nanos() as u64);
             }
             match proto.acquire_outcome(reply) {
                 Ok(Acquire::Granted(token)) => {
@@ -564,11 +618,32 @@ async fn run_client(
             }
         };
 
+        if shared.renew {
+            let sent = Instant::now();
+            match proto.renew(c, token).await {
+                Ok(Ok(())) => {
+                    let done = Instant::now();
+                    if window.counts(done) {
+                        st.command_ns.push((done - sent).as_nanos() as u64);
+                    }
+                }
+                // Released below all the same.
+                Ok(Err(what)) => error(&mut st, what),
+                Err(e) => {
+                    error(&mut st, format!("renew: {e}"));
+                    conn = None;
+                    continue 'pairs;
+                }
+            }
+        }
+
         // Release (always, even past the end, so no lease is left behind).
+        let sent = Instant::now();
         match proto.release(c, token).await {
             Ok(Reply::Int(1)) => {
                 let done = Instant::now();
                 if window.counts(done) {
+                    st.command_ns.push((done - sent).as_nanos() as u64);
                     st.pair_ns.push((done - granted_at).as_nanos() as u64);
                     st.acquire_ns
                         .push((acquired_at - first_attempt).as_nanos() as u64);
@@ -607,6 +682,7 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
     let shared = Arc::new(Shared {
         addr: addr.clone(),
         timeout,
+        renew: args.renew,
         errors_printed: AtomicU64::new(0),
     });
     eprintln!(
@@ -653,12 +729,14 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
 
     let mut pair_ns = Vec::new();
     let mut acquire_ns = Vec::new();
+    let mut command_ns = Vec::new();
     let (mut waits, mut grants) = (Vec::new(), Vec::new());
     let (mut attempts, mut denied, mut errors) = (0u64, 0u64, 0u64);
     for t in tasks {
         let st = t.await.map_err(|e| format!("client task failed: {e}"))?;
         pair_ns.extend_from_slice(&st.pair_ns);
         acquire_ns.extend_from_slice(&st.acquire_ns);
+        command_ns.extend_from_slice(&st.command_ns);
         waits.extend_from_slice(&st.waits);
         grants.extend_from_slice(&st.grants);
         attempts += st.attempts;
@@ -667,12 +745,14 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
     }
     pair_ns.sort_unstable();
     acquire_ns.sort_unstable();
+    command_ns.sort_unstable();
     let secs = args.duration_secs;
     let pairs = pair_ns.len() as u64;
     println!(
         "RESULT label={} mode={} scenario={} clients={} keys={} duration_s={:.3} pairs={} pairs_per_s={:.1} \
          attempts={} attempts_per_s={:.1} denied={} p50_ms={:.3} p99_ms={:.3} p999_ms={:.3} max_ms={:.3} \
-         acquire_p50_ms={:.3} acquire_p99_ms={:.3} acquire_mean_ms={:.3} acquire_max_ms={:.3} overtaken_max={} errors={}",
+         acquire_p50_ms={:.3} acquire_p99_ms={:.3} acquire_mean_ms={:.3} acquire_max_ms={:.3} overtaken_max={} commands={} cmd_p50_ms={:.3} \
+         cmd_p99_ms={:.3} cmd_p999_ms={:.3} cmd_max_ms={:.3} errors={}",
         args.label,
         args.mode.name(),
         spec.name,
@@ -693,6 +773,11 @@ async fn run_scenario(args: &Args, spec: &ScenarioSpec, run_id: &str) -> Result<
         if acquire_ns.is_empty() { 0.0 } else { acquire_ns.iter().sum::<u64>() as f64 / acquire_ns.len() as f64 / 1e6 },
         acquire_ns.last().copied().unwrap_or(0) as f64 / 1e6,
         most_overtaken(grants, &waits),
+        command_ns.len(),
+        pct_ms(&command_ns, 50.0),
+        pct_ms(&command_ns, 99.0),
+        pct_ms(&command_ns, 99.9),
+        command_ns.last().copied().unwrap_or(0) as f64 / 1e6,
         errors
     );
     Ok(errors)
@@ -712,11 +797,13 @@ async fn preflight(args: &Args, run_id: &str) -> Result<(), String> {
         Err(e) => return Err(format!("PING: {e}")),
     }
     if args.mode == Mode::RedisEvalsha {
-        let sha = raftlock::scripting::sha1hex(REDIS_RELEASE_SCRIPT.as_bytes());
-        match c.command(&[b"SCRIPT", b"LOAD", REDIS_RELEASE_SCRIPT.as_bytes()]).await {
-            Ok(Reply::Bulk(b)) if b == sha.as_bytes() => {}
-            Ok(other) => return Err(format!("SCRIPT LOAD: unexpected reply {other}")),
-            Err(e) => return Err(format!("SCRIPT LOAD: {e}")),
+        for script in [REDIS_RELEASE_SCRIPT, REDIS_RENEW_SCRIPT] {
+            let sha = raftlock::scripting::sha1hex(script.as_bytes());
+            match c.command(&[b"SCRIPT", b"LOAD", script.as_bytes()]).await {
+                Ok(Reply::Bulk(b)) if b == sha.as_bytes() => {}
+                Ok(other) => return Err(format!("SCRIPT LOAD: unexpected reply {other}")),
+                Err(e) => return Err(format!("SCRIPT LOAD: {e}")),
+            }
         }
     }
     let proto = Protocol::new(
@@ -734,6 +821,13 @@ async fn preflight(args: &Args, run_id: &str) -> Result<(), String> {
         Acquire::Granted(t) => t,
         Acquire::Denied => return Err("preflight acquire of a fresh key was denied".into()),
     };
+    if args.renew {
+        proto
+            .renew(&mut c, token)
+            .await
+            .map_err(|e| format!("preflight renew: {e}"))?
+            .map_err(|what| format!("preflight {what}"))?;
+    }
     match proto.release(&mut c, token).await {
         Ok(Reply::Int(1)) => Ok(()),
         Ok(other) => Err(format!("preflight release: unexpected reply {other}")),

@@ -4,11 +4,13 @@
 #
 # For each server: redis-benchmark's --clients clients insert --keys lock keys
 # (SET lock:<random> owner NX PX 3600000), while two probes run beside them:
-# a one-client lock loop (LOCK.ACQUIRE + LOCK.RELEASE on raftlock, SET NX PX +
-# EVALSHA release on Redis; benches/loadgen.rs, in 5-s windows) and a PING
-# sampler (redis-cli --latency, one PING every 10 ms). Then it prints: insert
-# rate, keys held, RSS and bytes per key, data directory size, the probes'
-# worst p99.9 window and maximum, raftlock's last snapshot (build time, size),
+# a one-client lock loop (LOCK.ACQUIRE, LOCK.RENEW, LOCK.RELEASE on raftlock;
+# SET NX PX, the compare-and-PEXPIRE and compare-and-delete scripts by EVALSHA
+# on Redis; benches/loadgen.rs --renew, in 5-s windows) and a PING sampler
+# (redis-cli --latency, one PING every 10 ms). Then it prints: insert rate,
+# keys held, RSS and bytes per key, data directory size, the probes' worst
+# p99.9 window and maximum (the lock loop's for each command, and the longest
+# acquire-renew-release cycle), raftlock's last snapshot (build time, size),
 # and the time from kill -9 to serving writes again after a restart, and the
 # restarted node's RSS.
 # With --cluster, a second phase follows (Redis and the one-node raftlock are
@@ -140,7 +142,7 @@ measure() { # name port pid mode datadir
     bench_pid=$!
     started="$(date +%s%N)"
     while kill -0 "$bench_pid" 2>/dev/null; do
-        timeout 60 "$LOADGEN" --host 127.0.0.1 --port "$port" --mode "$mode" --scenario custom --clients 1 \
+        timeout 60 "$LOADGEN" --host 127.0.0.1 --port "$port" --mode "$mode" --scenario custom --clients 1 --renew \
             --keys distinct --duration-secs 5 --warmup-secs 0 --label "$name" >>"$WORK/$name.probe" 2>>"$WORK/$name.probe.err" &
         local probe=$!
         local i
@@ -162,8 +164,9 @@ measure() { # name port pid mode datadir
     ROW[$name.rss]="$((rss / 1024)) MB, $(( rss * 1024 / (keys > 0 ? keys : 1) )) bytes/key"
     ROW[$name.disk]="$((bytes / 1024 / 1024)) MB"
     ROW[$name.probe]="$(awk '/^RESULT/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-        if (v["p999_ms"] > p) p = v["p999_ms"]; if (v["max_ms"] > m) m = v["max_ms"]; n += v["pairs"] }
-        END { printf "worst p99.9 %.1f ms, max %.1f ms (%d pairs)", p, m, n }' "$WORK/$name.probe")"
+        if (v["cmd_p999_ms"] > p) p = v["cmd_p999_ms"]; if (v["cmd_max_ms"] > m) m = v["cmd_max_ms"]
+        if (v["max_ms"] > c) c = v["max_ms"]; n += v["commands"] }
+        END { printf "each command: worst p99.9 %.1f ms, max %.1f ms (%d commands); longest cycle %.1f ms", p, m, n, c }' "$WORK/$name.probe")"
     ROW[$name.ping]="$(awk '{ if ($2 > m) m = $2; n += $4 } END { printf "max %d ms (%d PINGs)", m, n }' "$WORK/$name.ping")"
 }
 

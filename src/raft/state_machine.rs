@@ -444,7 +444,12 @@ async fn in_background<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'sta
 }
 
 /// Lowers the calling thread's CPU priority to nice +10 (Linux keeps one
-/// per thread). A failure leaves it as it was.
+/// per thread). A failure leaves it as it was. Linux's idle class
+/// (`SCHED_IDLE`) was tried instead: at 3 M keys the lock loop's slow pairs
+/// (over 7 ms) were fewer per second of snapshot but as many in all, the
+/// build took half as long again, and a node on a machine kept busy by
+/// others could starve its snapshots (and grow its log) without end. Not
+/// kept.
 fn lower_priority() {
     const NICE: libc::c_int = 10;
     // SAFETY: gettid has no arguments and cannot fail.
