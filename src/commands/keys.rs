@@ -117,14 +117,14 @@ fn expire_generic(
 /// ```
 /// 1 if the expiry was set, 0 if the key is missing or the condition failed.
 pub fn expire(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    expire_generic(ks, ctx, args, |ctx, n| relative_expiry(ctx.log_time, n, 1000, "expire"))
+    expire_generic(ks, ctx, args, |ctx, n| relative_expiry(ctx, n, 1000, "expire"))
 }
 
 /// ```text
 /// PEXPIRE key milliseconds [NX | XX | GT | LT]
 /// ```
 pub fn pexpire(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    expire_generic(ks, ctx, args, |ctx, n| relative_expiry(ctx.log_time, n, 1, "pexpire"))
+    expire_generic(ks, ctx, args, |ctx, n| relative_expiry(ctx, n, 1, "pexpire"))
 }
 
 /// ```text

@@ -43,6 +43,9 @@ pub enum CmdError {
     InvalidExpire(&'static str),
     #[error("ERR increment or decrement would overflow")]
     Overflow,
+    /// `DECRBY key -9223372036854775808`, in Redis's words.
+    #[error("ERR decrement would overflow")]
+    DecrementOverflow,
     #[error("ERR invalid cursor")]
     InvalidCursor,
     #[error("ERR wrong number of arguments for '{0}' command")]
@@ -637,9 +640,13 @@ pub fn unknown_command(argv: &[Bytes]) -> Reply {
 }
 
 /// Parses an expiry given in `unit_ms` units relative to now into log time.
-fn relative_expiry(ctx_time: LogTime, amount: i64, unit_ms: i64, cmd: &'static str) -> Result<LogTime, CmdError> {
-    let ms = amount.checked_mul(unit_ms).ok_or(CmdError::InvalidExpire(cmd))?;
-    let at = (ctx_time as i64).checked_add(ms).ok_or(CmdError::InvalidExpire(cmd))?;
+fn relative_expiry(ctx: &ExecCtx, amount: i64, unit_ms: i64, cmd: &'static str) -> Result<LogTime, CmdError> {
+    let invalid = || CmdError::InvalidExpire(cmd);
+    let ms = amount.checked_mul(unit_ms).ok_or_else(invalid)?;
+    // As Redis: the time it comes to, in Unix milliseconds (the entry's
+    // wall clock, the same on every node), must fit a signed 64-bit count.
+    i64::try_from(ctx.unix_ms).ok().and_then(|now| now.checked_add(ms)).ok_or_else(invalid)?;
+    let at = (ctx.log_time as i64).checked_add(ms).ok_or_else(invalid)?;
     Ok(at.max(0) as LogTime)
 }
 

@@ -50,8 +50,8 @@ pub fn set(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
                     return Err(CmdError::InvalidExpire("set"));
                 }
                 let at = match opt.as_str() {
-                    "EX" => relative_expiry(ctx.log_time, n, 1000, "set")?,
-                    "PX" => relative_expiry(ctx.log_time, n, 1, "set")?,
+                    "EX" => relative_expiry(ctx, n, 1000, "set")?,
+                    "PX" => relative_expiry(ctx, n, 1, "set")?,
                     "EXAT" => ctx.unix_to_log_time(n.checked_mul(1000).ok_or(CmdError::InvalidExpire("set"))?),
                     _ => ctx.unix_to_log_time(n),
                 };
@@ -169,7 +169,7 @@ pub fn decr(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// ```
 pub fn decrby(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
-    let by = args.next_i64()?.checked_neg().ok_or(CmdError::Overflow)?;
+    let by = args.next_i64()?.checked_neg().ok_or(CmdError::DecrementOverflow)?;
     add(ks, ctx, key, by, "decrby")
 }
 
@@ -383,8 +383,8 @@ pub fn getex(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
                     return Err(CmdError::InvalidExpire("getex"));
                 }
                 Change::At(match opt.as_str() {
-                    "EX" => relative_expiry(ctx.log_time, n, 1000, "getex")?,
-                    "PX" => relative_expiry(ctx.log_time, n, 1, "getex")?,
+                    "EX" => relative_expiry(ctx, n, 1000, "getex")?,
+                    "PX" => relative_expiry(ctx, n, 1, "getex")?,
                     "EXAT" => ctx.unix_to_log_time(n.checked_mul(1000).ok_or(CmdError::InvalidExpire("getex"))?),
                     _ => ctx.unix_to_log_time(n),
                 })
@@ -578,6 +578,58 @@ mod tests {
         // GETBIT reads Redis's whole range.
         let read = ReadCtx::at(0);
         assert_eq!(getbit(&ks, &read, Args::new(&argv(&["getbit", "k", &bit]))), Ok(Reply::Int(0)));
+    }
+
+    /// Redis refuses a relative expiry whose Unix time would not fit a
+    /// signed 64-bit count of milliseconds (its `EXPIRE with big integer
+    /// overflows when converted to milliseconds` test), and names DECRBY's
+    /// own overflow.
+    #[test]
+    fn expiries_past_the_end_of_time_and_decrby_overflow_are_refused_like_redis() {
+        let argv = |words: &[&str]| words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
+        let mut ks = Keyspace::new();
+        // A log entry written at 2026-12-06 (Unix ms), early in log time.
+        let mut ctx = ExecCtx::new(1, 5_000, 1_796_546_848_000);
+        let run = |ks: &mut Keyspace, ctx: &mut ExecCtx, words: &[&str]| {
+            let v = argv(words);
+            let args = Args::new(&v);
+            match words[0] {
+                "set" => set(ks, ctx, args),
+                "getex" => getex(ks, ctx, args),
+                "expire" => crate::commands::keys::expire(ks, ctx, args),
+                "pexpire" => crate::commands::keys::pexpire(ks, ctx, args),
+                "decrby" => decrby(ks, ctx, args),
+                other => panic!("not in this test: {other}"),
+            }
+            .map_err(|e| e.to_string())
+        };
+        let invalid = |cmd: &str| Err(format!("ERR invalid expire time in '{cmd}' command"));
+        // i64::MAX ms from now overflows; so does a count of seconds whose
+        // milliseconds fit but not once now is added.
+        assert_eq!(run(&mut ks, &mut ctx, &["set", "k", "v", "EX", "9223372036854775"]), invalid("set"));
+        assert_eq!(run(&mut ks, &mut ctx, &["set", "k", "v", "PX", "9223372036854775000"]), invalid("set"));
+        assert_eq!(run(&mut ks, &mut ctx, &["set", "k", "v", "EX", "10000000000000000"]), invalid("set"));
+        // The largest that fits is taken, and so is a far but sane one.
+        let last = (i64::MAX - 1_796_546_848_000).to_string();
+        assert_eq!(run(&mut ks, &mut ctx, &["set", "k", "v", "PX", &last]), Ok(Reply::ok()));
+        let after = (i64::MAX - 1_796_546_848_000 + 1).to_string();
+        assert_eq!(run(&mut ks, &mut ctx, &["set", "k", "v", "PX", &after]), invalid("set"));
+        assert_eq!(run(&mut ks, &mut ctx, &["set", "k", "v", "EX", "3153600000"]), Ok(Reply::ok()));
+        assert_eq!(run(&mut ks, &mut ctx, &["getex", "k", "EX", "9223372036854775"]), invalid("getex"));
+        assert_eq!(run(&mut ks, &mut ctx, &["getex", "k", "PX", "9223372036854775000"]), invalid("getex"));
+        assert_eq!(run(&mut ks, &mut ctx, &["expire", "k", "9223370399119966"]), invalid("expire"));
+        assert_eq!(run(&mut ks, &mut ctx, &["pexpire", "k", "9223372036854770000"]), invalid("pexpire"));
+        // The refused ones left the key and its expiry as they were.
+        assert_eq!(run(&mut ks, &mut ctx, &["expire", "k", "100", "LT"]), Ok(Reply::Int(1)));
+        assert_eq!(run(&mut ks, &mut ctx, &["set", "n", "1"]), Ok(Reply::ok()));
+        assert_eq!(
+            run(&mut ks, &mut ctx, &["decrby", "n", "-9223372036854775808"]),
+            Err("ERR decrement would overflow".to_string())
+        );
+        assert_eq!(
+            run(&mut ks, &mut ctx, &["decrby", "n", "-9223372036854775807"]),
+            Err("ERR increment or decrement would overflow".to_string())
+        );
     }
 
     #[test]
