@@ -385,6 +385,32 @@ fn command_count_docs_info() {
         m.iter().all(|(_, v)| matches!(v, Value::Map(_))),
         "{docs3:?}"
     );
+
+    // COMMAND LIST, whole and filtered as Redis filters it.
+    let list = |c: &mut redis::Connection, args: &[&str]| -> BTreeSet<String> {
+        let mut argv = vec!["COMMAND", "LIST"];
+        argv.extend_from_slice(args);
+        let v = q(c, &argv).unwrap();
+        let Value::Array(names) = &v else {
+            panic!("COMMAND LIST {args:?}: {v:?}")
+        };
+        names.iter().map(|n| as_text(n).unwrap()).collect()
+    };
+    let every = list(&mut c, &[]);
+    assert_eq!(every.len() as i64, count, "COMMAND LIST and COMMAND COUNT disagree");
+    let locks = list(&mut c, &["FILTERBY", "PATTERN", "LOCK.*"]);
+    assert!(locks.contains("lock.acquire") && locks.contains("lock.release"), "{locks:?}");
+    assert!(locks.iter().all(|n| n.starts_with("lock.")), "{locks:?}");
+    let strings = list(&mut c, &["filterby", "aclcat", "string"]);
+    assert!(strings.contains("get") && strings.contains("incr"), "{strings:?}");
+    assert!(!strings.contains("hset") && !strings.contains("ping"), "{strings:?}");
+    assert!(list(&mut c, &["FILTERBY", "ACLCAT", "nosuch"]).is_empty());
+    assert!(list(&mut c, &["FILTERBY", "MODULE", "json"]).is_empty());
+    for bad in [&["FILTERBY"][..], &["FILTERBY", "BAD", "x"], &["x"], &["FILTERBY", "PATTERN", "*", "x"]] {
+        let mut argv = vec!["COMMAND", "LIST"];
+        argv.extend_from_slice(bad);
+        assert_eq!(expect_err(q(&mut c, &argv)), "ERR syntax error", "COMMAND LIST {bad:?}");
+    }
 }
 
 #[test]
@@ -663,6 +689,15 @@ fn getdel_del_exists_type() {
     assert_eq!(
         q(&mut c, &["EXISTS", "b", "b", "c", "nope"]).unwrap(),
         Value::Int(3)
+    );
+    // TOUCH counts as EXISTS does (Redis's own counts each name given).
+    assert_eq!(
+        q(&mut c, &["TOUCH", "b", "b", "c", "nope"]).unwrap(),
+        Value::Int(3)
+    );
+    assert_eq!(
+        expect_err(q(&mut c, &["TOUCH"])),
+        "ERR wrong number of arguments for 'touch' command"
     );
     assert_eq!(
         q(&mut c, &["TYPE", "b"]).unwrap(),

@@ -42,6 +42,15 @@ pub fn exists(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     Ok(Reply::Int(args.rest().iter().filter(|k| ks.contains(k, ctx.now)).count() as i64))
 }
 
+/// ```text
+/// TOUCH key [key ...]
+/// ```
+/// How many of the keys exist (a key named twice counts twice), as
+/// `EXISTS`: raftlock keeps no access times for a touch to update.
+pub fn touch(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
+    exists(ks, ctx, args)
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum ExpireCond {
     Always,
@@ -475,7 +484,7 @@ pub fn object(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
             "    Return the number of references of the value associated with the specified",
             "    <key>.",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ];
         return Ok(Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect()));
     }

@@ -187,6 +187,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("del", -2, ["write"], (1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Write(keys::del), bounded_by_keys),
     cmd!("unlink", -2, ["write", "fast"], (1, -1, 1), "generic", "4.0.0", "Deletes keys (the same as DEL here).", Write(keys::del)),
     cmd!("exists", -2, ["readonly", "fast"], (1, -1, 1), "generic", "1.0.0", "Counts how many of the given keys exist.", Read(keys::exists)),
+    cmd!("touch", -2, ["readonly", "fast"], (1, -1, 1), "generic", "3.2.1", "Counts how many of the given keys exist (no access times are kept).", Read(keys::touch)),
     cmd!("expire", -3, ["write", "fast"], (1, 1, 1), "generic", "1.0.0", "EXPIRE key seconds [NX|XX|GT|LT].", Write(keys::expire)),
     cmd!("pexpire", -3, ["write", "fast"], (1, 1, 1), "generic", "2.6.0", "PEXPIRE key milliseconds [NX|XX|GT|LT].", Write(keys::pexpire)),
     cmd!("expireat", -3, ["write", "fast"], (1, 1, 1), "generic", "1.2.0", "EXPIREAT key unix-seconds [NX|XX|GT|LT].", Write(keys::expireat)),

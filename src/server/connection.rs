@@ -1696,7 +1696,7 @@ fn command(argv: &[Bytes]) -> Reply {
     let named = || argv[2..].iter().map(|n| (n, commands::lookup(n)));
     match sub.as_str() {
         "COUNT" if argv.len() == 2 => Reply::Int(COMMANDS.len() as i64),
-        "LIST" => Reply::Array(COMMANDS.iter().map(|c| Reply::text(c.name)).collect()),
+        "LIST" => command_list(&argv[2..]),
         "INFO" if argv.len() == 2 => Reply::Array(COMMANDS.iter().map(command_info).collect()),
         "INFO" => Reply::Array(named().map(|(_, c)| c.map(command_info).unwrap_or(Reply::Nil)).collect()),
         "DOCS" if argv.len() == 2 => {
@@ -1710,6 +1710,33 @@ fn command(argv: &[Bytes]) -> Reply {
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
             String::from_utf8_lossy(&argv[1])
         )),
+    }
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]`:
+/// the commands' names, all of them or those the filter keeps (no command
+/// comes from a module; the pattern is matched ignoring case, as Redis does).
+fn command_list(args: &[Bytes]) -> Reply {
+    let names = |keep: &dyn Fn(&CommandSpec) -> bool| {
+        Reply::Array(COMMANDS.iter().filter(|c| keep(c)).map(|c| Reply::text(c.name)).collect())
+    };
+    match args {
+        [] => names(&|_| true),
+        [filterby, kind, arg] if filterby.eq_ignore_ascii_case(b"FILTERBY") => {
+            match String::from_utf8_lossy(kind).to_ascii_uppercase().as_str() {
+                "MODULE" => Reply::Array(Vec::new()),
+                "ACLCAT" => {
+                    let category = String::from_utf8_lossy(arg).to_ascii_lowercase();
+                    names(&|c| crate::commands::acl::categories(c, None).contains(&category.as_str()))
+                }
+                "PATTERN" => {
+                    let pattern = arg.to_ascii_lowercase();
+                    names(&|c| crate::keyspace::glob_match(&pattern, c.name.as_bytes()))
+                }
+                _ => Reply::error("ERR syntax error"),
+            }
+        }
+        _ => Reply::error("ERR syntax error"),
     }
 }
 
