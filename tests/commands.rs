@@ -489,6 +489,22 @@ fn dbsize_flushdb_flushall_time() {
     assert_eq!(q(&mut c, &["FLUSHALL"]).unwrap(), Value::Okay);
     assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(0));
 
+    // ROLE agrees with INFO replication: a master with no Redis replicas.
+    let role = q(&mut c, &["ROLE"]).unwrap();
+    let Value::Array(role) = &role else {
+        panic!("ROLE: {role:?}")
+    };
+    assert_eq!(role.len(), 3, "{role:?}");
+    assert_eq!(as_text(&role[0]).as_deref(), Some("master"));
+    assert_eq!(role[1], Value::Int(0));
+    assert_eq!(role[2], Value::Array(Vec::new()));
+    let info = as_text(&q(&mut c, &["INFO", "replication"]).unwrap()).unwrap();
+    assert!(info.contains("role:master"), "{info}");
+    assert_eq!(
+        expect_err(q(&mut c, &["ROLE", "x"])),
+        "ERR wrong number of arguments for 'role' command"
+    );
+
     let t = q(&mut c, &["TIME"]).unwrap();
     let Value::Array(parts) = &t else {
         panic!("TIME: {t:?}")

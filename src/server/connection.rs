@@ -706,6 +706,10 @@ impl Connection {
             "command" => command(argv),
             "config" => self.config(argv),
             "acl" => self.acl(argv).await,
+            // Redis's master with no replicas, as `INFO replication` says:
+            // every node takes writes, and replication is Raft's
+            // (`RAFT.INFO`), which no Redis client should manage.
+            "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
             "time" => {
                 let micros = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -1747,7 +1751,7 @@ fn command_list(args: &[Bytes]) -> Reply {
 fn answered_here(spec: &CommandSpec, argv: &[Bytes]) -> bool {
     let sub = |names: &[&str]| argv.get(1).is_some_and(|s| names.iter().any(|n| s.eq_ignore_ascii_case(n.as_bytes())));
     match spec.name {
-        "time" | "info" | "command" | "select" | "lastsave" => true,
+        "time" | "info" | "command" | "select" | "lastsave" | "role" => true,
         "client" => sub(&["id", "getname", "setname", "setinfo", "info", "list", "getredir", "trackinginfo", "no-evict", "no-touch"]),
         "config" => sub(&["get"]),
         "acl" => sub(&["whoami", "cat", "genpass"]),
