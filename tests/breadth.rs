@@ -123,7 +123,8 @@ fn command(g: &mut Gen) -> Vec<String> {
         42 => vec!["HDEL".into(), k(g), m(g)],
         // sorted sets
         43..=45 => vec!["ZADD".into(), k(g), g.int(-5, 5), m(g), g.int(-5, 5), m(g)],
-        46 => vec![g.pick(&["ZPOPMIN", "ZPOPMAX"]).into(), k(g), g.int(1, 3)],
+        46 if g.below(2) == 0 => vec![g.pick(&["ZPOPMIN", "ZPOPMAX"]).into(), k(g), g.int(1, 3)],
+        46 => vec!["ZMPOP".into(), "2".into(), k(g), k(g), g.pick(&["MIN", "MAX"]).into(), "COUNT".into(), g.int(1, 3)],
         47 => vec!["ZREMRANGEBYSCORE".into(), k(g), g.int(-5, 0), g.int(0, 5)],
         48 => vec!["ZREMRANGEBYRANK".into(), k(g), g.int(-2, 0), g.int(0, 2)],
         49 => vec![g.pick(&["ZUNIONSTORE", "ZINTERSTORE"]).into(), k(g), "2".into(), k(g), k(g), "WEIGHTS".into(), "2".into(), "-1".into()],

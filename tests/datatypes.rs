@@ -449,6 +449,65 @@ fn zset_scores_are_doubles_in_resp3() {
     assert!(mismatches.is_empty(), "RESP3 replies differ from Redis 7.0:\n{}", mismatches.join("\n"));
 }
 
+/// ZMPOP and BZMPOP as Redis 7.0.15 answers them (replies taken from it with
+/// a raw client): `[key, [[member, score], ...]]` in RESP2 and RESP3 alike,
+/// a null array when every set is missing, its errors, and BZMPOP woken by
+/// an add from another connection, serving the key that was added to.
+#[test]
+fn zmpop_and_bzmpop() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let pair = |m: &str, score: &str| arr(vec![b(m), b(score)]);
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]), Resp::Int(3));
+    assert_eq!(c.cmd(&["ZMPOP", "2", "nosuch", "z", "MIN"]), arr(vec![b("z"), arr(vec![pair("a", "1")])]));
+    assert_eq!(
+        c.cmd(&["ZMPOP", "1", "z", "max", "COUNT", "10"]),
+        arr(vec![b("z"), arr(vec![pair("c", "3"), pair("b", "2")])])
+    );
+    assert_eq!(c.cmd(&["EXISTS", "z"]), Resp::Int(0), "emptied, deleted");
+    assert_eq!(c.cmd(&["ZMPOP", "1", "z", "MIN"]), Resp::Array(None));
+    assert_eq!(c.cmd(&["SET", "str", "x"]), st("OK"));
+    assert_eq!(c.cmd(&["ZMPOP", "1", "str", "MIN"]), e(WRONGTYPE));
+    for (args, error) in [
+        (vec!["ZMPOP", "0", "z", "MIN"], "ERR numkeys should be greater than 0"),
+        (vec!["ZMPOP", "-1", "z", "MIN"], "ERR numkeys should be greater than 0"),
+        (vec!["ZMPOP", "2", "z", "MIN"], "ERR syntax error"),
+        (vec!["ZMPOP", "1", "z", "MIDDLE"], "ERR syntax error"),
+        (vec!["ZMPOP", "1", "z", "MIN", "COUNT", "0"], "ERR count should be greater than 0"),
+        (vec!["ZMPOP", "1", "z", "MIN", "COUNT", "1", "COUNT", "1"], "ERR syntax error"),
+        (vec!["ZMPOP", "1", "z"], "ERR wrong number of arguments for 'zmpop' command"),
+        (vec!["BZMPOP", "-1", "1", "z", "MIN"], "ERR timeout is negative"),
+        (vec!["BZMPOP", "0", "1", "z"], "ERR wrong number of arguments for 'bzmpop' command"),
+    ] {
+        assert_eq!(c.cmd(&args), e(error), "{args:?}");
+    }
+    // RESP3: the scores are doubles, still in pairs.
+    let mut c3 = s.raw();
+    assert!(matches!(c3.cmd(&["HELLO", "3"]), Resp::Map(_)));
+    assert_eq!(c3.cmd(&["ZADD", "z3", "1.5", "a", "2", "b"]), Resp::Int(2));
+    assert_eq!(
+        c3.cmd(&["ZMPOP", "1", "z3", "MIN", "COUNT", "2"]),
+        arr(vec![b("z3"), arr(vec![arr(vec![b("a"), Resp::Double("1.5".into())]), arr(vec![b("b"), Resp::Double("2".into())])])])
+    );
+    assert_eq!(c3.cmd(&["ZMPOP", "1", "z3", "MIN"]), Resp::Null);
+    // BZMPOP with members there pops at once; on missing sets it times out
+    // with a null array.
+    assert_eq!(c.cmd(&["ZADD", "w", "5", "m"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["BZMPOP", "0", "2", "nosuch", "w", "MAX"]), arr(vec![b("w"), arr(vec![pair("m", "5")])]));
+    let (r, took) = spawn_blocking(&s, &["BZMPOP", "0.2", "1", "w", "MIN"]).join().unwrap();
+    assert_eq!(r, Resp::Array(None));
+    assert!(took >= Duration::from_millis(150), "answered before its timeout: {took:?}");
+    // Woken by an add to its second key, which it serves first.
+    let h = spawn_blocking(&s, &["BZMPOP", "300", "2", "q1", "q2", "MIN", "COUNT", "5"]);
+    wait_blocked(&mut c, "bzmpop", 1);
+    assert_eq!(c.cmd(&["ZADD", "q2", "2", "y", "1", "x"]), Resp::Int(2));
+    let (r, _) = h.join().unwrap();
+    assert_eq!(r, arr(vec![b("q2"), arr(vec![pair("x", "1"), pair("y", "2")])]));
+    // In a script BZMPOP never blocks (as BLMPOP, and as Redis 7.0.15).
+    let script = "return redis.call('bzmpop', 0, 1, KEYS[1], 'MIN')";
+    assert_eq!(c.cmd(&["EVAL", script, "1", "none"]), Resp::Bulk(None), "empty: nil, at once");
+}
+
 /// Error texts Redis 7.0 gives that the per-type tests do not already cover
 /// (collected; every mismatch is listed).
 #[test]

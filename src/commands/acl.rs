@@ -51,7 +51,7 @@ fn reads_while_writing(spec: &CommandSpec, argv: &[Bytes]) -> bool {
         "getdel" | "getset" | "getex" | "lpop" | "rpop" | "blpop" | "brpop" | "lmpop" | "blmpop" | "lmove" | "blmove"
         | "rpoplpush" | "brpoplpush" | "incr" | "incrby" | "decr" | "decrby" | "incrbyfloat" | "hincrby"
         | "hincrbyfloat" | "setbit" | "spop" | "smove" | "zincrby" | "append" | "zadd" | "zpopmin" | "zpopmax"
-        | "bzpopmin" | "bzpopmax" | "rename" | "renamenx" => true,
+        | "bzpopmin" | "bzpopmax" | "zmpop" | "bzmpop" | "rename" | "renamenx" => true,
         "set" => argv.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")),
         _ => false,
     }

@@ -95,7 +95,7 @@ impl CommandSpec {
     /// its keys). `None` if that changes nothing or the command's keys are
     /// not all sources (`BLMOVE` names its destination).
     pub fn with_key_first(&self, argv: &[Bytes], key: &Bytes) -> Option<Vec<Bytes>> {
-        if !matches!(self.name, "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop") {
+        if !matches!(self.name, "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop" | "bzmpop") {
             return None;
         }
         let at: Vec<usize> = self.key_positions(argv).collect();
@@ -289,6 +289,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("zpopmax", -2, ["write", "fast"], (1, 1, 1), "sorted-set", "5.0.0", "ZPOPMAX key [count]: removes and returns the highest-scored members.", Write(zsets::zpopmax)),
     cmd!("bzpopmin", -3, ["write", "noscript", "blocking", "fast"], (1, -2, 1), "sorted-set", "5.0.0", "BZPOPMIN key [key ...] timeout: pops the lowest-scored member of the first non-empty set, waiting for one.", Write(zsets::bzpopmin)),
     cmd!("bzpopmax", -3, ["write", "noscript", "blocking", "fast"], (1, -2, 1), "sorted-set", "5.0.0", "BZPOPMAX key [key ...] timeout: pops the highest-scored member of the first non-empty set, waiting for one.", Write(zsets::bzpopmax)),
+    cmd!("zmpop", -4, ["write"], (0, 0, 0, numkeys 1), "sorted-set", "7.0.0", "ZMPOP numkeys key [key ...] MIN|MAX [COUNT n]: pops from the first non-empty sorted set.", Write(zsets::zmpop)),
+    cmd!("bzmpop", -5, ["write", "blocking"], (0, 0, 0, numkeys 2), "sorted-set", "7.0.0", "BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT n]: ZMPOP, waiting for an add.", Write(zsets::bzmpop)),
     cmd!("zunion", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES].", Read(zsets::zunion)),
     cmd!("zinter", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES].", Read(zsets::zinter)),
     cmd!("zdiff", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZDIFF numkeys key [key ...] [WITHSCORES]: the members of the first set missing from the others.", Read(zsets::zdiff)),

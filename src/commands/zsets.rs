@@ -924,6 +924,69 @@ fn blocking_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, max: bool)
     Ok(Reply::NilArray)
 }
 
+/// ZMPOP and BZMPOP (after its timeout): `numkeys key [key ...] MIN|MAX
+/// [COUNT count]`, checked as Redis checks them.
+fn multi_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, timeout: Option<&Bytes>) -> CmdResult {
+    let numkeys = parse_i64(args.next_bytes()?)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| CmdError::Other("ERR numkeys should be greater than 0".into()))?;
+    let rest = args.rest();
+    // The keys, then MIN|MAX: a count the arguments cannot hold is a
+    // syntax error.
+    let numkeys = usize::try_from(numkeys).ok().filter(|n| *n < rest.len()).ok_or(CmdError::Arg(ArgError::Syntax))?;
+    let (keys, rest) = rest.split_at(numkeys);
+    let max = match &rest[0] {
+        end if end.eq_ignore_ascii_case(b"min") => false,
+        end if end.eq_ignore_ascii_case(b"max") => true,
+        _ => return Err(CmdError::Arg(ArgError::Syntax)),
+    };
+    let mut count = None;
+    let mut options = rest[1..].iter();
+    while let Some(option) = options.next() {
+        match (count, options.next()) {
+            (None, Some(value)) if option.eq_ignore_ascii_case(b"count") => {
+                let n = parse_i64(value)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| CmdError::Other("ERR count should be greater than 0".into()))?;
+                count = Some(usize::try_from(n).unwrap_or(usize::MAX));
+            }
+            _ => return Err(CmdError::Arg(ArgError::Syntax)),
+        }
+    }
+    if let Some(timeout) = timeout {
+        parse_block_timeout(timeout)?;
+    }
+    for key in keys {
+        let popped = pop_ends(ks, ctx, key, count.unwrap_or(1), max)?;
+        if !popped.is_empty() {
+            // `[member, score]` pairs, in RESP2 as in RESP3.
+            let pairs = popped.into_iter().map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]));
+            return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Array(pairs.collect())]));
+        }
+    }
+    Ok(Reply::NilArray)
+}
+
+/// ```text
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
+/// ```
+/// Pops up to `count` (1) of the lowest (`MIN`) or highest (`MAX`) scored
+/// members of the first of the sorted sets that exists: `[key, [[member,
+/// score], ...]]`, or a null array.
+pub fn zmpop(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
+    multi_pop(ks, ctx, args, None)
+}
+
+/// ```text
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
+/// ```
+/// ZMPOP that waits for an add to one of the sets. One attempt, as
+/// BZPOPMIN: a null array while every set is missing.
+pub fn bzmpop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let timeout = args.next_bytes()?;
+    multi_pop(ks, ctx, args, Some(timeout))
+}
+
 /// ```text
 /// BZPOPMIN key [key ...] timeout
 /// ```

@@ -1017,7 +1017,7 @@ impl Connection {
                 // The first attempt checked every argument in Redis's order,
                 // so the timeout parses. It comes first in BLMPOP/BZMPOP,
                 // last in the others.
-                let at = if spec.name == "blmpop" { 1 } else { argv.len() - 1 };
+                let at = if matches!(spec.name, "blmpop" | "bzmpop") { 1 } else { argv.len() - 1 };
                 let timeout = match commands::parse_block_timeout(&argv[at]) {
                     Ok(t) => t,
                     Err(e) => return Some(Reply::from(e)),
