@@ -38,6 +38,10 @@ pub enum Reply {
     /// repeat a field): RESP3 an array of two-element arrays, RESP2 one flat
     /// array. (Last, so that replies kept in snapshots before it decode.)
     Pairs(Vec<(Reply, Reply)>),
+    /// RESP3 big number (`(12345`); a bulk string in RESP2. Only a script
+    /// returns one (`{big_number = "..."}`). (After `Pairs`, for the same
+    /// reason.)
+    BigNumber(String),
 }
 
 impl Reply {
@@ -129,6 +133,10 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
             out.extend_from_slice(b"\r\n");
         }
         Reply::Verbatim(text) => bulk(out, text.as_bytes()),
+        // A line break would end the line early and let the rest pass for
+        // more replies: such text goes as the bulk string RESP2 gets.
+        Reply::BigNumber(text) if resp3 && !text.contains(['\r', '\n']) => line(out, b'(', text),
+        Reply::BigNumber(text) => bulk(out, text.as_bytes()),
         Reply::Double(v) if resp3 => line(out, b',', &format_double(*v)),
         Reply::Double(v) => bulk(out, format_double(*v).as_bytes()),
         Reply::ScorePairs(pairs) if resp3 => {

@@ -878,6 +878,7 @@ fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
             Value::Table(t)
         }
         Reply::Double(v) => Value::String(lua.create_string(crate::protocol::format_double(*v))?),
+        Reply::BigNumber(text) => Value::String(lua.create_string(text)?),
         Reply::ScorePairs(pairs) => {
             let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
             for (i, (m, v)) in pairs.iter().enumerate() {
@@ -974,8 +975,36 @@ fn convert_lua_value(value: &Value, depth: usize, size: &mut ReplySize) -> Resul
             if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
                 return Ok(Reply::Status(String::from_utf8_lossy(&s.as_bytes()).into_owned()));
             }
+            // Redis 7's RESP3 forms, which RESP2 clients get as a bulk
+            // string, a flat array and an array.
+            match t.raw_get::<Value>("double") {
+                Ok(Value::Number(n)) => return Ok(Reply::Double(n)),
+                Ok(Value::Integer(i)) => return Ok(Reply::Double(i as f64)),
+                _ => {}
+            }
+            if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+                return Ok(Reply::BigNumber(String::from_utf8_lossy(&s.as_bytes()).into_owned()));
+            }
             if depth >= MAX_REPLY_DEPTH {
                 return Err(ReplyLimit::Depth);
+            }
+            if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
+                let (mut pairs, mut by_address) = (Vec::new(), false);
+                for pair in map.pairs::<Value, Value>() {
+                    let Ok((k, v)) = pair else { break };
+                    by_address |= hashed_by_address(&k);
+                    pairs.push((convert_lua_value(&k, depth + 1, size)?, convert_lua_value(&v, depth + 1, size)?));
+                }
+                return Ok(Reply::Map(in_stable_order(pairs, by_address)));
+            }
+            if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
+                let (mut members, mut by_address) = (Vec::new(), false);
+                for pair in set.pairs::<Value, Value>() {
+                    let Ok((k, _)) = pair else { break };
+                    by_address |= hashed_by_address(&k);
+                    members.push(convert_lua_value(&k, depth + 1, size)?);
+                }
+                return Ok(Reply::Set(in_stable_order(members, by_address)));
             }
             // An array, cut at the first nil.
             let mut items = Vec::new();
@@ -989,6 +1018,26 @@ fn convert_lua_value(value: &Value, depth: usize, size: &mut ReplySize) -> Resul
         }
         _ => Reply::Nil,
     })
+}
+
+/// Whether Lua places `key` in a table by its address (a table, function,
+/// coroutine or userdata), which differs from node to node, rather than by
+/// its value (a string, number or boolean).
+fn hashed_by_address(key: &Value) -> bool {
+    !matches!(key, Value::String(_) | Value::Number(_) | Value::Integer(_) | Value::Boolean(_))
+}
+
+/// A map's or set's entries in an order every node gives alike: every
+/// reply is kept in the replicated state (the client sessions). Lua walks a
+/// table in the order of its keys' hashes, which for strings, numbers and
+/// booleans is the same on every node (and Redis's: its scripts run the
+/// same Lua 5.1), so that order is kept; if any key is placed by its
+/// address, the entries are sorted by what they became.
+fn in_stable_order<T: std::fmt::Debug>(mut entries: Vec<T>, by_address: bool) -> Vec<T> {
+    if by_address {
+        entries.sort_by_cached_key(|e| format!("{e:?}"));
+    }
+    entries
 }
 
 fn root(e: &mlua::Error) -> &mlua::Error {

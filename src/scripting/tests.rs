@@ -335,3 +335,52 @@ fn shared_tables_are_read_only() {
     assert_eq!(eval("return ('ab'):upper()", &[], &[]), Reply::Bulk(Bytes::from("AB")));
     assert_eq!(eval("return type(coroutine.create)", &[], &[]), Reply::Bulk(Bytes::from("function")));
 }
+
+/// Redis 7's RESP3 tables in a script's reply (`double`, `big_number`,
+/// `map`, `set`), as redis-server 7.0.15 converts them (its order of string
+/// keys included, taken from it); `err` and `ok` come first, as there.
+#[test]
+fn resp3_tables_convert_as_redis_7() {
+    let b = Reply::bulk;
+    assert_eq!(eval("return {double=1.5}", &[], &[]), Reply::Double(1.5));
+    assert_eq!(eval("return {double=3}", &[], &[]), Reply::Double(3.0));
+    assert_eq!(eval("return {double=-1/0}", &[], &[]), Reply::Double(f64::NEG_INFINITY));
+    // Only a number is a double; a string falls through to an empty array.
+    assert_eq!(eval("return {double='1.5'}", &[], &[]), Reply::Array(vec![]));
+    assert_eq!(eval("return {double=1.5, ok='x'}", &[], &[]), Reply::Status("x".into()));
+    assert_eq!(eval("return {double=1.5, err='E'}", &[], &[]), Reply::error("E"));
+    assert_eq!(eval("return {big_number='12345678901234567890'}", &[], &[]), Reply::BigNumber("12345678901234567890".into()));
+    assert_eq!(eval("return {big_number=123}", &[], &[]), Reply::Array(vec![]));
+    assert_eq!(
+        eval("return {map={a=1, b='x', c={1,2}}}", &[], &[]),
+        Reply::Map(vec![(b("a"), Reply::Int(1)), (b("c"), Reply::Array(vec![Reply::Int(1), Reply::Int(2)])), (b("b"), b("x"))])
+    );
+    assert_eq!(
+        eval("return {map={[1]='one', [2]='two', x=true, y=false}}", &[], &[]),
+        Reply::Map(vec![(Reply::Int(1), b("one")), (Reply::Int(2), b("two")), (b("y"), Reply::Nil), (b("x"), Reply::Int(1))])
+    );
+    assert_eq!(
+        eval("return {set={a=true, b=true, c=false}}", &[], &[]),
+        Reply::Set(vec![b("a"), b("c"), b("b")])
+    );
+    assert_eq!(eval("return {map={}}", &[], &[]), Reply::Map(vec![]));
+    assert_eq!(eval("return {map='x'}", &[], &[]), Reply::Array(vec![]));
+    assert_eq!(
+        eval("return {1, {double=2.5}, {map={k={set={v=true}}}}}", &[], &[]),
+        Reply::Array(vec![Reply::Int(1), Reply::Double(2.5), Reply::Map(vec![(b("k"), Reply::Set(vec![b("v")]))])])
+    );
+    // Keys Lua places by address (tables, functions) are sorted by what they
+    // became, so every node keeps the same reply whatever its allocations.
+    let by_address = "return {set={[{2,3}]=true, ['s']=true, [{1}]=true, [{}]=true}}";
+    let first = eval(by_address, &[], &[]);
+    let _garbage: Vec<Vec<u8>> = (0..1000).map(|i| vec![0u8; i * 7]).collect();
+    assert_eq!(first, eval(by_address, &[], &[]));
+    let Reply::Set(members) = &first else { panic!("{first:?}") };
+    let shown: Vec<String> = members.iter().map(|m| format!("{m:?}")).collect();
+    let mut sorted = shown.clone();
+    sorted.sort();
+    assert_eq!(shown, sorted);
+    assert_eq!(members.len(), 4);
+    // Cycles and depth through a map are bounded as through an array.
+    assert!(is_err(&eval("local m = {} local t = {map=m} m.k = t return t", &[], &[]), "reached lua stack limit"));
+}
