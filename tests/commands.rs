@@ -489,6 +489,12 @@ fn dbsize_flushdb_flushall_time() {
     assert_eq!(q(&mut c, &["FLUSHALL"]).unwrap(), Value::Okay);
     assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(0));
 
+    // LASTSAVE: every acknowledged write is saved, so it is now.
+    let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let saved = int(&q(&mut c, &["LASTSAVE"]).unwrap());
+    let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert!((before..=after).contains(&saved), "LASTSAVE {saved} not in {before}..={after}");
+
     // ROLE agrees with INFO replication: a master with no Redis replicas.
     let role = q(&mut c, &["ROLE"]).unwrap();
     let Value::Array(role) = &role else {

@@ -151,6 +151,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("acl", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "6.0.0", "ACL SETUSER|GETUSER|DELUSER|LIST|USERS|WHOAMI|CAT|GENPASS|LOAD|SAVE: users, replicated through the log.", Local),
     cmd!("config", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "2.0.0", "CONFIG GET|SET|RESETSTAT|REWRITE.", Local),
     cmd!("time", 1, ["loading", "stale", "fast"], (0, 0, 0), "server", "2.6.0", "Returns the server's wall-clock time.", Local),
+    cmd!("lastsave", 1, ["loading", "stale", "fast"], (0, 0, 0), "server", "1.0.0", "Returns the Unix time now: every acknowledged write is already on disk (INFO's rdb_changes_since_last_save is 0).", Local),
     cmd!("role", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "server", "2.8.12", "Returns master, as INFO replication does: every node takes writes (a follower forwards them).", Local),
     cmd!("dbsize", 1, ["readonly", "fast"], (0, 0, 0), "server", "1.0.0", "Returns the number of keys.", Read(server::dbsize)),
     cmd!("flushdb", -1, ["write"], (0, 0, 0), "server", "1.0.0", "Removes all keys.", Write(server::flush)),

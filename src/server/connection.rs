@@ -709,6 +709,12 @@ impl Connection {
             // Redis's master with no replicas, as `INFO replication` says:
             // every node takes writes, and replication is Raft's
             // (`RAFT.INFO`), which no Redis client should manage.
+            // Every write is on disk (the log's fsync) before it is
+            // acknowledged: what a client could ask LASTSAVE for is saved
+            // as of now, as INFO's `rdb_changes_since_last_save:0` says.
+            "lastsave" => Reply::Int(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
+            ),
             "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
             "time" => {
                 let micros = std::time::SystemTime::now()
