@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use bytes::Bytes;
 
 use crate::keyspace::{Entry, ExecCtx, Glob, Keyspace, LogTime, Rng, Value};
-use crate::protocol::{ArgError, Args, Reply};
+use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
 use super::keys::{matches_or_gives_up, scan_position};
 use super::CmdError;
@@ -283,6 +283,39 @@ pub(super) fn scan_container<'a>(
 }
 
 /// The reply to a `SCAN`-family command on a missing key.
+/// The arguments LMPOP and ZMPOP share (and BLMPOP and BZMPOP after their
+/// timeout): `numkeys key [key ...] end [COUNT count]`, checked in Redis's
+/// order and with its errors; `end` reads the word where the end stands.
+/// The keys, the end, and the count (1 if none is given).
+pub(super) fn multi_pop_args<'a, E>(
+    mut args: Args<'a>,
+    end: impl FnOnce(&Bytes) -> Result<E, CmdError>,
+) -> Result<(&'a [Bytes], E, u64), CmdError> {
+    let numkeys = parse_i64(args.next_bytes()?)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| CmdError::Other("ERR numkeys should be greater than 0".into()))?;
+    let rest = args.rest();
+    // The keys, then the end: a count the arguments cannot hold is a syntax
+    // error.
+    let numkeys = usize::try_from(numkeys).ok().filter(|n| *n < rest.len()).ok_or(CmdError::Arg(ArgError::Syntax))?;
+    let (keys, rest) = rest.split_at(numkeys);
+    let end = end(&rest[0])?;
+    let mut count = None;
+    let mut options = rest[1..].iter();
+    while let Some(option) = options.next() {
+        match (count, options.next()) {
+            (None, Some(value)) if option.eq_ignore_ascii_case(b"count") => {
+                let n = parse_i64(value)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| CmdError::Other("ERR count should be greater than 0".into()))?;
+                count = Some(n as u64);
+            }
+            _ => return Err(CmdError::Arg(ArgError::Syntax)),
+        }
+    }
+    Ok((keys, end, count.unwrap_or(1)))
+}
+
 pub(super) fn empty_scan() -> Reply {
     Reply::Array(vec![Reply::text("0"), Reply::Array(vec![])])
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
-use super::containers::{drop_if_empty, read, write};
+use super::containers::{drop_if_empty, multi_pop_args, read, write};
 use super::{CmdError, CmdResult};
 
 type List = VecDeque<Bytes>;
@@ -269,33 +269,11 @@ pub fn brpoplpush(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdRe
 /// the other arguments, as Redis does): pops up to `count` elements from the
 /// first non-empty list. `[key, [element, ...]]`, or a null array when every
 /// list is missing; `WRONGTYPE` for a key of another type reached before one.
-fn multi_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, timeout: Option<&Bytes>) -> CmdResult {
-    let numkeys = parse_i64(args.next_bytes()?)
-        .filter(|n| *n > 0)
-        .ok_or_else(|| CmdError::Other("ERR numkeys should be greater than 0".into()))?;
-    let rest = args.rest();
-    // The keys, then LEFT|RIGHT: a count the arguments cannot hold is a
-    // syntax error.
-    let numkeys = usize::try_from(numkeys).ok().filter(|n| *n < rest.len()).ok_or(CmdError::Arg(ArgError::Syntax))?;
-    let (keys, rest) = rest.split_at(numkeys);
-    let end = End::parse(&rest[0])?;
-    let mut count = None;
-    let mut options = rest[1..].iter();
-    while let Some(option) = options.next() {
-        match (count, options.next()) {
-            (None, Some(value)) if option.eq_ignore_ascii_case(b"count") => {
-                let n = parse_i64(value)
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| CmdError::Other("ERR count should be greater than 0".into()))?;
-                count = Some(n as u64);
-            }
-            _ => return Err(CmdError::Arg(ArgError::Syntax)),
-        }
-    }
+fn multi_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args, timeout: Option<&Bytes>) -> CmdResult {
+    let (keys, end, count) = multi_pop_args(args, |word| End::parse(word))?;
     if let Some(timeout) = timeout {
         parse_block_timeout(timeout)?;
     }
-    let count = count.unwrap_or(1);
     for key in keys {
         if read::<List>(ks, ctx.log_time, key)?.is_none_or(|l| l.is_empty()) {
             continue;

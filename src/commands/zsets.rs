@@ -24,7 +24,8 @@ use crate::keyspace::{Entry, ExecCtx, Keyspace, LogTime, ReadCtx, Rng, Value};
 use crate::protocol::{format_double, parse_i64, ArgError, Args, Reply};
 
 use super::containers::{
-    check, choose_distinct, choose_repeated, drop_if_empty, empty_scan, parse_cursor, random_count, read, scan_container, write,
+    check, choose_distinct, choose_repeated, drop_if_empty, empty_scan, multi_pop_args, parse_cursor, random_count, read,
+    scan_container, write,
 };
 use super::lists::{clamp_range, parse_block_timeout};
 use super::{CmdError, CmdResult};
@@ -926,38 +927,18 @@ fn blocking_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, max: bool)
 
 /// ZMPOP and BZMPOP (after its timeout): `numkeys key [key ...] MIN|MAX
 /// [COUNT count]`, checked as Redis checks them.
-fn multi_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args, timeout: Option<&Bytes>) -> CmdResult {
-    let numkeys = parse_i64(args.next_bytes()?)
-        .filter(|n| *n > 0)
-        .ok_or_else(|| CmdError::Other("ERR numkeys should be greater than 0".into()))?;
-    let rest = args.rest();
-    // The keys, then MIN|MAX: a count the arguments cannot hold is a
-    // syntax error.
-    let numkeys = usize::try_from(numkeys).ok().filter(|n| *n < rest.len()).ok_or(CmdError::Arg(ArgError::Syntax))?;
-    let (keys, rest) = rest.split_at(numkeys);
-    let max = match &rest[0] {
-        end if end.eq_ignore_ascii_case(b"min") => false,
-        end if end.eq_ignore_ascii_case(b"max") => true,
-        _ => return Err(CmdError::Arg(ArgError::Syntax)),
-    };
-    let mut count = None;
-    let mut options = rest[1..].iter();
-    while let Some(option) = options.next() {
-        match (count, options.next()) {
-            (None, Some(value)) if option.eq_ignore_ascii_case(b"count") => {
-                let n = parse_i64(value)
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| CmdError::Other("ERR count should be greater than 0".into()))?;
-                count = Some(usize::try_from(n).unwrap_or(usize::MAX));
-            }
-            _ => return Err(CmdError::Arg(ArgError::Syntax)),
-        }
-    }
+fn multi_pop(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args, timeout: Option<&Bytes>) -> CmdResult {
+    let (keys, max, count) = multi_pop_args(args, |word| match word {
+        w if w.eq_ignore_ascii_case(b"min") => Ok(false),
+        w if w.eq_ignore_ascii_case(b"max") => Ok(true),
+        _ => Err(CmdError::Arg(ArgError::Syntax)),
+    })?;
     if let Some(timeout) = timeout {
         parse_block_timeout(timeout)?;
     }
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
     for key in keys {
-        let popped = pop_ends(ks, ctx, key, count.unwrap_or(1), max)?;
+        let popped = pop_ends(ks, ctx, key, count, max)?;
         if !popped.is_empty() {
             // `[member, score]` pairs, in RESP2 as in RESP3.
             let pairs = popped.into_iter().map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]));
