@@ -282,7 +282,6 @@ pub(super) fn scan_container<'a>(
     Ok(Reply::Array(vec![Reply::text(&next.to_string()), Reply::Array(out)]))
 }
 
-/// The reply to a `SCAN`-family command on a missing key.
 /// The arguments LMPOP and ZMPOP share (and BLMPOP and BZMPOP after their
 /// timeout): `numkeys key [key ...] end [COUNT count]`, checked in Redis's
 /// order and with its errors; `end` reads the word where the end stands.
@@ -316,6 +315,7 @@ pub(super) fn multi_pop_args<'a, E>(
     Ok((keys, end, count.unwrap_or(1)))
 }
 
+/// The reply to a `SCAN`-family command on a missing key.
 pub(super) fn empty_scan() -> Reply {
     Reply::Array(vec![Reply::text("0"), Reply::Array(vec![])])
 }

@@ -706,15 +706,15 @@ impl Connection {
             "command" => command(argv),
             "config" => self.config(argv),
             "acl" => self.acl(argv).await,
-            // Redis's master with no replicas, as `INFO replication` says:
-            // every node takes writes, and replication is Raft's
-            // (`RAFT.INFO`), which no Redis client should manage.
             // Every write is on disk (the log's fsync) before it is
             // acknowledged: what a client could ask LASTSAVE for is saved
             // as of now, as INFO's `rdb_changes_since_last_save:0` says.
             "lastsave" => Reply::Int(
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
             ),
+            // Redis's master with no replicas, as `INFO replication` says:
+            // every node takes writes, and replication is Raft's
+            // (`RAFT.INFO`), which no Redis client should manage.
             "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
             "time" => {
                 let micros = std::time::SystemTime::now()
