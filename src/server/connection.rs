@@ -1021,9 +1021,10 @@ impl Connection {
             }
             if attempt == 0 {
                 // The first attempt checked every argument in Redis's order,
-                // so the timeout parses. It comes first in BLMPOP/BZMPOP,
-                // last in the others.
-                let at = if matches!(spec.name, "blmpop" | "bzmpop") { 1 } else { argv.len() - 1 };
+                // so the timeout parses. It comes just before the key count
+                // in the commands that have one (BLMPOP, BZMPOP), last in
+                // the others.
+                let at = if spec.numkeys_at > 0 { spec.numkeys_at - 1 } else { argv.len() - 1 };
                 let timeout = match commands::parse_block_timeout(&argv[at]) {
                     Ok(t) => t,
                     Err(e) => return Some(Reply::from(e)),
