@@ -89,6 +89,7 @@ pub mod protocol;
 #[cfg(feature = "server")]
 pub mod raft;
 pub mod scripting;
+mod sched;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod status;

@@ -426,36 +426,21 @@ async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stati
     }
 }
 
-/// Runs `work` on a thread of its own, at a lower CPU priority than the
-/// node's other threads (nice +10): encoding a big keyspace takes a core for
-/// seconds (2.7 s at 10 M keys), and on a busy machine the threads that
-/// answer clients and write the log must come first.
+/// Runs `work` on a thread of its own, in the background (nice +10, a short
+/// slice: `crate::sched`): encoding a big keyspace takes a core for seconds
+/// (4.6 s at 10 M keys), and on a busy machine the threads that answer
+/// clients and write the log must come first.
 async fn in_background<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, StorageIoError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("raftlock-snapshot".into())
         .spawn(move || {
-            lower_priority();
+            crate::sched::background();
             let _ = tx.send(work());
         })
         .map_err(|e| io_err(ErrorVerb::Write, e))?;
     // A panic in `work` drops the sender: an error here.
     rx.await.map_err(|e| io_err(ErrorVerb::Write, e))
-}
-
-/// Lowers the calling thread's CPU priority to nice +10 (Linux keeps one
-/// per thread). A failure leaves it as it was. Linux's idle class
-/// (`SCHED_IDLE`) was tried instead: at 3 M keys the lock loop's slow pairs
-/// (over 7 ms) were fewer per second of snapshot but as many in all, the
-/// build took half as long again, and a node on a machine kept busy by
-/// others could starve its snapshots (and grow its log) without end. Not
-/// kept.
-fn lower_priority() {
-    const NICE: libc::c_int = 10;
-    // SAFETY: gettid has no arguments and cannot fail.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
-    // SAFETY: setpriority only reads its arguments.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, NICE) };
 }
 
 /// How long a node that could not write a snapshot waits before openraft
