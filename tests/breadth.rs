@@ -96,6 +96,7 @@ fn command(g: &mut Gen) -> Vec<String> {
         // strings
         15 => vec!["INCRBYFLOAT".into(), k(g), g.pick(&["1.5", "-0.25", "0.1", "1e3"]).into()],
         16 => vec!["SETRANGE".into(), k(g), g.int(0, 12), m(g)],
+        17 if g.below(3) == 0 => vec!["BITOP".into(), g.pick(&["AND", "OR", "XOR"]).into(), k(g), k(g), k(g)],
         17 => vec!["SETBIT".into(), k(g), g.int(0, 100), g.int(0, 1)],
         18 => vec!["GETEX".into(), k(g), g.pick(&["PX", "EX"]).into(), g.int(1, 100_000)],
         19 => vec!["GETEX".into(), k(g), "PERSIST".into()],

@@ -43,7 +43,7 @@ use common::{parse, RawConn, Resp, TestServer};
 
 /// The families, one `#[test]` each (kept in step with the data directory by
 /// `every_recorded_family_has_a_test`).
-const FAMILIES: &[&str] = &["config", "hashes2", "lists2", "sets", "sets_resp3", "strings2", "zsets2"];
+const FAMILIES: &[&str] = &["bitmaps", "config", "hashes2", "lists2", "sets", "sets_resp3", "strings2", "zsets2"];
 
 #[test]
 fn sets() {
@@ -58,6 +58,11 @@ fn sets_resp3() {
 #[test]
 fn strings2() {
     replay("strings2");
+}
+
+#[test]
+fn bitmaps() {
+    replay("bitmaps");
 }
 
 #[test]

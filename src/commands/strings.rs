@@ -556,6 +556,243 @@ pub fn bitcount(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     Ok(Reply::Int(count))
 }
 
+/// ```text
+/// BITPOS key bit [start [end [BYTE | BIT]]]
+/// ```
+/// The position of the first bit set to `bit` (0 or 1) in the string or in a
+/// range of its bytes (or, with `BIT`, of its bits), counted from the
+/// string's first bit; -1 if there is none. As Redis, a missing key is an
+/// endless run of zeros (0 for a clear bit, -1 for a set one), and a string
+/// without a clear bit has one just past its end unless `end` was given.
+/// Arguments are read in Redis's order: a missing key answers before its
+/// range is parsed.
+pub fn bitpos(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let bit = match args.next_i64()? {
+        0 => false,
+        1 => true,
+        _ => return Err(CmdError::Other("ERR The bit argument must be 1 or 0.".into())),
+    };
+    let Some(value) = string_of(ks.get(key, ctx.now))? else { return Ok(Reply::Int(if bit { -1 } else { 0 })) };
+    let len = value.len() as i64;
+    // The first and last bit searched, inclusive, and whether `end` was given.
+    let (first, last, end_given) = match args.remaining() {
+        0 => (0, len * 8 - 1, false),
+        1..=3 => {
+            use crate::protocol::ArgError;
+            let range = args.rest();
+            let start = parse_i64(&range[0]).ok_or(ArgError::NotInteger)?;
+            let by_bit = match range.get(2).map(|unit| unit.to_ascii_uppercase()) {
+                None => false,
+                Some(unit) if unit == b"BIT" => true,
+                Some(unit) if unit == b"BYTE" => false,
+                Some(_) => return Err(CmdError::Arg(ArgError::Syntax)),
+            };
+            let end = range.get(1).map(|end| parse_i64(end).ok_or(ArgError::NotInteger)).transpose()?;
+            let total = if by_bit { len * 8 } else { len };
+            let clamp = |i: i64| if i < 0 { (total + i).max(0) } else { i };
+            let (start, end) = (clamp(start), clamp(end.unwrap_or(total - 1)).min(total - 1));
+            if start > end {
+                return Ok(Reply::Int(-1));
+            }
+            let (first, last) = if by_bit { (start, end) } else { (start * 8, end * 8 + 7) };
+            (first, last, range.len() >= 2)
+        }
+        _ => return Err(CmdError::Arg(crate::protocol::ArgError::Syntax)),
+    };
+    if first > last {
+        return Ok(Reply::Int(-1));
+    }
+    let bit_at = |i: i64| value[(i / 8) as usize] & (0x80 >> (i % 8)) != 0;
+    // Whole bytes that cannot hold the bit are skipped a byte at a time.
+    let skip = if bit { 0x00 } else { 0xff };
+    let mut i = first;
+    while i <= last {
+        if i % 8 == 0 && i + 7 <= last && value[(i / 8) as usize] == skip {
+            i += 8;
+            continue;
+        }
+        if bit_at(i) == bit {
+            return Ok(Reply::Int(i));
+        }
+        i += 1;
+    }
+    Ok(Reply::Int(if !bit && !end_given { last + 1 } else { -1 }))
+}
+
+/// The most memory `LCS` may take for its table of subsequence lengths (4
+/// bytes for each pair of positions): 64 MiB, two strings of about 4,000
+/// bytes. Redis allows its `proto-max-bulk-len` (512 MiB by default); here
+/// the table is built on the thread that serves every client, so the bound
+/// is the largest request raftlock takes.
+const MAX_LCS_TABLE_BYTES: u64 = super::MAX_REQUEST_BYTES as u64;
+
+/// ```text
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]
+/// ```
+/// The longest common subsequence of two strings (a missing key is empty):
+/// the subsequence itself, its length (`LEN`), or (`IDX`) its length and
+/// its matching ranges, last first, each `[[start1, end1], [start2, end2]]`
+/// with `WITHMATCHLEN` its length too, those shorter than `MINMATCHLEN` left
+/// out. The same subsequence and ranges as Redis: from the end of both
+/// strings, a step back in the first string only when that keeps a longer
+/// subsequence than a step back in the second.
+pub fn lcs(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let not_strings = || CmdError::Other("ERR The specified keys must contain string values".into());
+    let value = |key: &Bytes| -> Result<&[u8], CmdError> {
+        match string_of(ks.get(key, ctx.now)) {
+            Ok(v) => Ok(v.map_or(&[][..], |s| &s[..])),
+            Err(_) => Err(not_strings()),
+        }
+    };
+    let (a, b) = (args.next_bytes()?, args.next_bytes()?);
+    let (a, b) = (value(a)?, value(b)?);
+    let (mut get_len, mut get_idx, mut with_match_len, mut min_match_len) = (false, false, false, 0u64);
+    while args.remaining() > 0 {
+        match args.next_keyword()?.as_str() {
+            "LEN" => get_len = true,
+            "IDX" => get_idx = true,
+            "WITHMATCHLEN" => with_match_len = true,
+            "MINMATCHLEN" if args.remaining() > 0 => min_match_len = args.next_i64()?.max(0) as u64,
+            _ => return Err(CmdError::Arg(crate::protocol::ArgError::Syntax)),
+        }
+    }
+    if get_len && get_idx {
+        return Err(CmdError::Other("ERR If you want both the length and indexes, please just use IDX.".into()));
+    }
+    let width = b.len() + 1;
+    let cells = (a.len() as u64 + 1) * width as u64;
+    if cells * 4 > MAX_LCS_TABLE_BYTES {
+        return Err(CmdError::Other(
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len".into(),
+        ));
+    }
+    // table[i * width + j]: the length of the longest common subsequence
+    // of a[..i] and b[..j].
+    let mut table = vec![0u32; cells as usize];
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            table[i * width + j] = if a[i - 1] == b[j - 1] {
+                table[(i - 1) * width + j - 1] + 1
+            } else {
+                table[(i - 1) * width + j].max(table[i * width + j - 1])
+            };
+        }
+    }
+    let length = table[a.len() * width + b.len()];
+    if get_len {
+        return Ok(Reply::Int(length as i64));
+    }
+    // Walked back from the ends; a run of matches in both strings at once
+    // is one range, reported once it ends (a step without a match, or the
+    // start of either string).
+    let mut common = vec![0u8; length as usize];
+    let mut left = length as usize;
+    let mut ranges = Vec::new();
+    // The current range: (start in a, end in a, start in b, end in b).
+    let mut range: Option<(usize, usize, usize, usize)> = None;
+    let (mut i, mut j) = (a.len(), b.len());
+    while i > 0 && j > 0 {
+        let ended = if a[i - 1] == b[j - 1] {
+            left -= 1;
+            common[left] = a[i - 1];
+            range = match range {
+                // A match right after a match extends its range (any other
+                // step ended the range).
+                Some((sa, ea, sb, eb)) if sa == i && sb == j => Some((sa - 1, ea, sb - 1, eb)),
+                _ => Some((i - 1, i - 1, j - 1, j - 1)),
+            };
+            i -= 1;
+            j -= 1;
+            i == 0 || j == 0
+        } else {
+            if table[(i - 1) * width + j] > table[i * width + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            range.is_some()
+        };
+        if ended {
+            if let Some((sa, ea, sb, eb)) = range.take() {
+                let len = (ea - sa + 1) as u64;
+                if min_match_len == 0 || len >= min_match_len {
+                    let pair = |s: usize, e: usize| Reply::Array(vec![Reply::Int(s as i64), Reply::Int(e as i64)]);
+                    let mut item = vec![pair(sa, ea), pair(sb, eb)];
+                    if with_match_len {
+                        item.push(Reply::Int(len as i64));
+                    }
+                    ranges.push(Reply::Array(item));
+                }
+            }
+        }
+    }
+    if get_idx {
+        return Ok(Reply::Map(vec![
+            (Reply::text("matches"), Reply::Array(ranges)),
+            (Reply::text("len"), Reply::Int(length as i64)),
+        ]));
+    }
+    Ok(Reply::Bulk(Bytes::from(common)))
+}
+
+/// The operations of [`bitop`].
+#[derive(Clone, Copy, PartialEq)]
+enum BitOp {
+    And,
+    Or,
+    Xor,
+    Not,
+}
+
+/// ```text
+/// BITOP AND | OR | XOR | NOT destkey key [key ...]
+/// ```
+/// Stores in `destkey` the bitwise operation over the strings at the keys
+/// (a missing key, or the part of a string past its end, counts as zero
+/// bytes; `NOT` takes one key), as long as the longest of them, without an
+/// expiry; deletes `destkey` if that is empty. Its length.
+pub fn bitop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let op = match args.next_keyword()?.as_str() {
+        "AND" => BitOp::And,
+        "OR" => BitOp::Or,
+        "XOR" => BitOp::Xor,
+        "NOT" => BitOp::Not,
+        _ => return Err(CmdError::Arg(crate::protocol::ArgError::Syntax)),
+    };
+    let dst = args.next_bytes()?.clone();
+    let keys = args.rest();
+    if op == BitOp::Not && keys.len() != 1 {
+        return Err(CmdError::Other("ERR BITOP NOT must be called with a single source key.".into()));
+    }
+    let sources: Vec<Option<&Str>> =
+        keys.iter().map(|k| string_of(ks.get(k, ctx.log_time))).collect::<Result<_, _>>()?;
+    let byte = |s: &Option<&Str>, j: usize| s.and_then(|s| s.get(j).copied()).unwrap_or(0);
+    let longest = sources.iter().map(|s| s.map_or(0, |s| s.len())).max().unwrap_or(0);
+    let result: Vec<u8> = (0..longest)
+        .map(|j| {
+            let rest = sources[1..].iter().map(|s| byte(s, j));
+            match op {
+                BitOp::And => rest.fold(byte(&sources[0], j), |a, b| a & b),
+                BitOp::Or => rest.fold(byte(&sources[0], j), |a, b| a | b),
+                BitOp::Xor => rest.fold(byte(&sources[0], j), |a, b| a ^ b),
+                BitOp::Not => !byte(&sources[0], j),
+            }
+        })
+        .collect();
+    // The destination's old value, whatever its type, is replaced whole.
+    if result.is_empty() {
+        if ks.get_mut(&dst, ctx).is_some() {
+            ks.remove(&dst);
+            ctx.key_event('g', "del", &dst);
+        }
+    } else {
+        ks.insert(dst.clone(), Entry::string(Bytes::from(result), ctx.version, ctx.log_time));
+        ctx.key_event('$', "set", &dst);
+    }
+    Ok(Reply::Int(longest as i64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,6 +867,195 @@ mod tests {
             run(&mut ks, &mut ctx, &["decrby", "n", "-9223372036854775807"]),
             Err("ERR increment or decrement would overflow".to_string())
         );
+    }
+
+    /// BITPOS's answers, each checked against redis-server 7.0.15: `s` holds ff f0 00 (bits 0-11 set), `ones` ff ff, `e`
+    /// the empty string.
+    #[test]
+    fn bitpos_answers_like_redis() {
+        let argv = |words: &[&str]| words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
+        let mut ks = Keyspace::new();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        ks.insert(Bytes::from("s"), Entry::string(Bytes::from_static(b"\xff\xf0\x00"), 1, 0));
+        ks.insert(Bytes::from("ones"), Entry::string(Bytes::from_static(b"\xff\xff"), 2, 0));
+        ks.insert(Bytes::from("e"), Entry::string(Bytes::new(), 3, 0));
+        crate::commands::hashes::hset(&mut ks, &mut ctx, Args::new(&argv(&["hset", "h", "f", "v"]))).unwrap();
+        let read = ReadCtx::at(0);
+        let run = |line: &str| match bitpos(&ks, &read, Args::new(&argv(&line.split(' ').collect::<Vec<_>>()))) {
+            Ok(Reply::Int(n)) => Ok(n),
+            Ok(other) => panic!("{line}: {other:?}"),
+            Err(e) => Err(e.to_string()),
+        };
+        for (line, want) in [
+            ("bitpos s 0", 12),
+            ("bitpos s 1", 0),
+            ("bitpos s 0 0", 12),
+            ("bitpos s 0 0 0", -1),
+            ("bitpos s 1 2", -1),
+            ("bitpos s 0 1 -1", 12),
+            ("bitpos s 1 -1", -1),
+            ("bitpos s 1 -2", 8),
+            ("bitpos s 0 2 -5", -1),
+            ("bitpos s 0 3", -1),
+            ("bitpos s 1 7 15 bit", 7),
+            ("bitpos s 0 7 15 bit", 12),
+            ("bitpos s 0 7 11 BIT", -1),
+            ("bitpos s 1 12 23 bit", -1),
+            ("bitpos s 0 14 23 bit", 14),
+            ("bitpos s 0 -10 -1 bit", 14),
+            ("bitpos s 1 -17 -1 bit", 7),
+            ("bitpos s 1 0 -1 byte", 0),
+            ("bitpos ones 0", 16),
+            ("bitpos ones 0 0", 16),
+            ("bitpos ones 0 0 -1", -1),
+            ("bitpos ones 0 1 1 bit", -1),
+            ("bitpos ones 1 100", -1),
+            ("bitpos e 0", -1),
+            ("bitpos e 1", -1),
+            ("bitpos nokey 0", 0),
+            ("bitpos nokey 1", -1),
+            ("bitpos nokey 1 x", -1),
+            ("bitpos s 1 -9223372036854775808 9223372036854775807", 0),
+            ("bitpos s 0 -9223372036854775808 9223372036854775807 bit", 12),
+            ("bitpos s 1 9223372036854775807", -1),
+            ("bitpos s 0 2", 16),
+            ("bitpos s 0 2 2", 16),
+            ("bitpos s 0 16 100 bit", 16),
+        ] {
+            assert_eq!(run(line), Ok(want), "{line}");
+        }
+        let not_bit = Err("ERR The bit argument must be 1 or 0.".to_string());
+        let not_int = Err("ERR value is not an integer or out of range".to_string());
+        let syntax = Err("ERR syntax error".to_string());
+        for (line, want) in [
+            ("bitpos nokey 2", &not_bit),
+            ("bitpos s 2", &not_bit),
+            ("bitpos s x", &not_int),
+            ("bitpos s 1 x", &not_int),
+            ("bitpos s 1 0 x", &not_int),
+            ("bitpos s 1 0 1 bogus", &syntax),
+            ("bitpos s 1 x 1 bogus", &not_int),
+            ("bitpos s 1 0 x bogus", &syntax),
+            ("bitpos s 1 0 1 bit extra", &syntax),
+            ("bitpos h 1 x", &Err(crate::commands::CmdError::WrongType.to_string())),
+        ] {
+            assert_eq!(&run(line), want, "{line}");
+        }
+    }
+
+    /// BITOP's results, lengths, errors and destinations, each checked
+    /// against redis-server 7.0.15.
+    #[test]
+    fn bitop_stores_like_redis() {
+        let argv = |words: &[&str]| words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
+        let mut ks = Keyspace::new();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        for (k, v) in [("a", "foo"), ("b", "foobar"), ("e", "")] {
+            set(&mut ks, &mut ctx, Args::new(&argv(&["set", k, v]))).unwrap();
+        }
+        set(&mut ks, &mut ctx, Args::new(&argv(&["set", "dst", "x", "PX", "100000"]))).unwrap();
+        crate::commands::hashes::hset(&mut ks, &mut ctx, Args::new(&argv(&["hset", "h", "f", "v"]))).unwrap();
+        let mut run = |line: &str| {
+            bitop(&mut ks, &mut ctx, Args::new(&argv(&line.split(' ').collect::<Vec<_>>()))).map_err(|e| e.to_string())
+        };
+        assert_eq!(run("bitop and dst a b"), Ok(Reply::Int(6)));
+        let value = |ks: &Keyspace| ks.get(b"dst", 0).map(|e| (string_of(Some(e)).unwrap().unwrap().to_vec(), e.expires_at()));
+        assert_eq!(value(&ks), Some((b"foo\0\0\0".to_vec(), None)), "the expiry goes with the old value");
+        let mut run = |ks: &mut Keyspace, line: &str| {
+            bitop(ks, &mut ctx, Args::new(&argv(&line.split(' ').collect::<Vec<_>>()))).map_err(|e| e.to_string())
+        };
+        assert_eq!(run(&mut ks, "bitop OR dst a b nokey"), Ok(Reply::Int(6)));
+        assert_eq!(run(&mut ks, "bitop xor dst a b"), Ok(Reply::Int(6)));
+        assert_eq!(run(&mut ks, "bitop not dst a"), Ok(Reply::Int(3)));
+        assert_eq!(run(&mut ks, "bitop not dst a b"), Err("ERR BITOP NOT must be called with a single source key.".into()));
+        assert_eq!(run(&mut ks, "bitop nand dst a"), Err("ERR syntax error".into()));
+        assert_eq!(run(&mut ks, "bitop and dst a h"), Err(crate::commands::CmdError::WrongType.to_string()));
+        assert_eq!(run(&mut ks, "bitop and dst h"), Err(crate::commands::CmdError::WrongType.to_string()));
+        assert_eq!(value(&ks), Some((vec![!b'f', !b'o', !b'o'], None)), "errors leave the destination");
+        assert_eq!(run(&mut ks, "bitop and dst a nokey"), Ok(Reply::Int(3)));
+        assert_eq!(value(&ks), Some((vec![0, 0, 0], None)));
+        // An empty result deletes the destination.
+        assert_eq!(run(&mut ks, "bitop or dst e"), Ok(Reply::Int(0)));
+        assert_eq!(value(&ks), None);
+        assert_eq!(run(&mut ks, "bitop and dst nokey"), Ok(Reply::Int(0)));
+        assert_eq!(value(&ks), None);
+        assert_eq!(run(&mut ks, "bitop xor h b b"), Ok(Reply::Int(6)), "any type is replaced");
+        assert_eq!(ks.get(b"h", 0).map(|e| string_of(Some(e)).unwrap().unwrap().to_vec()), Some(vec![0; 6]));
+    }
+
+    /// LCS's subsequences and ranges, recorded from redis-server 7.0.15 for
+    /// random strings (`LCS x y` and `LCS x y IDX WITHMATCHLEN`, flattened),
+    /// and its options and errors.
+    #[test]
+    fn lcs_answers_like_redis() {
+        let argv = |words: &[&str]| words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
+        fn flat(r: &Reply, out: &mut Vec<String>) {
+            match r {
+                Reply::Array(items) => items.iter().for_each(|i| flat(i, out)),
+                Reply::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+                    flat(k, out);
+                    flat(v, out)
+                }),
+                Reply::Int(n) => out.push(n.to_string()),
+                Reply::Bulk(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+                Reply::Status(s) => out.push(s.clone()),
+                other => panic!("{other:?}"),
+            }
+        }
+        let run = |ks: &Keyspace, words: &[&str]| {
+            lcs(ks, &ReadCtx::at(0), Args::new(&argv(&[&["lcs"], words].concat()))).map(|r| {
+                let mut out = Vec::new();
+                flat(&r, &mut out);
+                out.join(" ")
+            })
+        };
+        for (x, y, common, idx) in [
+            ("abcaa", "abcacaaa", "abcaa", "matches 3 4 6 7 2 2 2 4 4 1 0 1 0 1 2 len 5"),
+            ("baaacb", "", "", "matches len 0"),
+            ("aca", "baca", "aca", "matches 0 2 1 3 3 len 3"),
+            ("bccaaccca", "accac", "acca", "matches 6 8 1 3 3 4 4 0 0 1 len 4"),
+            ("", "abccbbbcb", "", "matches len 0"),
+            ("baaca", "c", "c", "matches 3 3 0 0 1 len 1"),
+            ("cbbc", "bcaacba", "bc", "matches 3 3 4 4 1 2 2 0 0 1 len 2"),
+            ("bbcbcbcba", "b", "b", "matches 7 7 0 0 1 len 1"),
+            ("ccaaccb", "ccbbcbcbab", "ccccb", "matches 6 6 9 9 1 5 5 6 6 1 4 4 4 4 1 0 1 0 1 2 len 5"),
+            ("acaba", "bac", "ba", "matches 3 4 0 1 2 len 2"),
+            ("ohmytext", "mynewtext", "mytext", "matches 4 7 5 8 4 2 3 0 1 2 len 6"),
+        ] {
+            let mut ks = Keyspace::new();
+            ks.insert(Bytes::from("x"), Entry::string(Bytes::copy_from_slice(x.as_bytes()), 1, 0));
+            ks.insert(Bytes::from("y"), Entry::string(Bytes::copy_from_slice(y.as_bytes()), 2, 0));
+            assert_eq!(run(&ks, &["x", "y"]).unwrap(), common, "{x} {y}");
+            assert_eq!(run(&ks, &["x", "y", "idx", "withmatchlen"]).unwrap(), idx, "{x} {y}");
+            assert_eq!(run(&ks, &["x", "y", "LEN"]).unwrap(), common.len().to_string());
+        }
+        let mut ks = Keyspace::new();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        for (k, v) in [("a", "ohmytext"), ("b", "mynewtext")] {
+            set(&mut ks, &mut ctx, Args::new(&argv(&["set", k, v]))).unwrap();
+        }
+        crate::commands::hashes::hset(&mut ks, &mut ctx, Args::new(&argv(&["hset", "h", "f", "v"]))).unwrap();
+        let ok = |s: &str| Ok::<_, CmdError>(s.to_string());
+        assert_eq!(run(&ks, &["a", "b", "idx"]), ok("matches 4 7 5 8 2 3 0 1 len 6"));
+        assert_eq!(run(&ks, &["a", "b", "idx", "minmatchlen", "4", "withmatchlen"]), ok("matches 4 7 5 8 4 len 6"));
+        assert_eq!(run(&ks, &["a", "b", "idx", "minmatchlen", "-5"]), ok("matches 4 7 5 8 2 3 0 1 len 6"));
+        assert_eq!(run(&ks, &["a", "nokey"]), ok(""));
+        // The table is bounded: two strings of 5,000 bytes would need 100 MB.
+        let long = "x".repeat(5_000);
+        for k in ["l1", "l2"] {
+            set(&mut ks, &mut ctx, Args::new(&argv(&["set", k, &long]))).unwrap();
+        }
+        let err = |words: &[&str]| run(&ks, words).unwrap_err().to_string();
+        assert_eq!(err(&["a", "b", "len", "idx"]), "ERR If you want both the length and indexes, please just use IDX.");
+        assert_eq!(err(&["a", "h"]), "ERR The specified keys must contain string values");
+        assert_eq!(err(&["a", "b", "minmatchlen"]), "ERR syntax error");
+        assert_eq!(err(&["a", "b", "minmatchlen", "x"]), "ERR value is not an integer or out of range");
+        assert_eq!(err(&["a", "b", "bogus"]), "ERR syntax error");
+        assert_eq!(
+            err(&["l1", "l2", "len"]),
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"
+        );
+        assert_eq!(run(&ks, &["l1", "a", "len"]), ok("1"), "one string long, the other short: taken");
     }
 
     #[test]

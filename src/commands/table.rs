@@ -185,6 +185,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("setbit", 4, ["write", "denyoom"], (1, 1, 1), "bitmap", "2.2.0", "SETBIT key offset 0|1: sets a bit; its old value.", Write(strings::setbit)),
     cmd!("getbit", 3, ["readonly", "fast"], (1, 1, 1), "bitmap", "2.2.0", "GETBIT key offset: a bit of a string.", Read(strings::getbit)),
     cmd!("bitcount", -2, ["readonly"], (1, 1, 1), "bitmap", "2.6.0", "BITCOUNT key [start end [BYTE|BIT]]: the number of set bits.", Read(strings::bitcount), bounded_by_keys),
+    cmd!("lcs", -3, ["readonly"], (1, 2, 1), "string", "7.0.0", "LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest common subsequence (its time grows with the product of the two lengths: never counted quick).", Read(strings::lcs)),
+    cmd!("bitpos", -3, ["readonly"], (1, 1, 1), "bitmap", "2.8.7", "BITPOS key bit [start [end [BYTE|BIT]]]: the first bit set to 0 or 1.", Read(strings::bitpos), bounded_by_keys),
+    cmd!("bitop", -4, ["write", "denyoom"], (2, -1, 1), "bitmap", "2.6.0", "BITOP AND|OR|XOR|NOT destkey key [key ...]: stores a bitwise operation over strings; its length.", Write(strings::bitop), bounded_by_keys),
     // keys
     cmd!("del", -2, ["write"], (1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Write(keys::del), bounded_by_keys),
     cmd!("unlink", -2, ["write", "fast"], (1, -1, 1), "generic", "4.0.0", "Deletes keys (the same as DEL here).", Write(keys::del)),
