@@ -511,6 +511,31 @@ fn dbsize_flushdb_flushall_time() {
         "ERR wrong number of arguments for 'role' command"
     );
 
+    // WAIT and WAITAOF answer at once, as ROLE says: no Redis replicas
+    // (the writes are on a majority of the Raft cluster before any reply),
+    // and this node's log is fsynced before each acknowledgement. Even the
+    // timeout that would wait forever answers at once.
+    q(&mut c, &["SET", "w", "1"]).unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(q(&mut c, &["WAIT", "0", "0"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["WAIT", "1", "0"]).unwrap(), Value::Int(0));
+    assert_eq!(
+        q(&mut c, &["WAITAOF", "1", "1", "0"]).unwrap(),
+        Value::Array(vec![Value::Int(1), Value::Int(0)])
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "WAIT blocked");
+    for (cmd, e) in [
+        (&["WAIT", "x", "0"][..], "ERR value is not an integer or out of range"),
+        (&["WAIT", "x", "-1"][..], "ERR value is not an integer or out of range"),
+        (&["WAIT", "0", "1.5"][..], "ERR timeout is not an integer or out of range"),
+        (&["WAIT", "0", "-1"][..], "ERR timeout is negative"),
+        (&["WAITAOF", "0", "x", "0"][..], "ERR value is not an integer or out of range"),
+        (&["WAITAOF", "0", "0", "-5"][..], "ERR timeout is negative"),
+        (&["WAIT", "0"][..], "ERR wrong number of arguments for 'wait' command"),
+    ] {
+        assert_eq!(expect_err(q(&mut c, cmd)), e, "{cmd:?}");
+    }
+
     let t = q(&mut c, &["TIME"]).unwrap();
     let Value::Array(parts) = &t else {
         panic!("TIME: {t:?}")

@@ -153,6 +153,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("time", 1, ["loading", "stale", "fast"], (0, 0, 0), "server", "2.6.0", "Returns the server's wall-clock time.", Local),
     cmd!("lastsave", 1, ["loading", "stale", "fast"], (0, 0, 0), "server", "1.0.0", "Returns the Unix time now: every acknowledged write is already on disk (INFO's rdb_changes_since_last_save is 0).", Local),
     cmd!("role", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "server", "2.8.12", "Returns master, as INFO replication does: every node takes writes (a follower forwards them).", Local),
+    cmd!("wait", 3, ["noscript"], (0, 0, 0), "connection", "3.0.0", "WAIT numreplicas timeout: 0 at once. No node is a Redis replica (ROLE, INFO replication); a write is on a majority of the Raft cluster before it is acknowledged, which WAIT cannot add to.", Local),
+    cmd!("waitaof", 4, ["noscript"], (0, 0, 0), "connection", "7.2.0", "WAITAOF numlocal numreplicas timeout: [1, 0] at once. Every acknowledged write is already fsynced here (the Raft log); no node is a Redis replica.", Local),
     cmd!("dbsize", 1, ["readonly", "fast"], (0, 0, 0), "server", "1.0.0", "Returns the number of keys.", Read(server::dbsize)),
     cmd!("flushdb", -1, ["write"], (0, 0, 0), "server", "1.0.0", "Removes all keys.", Write(server::flush)),
     cmd!("flushall", -1, ["write"], (0, 0, 0), "server", "1.0.0", "Removes all keys.", Write(server::flush)),

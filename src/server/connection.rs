@@ -716,6 +716,7 @@ impl Connection {
             // every node takes writes, and replication is Raft's
             // (`RAFT.INFO`), which no Redis client should manage.
             "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
+            "wait" | "waitaof" => wait(argv),
             "time" => {
                 let micros = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -1751,6 +1752,28 @@ fn command_list(args: &[Bytes]) -> Reply {
     }
 }
 
+/// `WAIT numreplicas timeout` and `WAITAOF numlocal numreplicas timeout`,
+/// answered at once after Redis's argument checks: no node is a Redis
+/// replica (`ROLE`, `INFO replication`), so none acknowledges, and waiting
+/// would only delay the same answer (Redis, with no replicas, waits out the
+/// timeout, forever for 0). What a client asks WAIT for is already done
+/// before any write is acknowledged: the write is fsynced on a majority of
+/// the Raft cluster. WAITAOF's local count is 1: this node's log is fsynced
+/// before every acknowledgement.
+fn wait(argv: &[Bytes]) -> Reply {
+    let aof = argv[0].eq_ignore_ascii_case(b"waitaof");
+    let counts = if aof { &argv[1..3] } else { &argv[1..2] };
+    if counts.iter().any(|n| parse_i64(n).is_none()) {
+        return Reply::error("ERR value is not an integer or out of range");
+    }
+    match parse_i64(&argv[argv.len() - 1]) {
+        None => Reply::error("ERR timeout is not an integer or out of range"),
+        Some(t) if t < 0 => Reply::error("ERR timeout is negative"),
+        Some(_) if aof => Reply::Array(vec![Reply::Int(1), Reply::Int(0)]),
+        Some(_) => Reply::Int(0),
+    }
+}
+
 /// The connection and node commands a transaction may queue and this node
 /// answers in their place at `EXEC` (Redis runs them inside the
 /// transaction; they touch nothing replicated). Not those that change the
@@ -1758,7 +1781,7 @@ fn command_list(args: &[Bytes]) -> Reply {
 fn answered_here(spec: &CommandSpec, argv: &[Bytes]) -> bool {
     let sub = |names: &[&str]| argv.get(1).is_some_and(|s| names.iter().any(|n| s.eq_ignore_ascii_case(n.as_bytes())));
     match spec.name {
-        "time" | "info" | "command" | "select" | "lastsave" | "role" => true,
+        "time" | "info" | "command" | "select" | "lastsave" | "role" | "wait" | "waitaof" => true,
         "client" => sub(&["id", "getname", "setname", "setinfo", "info", "list", "getredir", "trackinginfo", "no-evict", "no-touch"]),
         "config" => sub(&["get"]),
         "acl" => sub(&["whoami", "cat", "genpass"]),
