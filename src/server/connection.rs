@@ -716,7 +716,8 @@ impl Connection {
             // every node takes writes, and replication is Raft's
             // (`RAFT.INFO`), which no Redis client should manage.
             "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
-            "wait" | "waitaof" => wait(argv),
+            "wait" => wait(argv, false),
+            "waitaof" => wait(argv, true),
             "time" => {
                 let micros = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -1760,8 +1761,7 @@ fn command_list(args: &[Bytes]) -> Reply {
 /// before any write is acknowledged: the write is fsynced on a majority of
 /// the Raft cluster. WAITAOF's local count is 1: this node's log is fsynced
 /// before every acknowledgement.
-fn wait(argv: &[Bytes]) -> Reply {
-    let aof = argv[0].eq_ignore_ascii_case(b"waitaof");
+fn wait(argv: &[Bytes], aof: bool) -> Reply {
     let counts = if aof { &argv[1..3] } else { &argv[1..2] };
     if counts.iter().any(|n| parse_i64(n).is_none()) {
         return Reply::error("ERR value is not an integer or out of range");
