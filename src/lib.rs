@@ -89,6 +89,7 @@ pub mod protocol;
 #[cfg(feature = "server")]
 pub mod raft;
 pub mod scripting;
+#[cfg(feature = "server")]
 mod sched;
 #[cfg(feature = "server")]
 pub mod server;

@@ -314,3 +314,46 @@ fn changed_rules_reach_pipelines_transactions_and_subscribers_at_once() {
     let e = expect_err(q(&mut admin, &["CONFIG", "SET", "requirepass", "x"]));
     assert!(e.contains("ACL SETUSER default"), "{e}");
 }
+
+/// `SORT`'s `STORE` destination is a key the user must be allowed to
+/// write; `BY pattern` and `GET pattern` name keys by pattern, so only a
+/// user who may read every key may use them (Redis's own error, not an ACL
+/// failure: `ACL DRYRUN` allows the command), in a script too.
+#[test]
+fn sort_checks_its_store_key_and_its_patterns() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    q(&mut admin, &["RPUSH", "orders:list", "2", "1", "3"]).unwrap();
+    q(&mut admin, &["MSET", "orders:w1", "30", "orders:w2", "20", "orders:w3", "10"]).unwrap();
+    let setuser = ["ACL", "SETUSER", "sorter", "on", ">pw", "+sort", "+sort_ro", "+lrange", "+eval", "~orders:*"];
+    q(&mut admin, &setuser).unwrap();
+    let mut s = as_user(server.port, "sorter", "pw");
+    let strings = |v: Value| -> Vec<String> {
+        match v {
+            Value::Array(items) => items.iter().map(text).collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(strings(q(&mut s, &["SORT", "orders:list"]).unwrap()), ["1", "2", "3"]);
+    assert_eq!(q(&mut s, &["SORT", "orders:list", "STORE", "orders:sorted"]).unwrap(), Value::Int(3));
+    assert_eq!(expect_err(q(&mut s, &["SORT", "orders:list", "STORE", "other"])), KEY_DENIED);
+    assert_eq!(q(&mut admin, &["EXISTS", "other"]).unwrap(), Value::Int(0));
+    // A LIMIT's arguments are not the destination.
+    assert_eq!(strings(q(&mut s, &["SORT", "orders:list", "LIMIT", "0", "1"]).unwrap()), ["1"]);
+    let by = "ERR BY option of SORT denied due to insufficient ACL permissions.";
+    let get = "ERR GET option of SORT denied due to insufficient ACL permissions.";
+    assert_eq!(expect_err(q(&mut s, &["SORT", "orders:list", "BY", "orders:w*"])), by);
+    assert_eq!(expect_err(q(&mut s, &["SORT_RO", "orders:list", "GET", "#"])), get);
+    // A constant BY names no key; an earlier syntax error is answered first.
+    assert_eq!(strings(q(&mut s, &["SORT", "orders:list", "BY", "nosort"]).unwrap()), ["2", "1", "3"]);
+    assert_eq!(expect_err(q(&mut s, &["SORT", "orders:list", "FOO", "GET", "#"])), "ERR syntax error");
+    let e = expect_err(q(&mut s, &["EVAL", "return redis.call('SORT', KEYS[1], 'BY', 'orders:w*')", "1", "orders:list"]));
+    assert!(e.contains(by), "{e}");
+    assert_eq!(q(&mut admin, &["ACL", "DRYRUN", "sorter", "SORT", "orders:list", "BY", "orders:w*"]).unwrap(), Value::Okay);
+    // With every key readable, the patterns are allowed.
+    q(&mut admin, &["ACL", "SETUSER", "sorter", "%R~*"]).unwrap();
+    assert_eq!(strings(q(&mut s, &["SORT", "orders:list", "BY", "orders:w*"]).unwrap()), ["3", "2", "1"]);
+    // The default user was never limited.
+    let got = q(&mut admin, &["SORT", "orders:list", "BY", "orders:w*", "GET", "#", "GET", "orders:w*"]).unwrap();
+    assert_eq!(strings(got), ["3", "10", "2", "20", "1", "30"]);
+}

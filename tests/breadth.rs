@@ -72,6 +72,14 @@ fn command(g: &mut Gen) -> Vec<String> {
         5 => vec!["SPOP".into(), k(g)],
         6 => vec!["SPOP".into(), k(g), g.int(0, 4)],
         7 => vec!["SMOVE".into(), k(g), k(g), m(g)],
+        // SORT ... STORE of any container: ties (ALPHA BY a pattern that
+        // names no key) must come out alike on every node.
+        8 if g.below(3) == 0 => w(&["SORT"])
+            .into_iter()
+            .chain([k(g), "ALPHA".into(), g.pick(&["ASC", "DESC"]).into(), "BY".into(), g.pick(&["*", "nosort", "w_*"]).into()])
+            .chain(w(&["GET", "#", "LIMIT", "0"]))
+            .chain([g.int(1, 5), "STORE".into(), k(g)])
+            .collect(),
         8 => vec![g.pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]).into(), k(g), k(g), k(g)],
         9 => vec!["SINTERCARD".into(), "2".into(), k(g), k(g), "LIMIT".into(), g.int(0, 3)],
         // a script that acts on a random choice: replicas must choose alike
@@ -95,6 +103,8 @@ fn command(g: &mut Gen) -> Vec<String> {
         14 => w(&["EVAL", "return redis.pcall('SPOP', KEYS[1], 2)", "1"]).into_iter().chain([k(g)]).collect(),
         // strings
         15 => vec!["INCRBYFLOAT".into(), k(g), g.pick(&["1.5", "-0.25", "0.1", "1e3"]).into()],
+        16 if g.below(3) == 0 => vec!["PFADD".into(), k(g), m(g), m(g), m(g)],
+        16 if g.below(2) == 0 => vec!["PFMERGE".into(), k(g), k(g), k(g)],
         16 => vec!["SETRANGE".into(), k(g), g.int(0, 12), m(g)],
         17 if g.below(3) == 0 => vec!["BITOP".into(), g.pick(&["AND", "OR", "XOR"]).into(), k(g), k(g), k(g)],
         17 => vec!["SETBIT".into(), k(g), g.int(0, 100), g.int(0, 1)],

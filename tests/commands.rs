@@ -1562,3 +1562,53 @@ fn headroom_and_the_hot_locks() {
     assert!(expect_err(q(&mut u, &["LOCK.TOP"])).starts_with("NOPERM"));
     assert!(matches!(q(&mut u, &["LOCK.ACQUIRE", "orders:1", "o", "1000"]).unwrap(), Value::Int(_)));
 }
+
+/// `SAVE` answers once a snapshot covers every write applied before it (a
+/// restart then replays none of them); `BGSAVE` and `BGREWRITEAOF` start one
+/// and answer at once, with Redis's words.
+#[test]
+fn save_and_bgsave_take_snapshots() {
+    let mut s = TestServer::start();
+    let mut c = s.client();
+    for i in 0..50 {
+        q(&mut c, &["SET", &format!("k{i}"), "v"]).unwrap();
+    }
+    let before = s.raft_info();
+    assert!(before.num("snapshot_index") < before.num("applied_index"), "{}", before.raw);
+    assert_eq!(q(&mut c, &["SAVE"]).unwrap(), Value::Okay);
+    let after = s.raft_info();
+    assert!(after.num("snapshot_index") >= before.num("applied_index"), "{}", after.raw);
+    assert_eq!(q(&mut c, &["BGSAVE"]).unwrap(), Value::SimpleString("Background saving started".into()));
+    assert_eq!(q(&mut c, &["BGSAVE", "SCHEDULE"]).unwrap(), Value::SimpleString("Background saving started".into()));
+    assert_eq!(common::expect_err(q(&mut c, &["BGSAVE", "now"])), "ERR syntax error");
+    let rewrite = q(&mut c, &["BGREWRITEAOF"]).unwrap();
+    assert_eq!(rewrite, Value::SimpleString("Background append only file rewriting started".into()));
+    s.restart();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["DBSIZE"]).unwrap(), Value::Int(50));
+}
+
+/// `MEMORY USAGE` estimates a key's bytes (more for a bigger value, nil for
+/// none) with Redis's argument errors; `MEMORY HELP` lists what is there.
+#[test]
+fn memory_usage_grows_with_the_value() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let usage = |c: &mut redis::Connection, args: &[&str]| q(c, &[&["MEMORY", "USAGE"], args].concat());
+    assert_eq!(usage(&mut c, &["nokey"]).unwrap(), Value::Nil);
+    q(&mut c, &["SET", "small", "x"]).unwrap();
+    q(&mut c, &["SET", "big", &"x".repeat(10_000)]).unwrap();
+    q(&mut c, &["RPUSH", "list", "a", "b", "c"]).unwrap();
+    let (small, big) = (int(&usage(&mut c, &["small"]).unwrap()), int(&usage(&mut c, &["big"]).unwrap()));
+    assert!(small > 0 && big > small + 9_900, "{small} {big}");
+    let list = int(&usage(&mut c, &["list", "SAMPLES", "0"]).unwrap());
+    q(&mut c, &["RPUSH", "list", "d"]).unwrap();
+    assert!(int(&usage(&mut c, &["list"]).unwrap()) > list);
+    assert_eq!(expect_err(usage(&mut c, &[])), "ERR wrong number of arguments for 'memory|usage' command");
+    assert_eq!(expect_err(usage(&mut c, &["small", "SAMPLES"])), "ERR syntax error");
+    assert_eq!(expect_err(usage(&mut c, &["small", "SAMPLES", "-1"])), "ERR syntax error");
+    assert_eq!(expect_err(usage(&mut c, &["small", "SAMPLES", "x"])), "ERR value is not an integer or out of range");
+    assert_eq!(expect_err(q(&mut c, &["MEMORY", "FOO"])), "ERR unknown subcommand 'FOO'. Try MEMORY HELP.");
+    let Value::Array(help) = q(&mut c, &["MEMORY", "HELP"]).unwrap() else { panic!("MEMORY HELP") };
+    assert!(help.len() > 2);
+}

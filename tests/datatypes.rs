@@ -895,6 +895,42 @@ fn blpop_woken_by_a_script_and_by_a_transaction() {
     assert_eq!(h.join().unwrap().0, bulks(&["t", "from-exec"]));
 }
 
+/// `SORT ... STORE` writes a list: a client blocked on the destination is
+/// served from it, a `WATCH` of it aborts the transaction, and sorting a set
+/// `BY` a constant, in a script or not, gives its strings' order.
+#[test]
+fn sort_store_is_a_list_write() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["RPUSH", "src", "3", "1", "2"]), Resp::Int(3));
+    let h = spawn_blocking(&s, &["BLPOP", "sorted", "300"]);
+    wait_blocked(&mut c, "blpop", 1);
+    assert_eq!(c.cmd(&["SORT", "src", "DESC", "STORE", "sorted"]), Resp::Int(3));
+    assert_eq!(h.join().unwrap().0, bulks(&["sorted", "3"]));
+    assert_eq!(c.cmd(&["LRANGE", "sorted", "0", "-1"]), bulks(&["2", "1"]));
+
+    let mut w = s.raw();
+    assert_eq!(w.cmd(&["WATCH", "sorted"]), st("OK"));
+    assert_eq!(c.cmd(&["SORT", "src", "STORE", "sorted"]), Resp::Int(3));
+    assert_eq!(w.cmd(&["MULTI"]), st("OK"));
+    assert_eq!(w.cmd(&["SET", "sorted", "x"]), st("QUEUED"));
+    assert_eq!(w.cmd(&["EXEC"]), Resp::Array(None));
+    assert_eq!(c.cmd(&["LRANGE", "sorted", "0", "-1"]), bulks(&["1", "2", "3"]));
+    // Nothing to store deletes the destination.
+    assert_eq!(c.cmd(&["SORT", "nothing", "STORE", "sorted"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["EXISTS", "sorted"]), Resp::Int(0));
+
+    assert_eq!(c.cmd(&["SADD", "set", "b", "c", "a", "10", "9"]), Resp::Int(5));
+    let strings_order = bulks(&["10", "9", "a", "b", "c"]);
+    assert_eq!(c.cmd(&["SORT", "set", "BY", "nosort"]), strings_order);
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('SORT', KEYS[1], 'BY', 'nosort')", "1", "set"]), strings_order);
+    assert_eq!(c.cmd(&["SORT_RO", "set", "BY", "nosort", "DESC", "LIMIT", "0", "2"]), bulks(&["c", "b"]));
+    // SORT is a write (refused in a read-only script); SORT_RO is not.
+    let e = c.cmd(&["EVAL_RO", "return redis.call('SORT', KEYS[1])", "1", "src"]);
+    assert!(matches!(&e, Resp::Error(m) if m.contains("Write commands are not allowed")), "{}", show(&e));
+    assert_eq!(c.cmd(&["EVAL_RO", "return redis.call('SORT_RO', KEYS[1])", "1", "src"]), bulks(&["1", "2", "3"]));
+}
+
 #[test]
 fn blpop_on_several_keys_is_woken_by_any_of_them() {
     let s = TestServer::start();

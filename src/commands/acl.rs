@@ -76,12 +76,12 @@ pub fn key_access<'a>(spec: &CommandSpec, argv: &'a [Bytes]) -> Vec<(&'a Bytes, 
         "lmove" | "blmove" | "rpoplpush" | "brpoplpush" | "smove" | "rename" | "renamenx" => KEY_WRITE,
         _ => first,
     };
-    let (first, rest) = if spec.name == "copy" { (KEY_READ, KEY_WRITE) } else { (first, rest) };
+    let (first, rest) = if matches!(spec.name, "copy" | "sort") { (KEY_READ, KEY_WRITE) } else { (first, rest) };
     keys.into_iter().enumerate().map(|(i, k)| (k, if i == 0 { first } else { rest })).collect()
 }
 
 /// Commands with subcommands: permissions may name `command|subcommand`.
-const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "object", "raft.node"];
+const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "object", "memory", "raft.node"];
 
 /// The categories of a command (of one subcommand, for `ACL`).
 pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
@@ -98,6 +98,7 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
             "sorted-set" => cats.push("sortedset"),
             "set" => cats.push("set"),
             "bitmap" => cats.push("bitmap"),
+            "hyperloglog" => cats.push("hyperloglog"),
             "generic" => cats.push("keyspace"),
             "pubsub" => cats.push("pubsub"),
             "scripting" => cats.push("scripting"),
@@ -152,6 +153,10 @@ pub enum Denied {
     Command(String),
     Key,
     Channel,
+    /// `SORT ... BY pattern` or `GET pattern` by a user who may not read
+    /// every key: the command's own error, not an ACL failure (`ACL DRYRUN`
+    /// allows the command, as Redis's does).
+    Option(String),
 }
 
 impl Denied {
@@ -163,19 +168,19 @@ impl Denied {
             Denied::Channel => {
                 "NOPERM this user has no permissions to access one of the channels used as arguments".into()
             }
+            Denied::Option(error) => error.clone(),
         })
     }
 
     /// What Redis 7 raises in a script that calls it.
     pub fn script_reply(&self) -> Reply {
-        Reply::Error(format!(
-            "ERR The user executing the script {}",
-            match self {
-                Denied::Command(_) => "can't run this command or subcommand",
-                Denied::Key => "can't access at least one of the keys mentioned in the command arguments",
-                Denied::Channel => "can't publish to the channel mentioned in the command",
-            }
-        ))
+        let why = match self {
+            Denied::Command(_) => "can't run this command or subcommand",
+            Denied::Key => "can't access at least one of the keys mentioned in the command arguments",
+            Denied::Channel => "can't publish to the channel mentioned in the command",
+            Denied::Option(error) => return Reply::Error(error.clone()),
+        };
+        Reply::Error(format!("ERR The user executing the script {why}"))
     }
 }
 
@@ -252,6 +257,12 @@ impl Perms {
         self.user.unrestricted()
     }
 
+    /// Whether the user may read any key: every key, or the pattern `*`
+    /// with read access (Redis's unrestricted key access).
+    fn reads_every_key(&self) -> bool {
+        self.user.all_keys || self.user.key_patterns.iter().any(|(access, p)| access & KEY_READ != 0 && &p[..] == b"*")
+    }
+
     /// Whether the user may run `argv` (already resolved to `spec`).
     pub fn check(&self, spec: &CommandSpec, argv: &[Bytes]) -> Result<(), Denied> {
         if self.unrestricted() {
@@ -277,6 +288,11 @@ impl Perms {
                 if !ok {
                     return Err(Denied::Key);
                 }
+            }
+        }
+        if matches!(spec.name, "sort" | "sort_ro") && !self.reads_every_key() {
+            if let Some(refused) = super::sort::refused_without_full_key_access(argv) {
+                return Err(Denied::Option(refused.to_string()));
             }
         }
         if !self.user.all_channels {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use crate::keyspace::{Entry, Event, Glob, ExecCtx, Keyspace, LeaseEvent, LogTime, ReadCtx, Rng, Value};
-use crate::protocol::{ArgError, Args, Reply};
+use crate::protocol::{parse_i64, ArgError, Args, Reply};
 
 use super::{relative_expiry, CmdError, CmdResult};
 
@@ -454,6 +454,65 @@ fn redis_encoding(value: &Value) -> &'static str {
         Value::Set(_) => "hashtable",
         Value::ZSet(z) if z.len() <= SMALL && z.keys().all(|m| m.len() <= SMALL_ITEM) => "listpack",
         Value::ZSet(_) => "skiplist",
+    }
+}
+
+/// What a key and its value take in memory, estimated from what raftlock
+/// keeps for them: the key's and the values' bytes and a fixed overhead for
+/// the key's entry and for each element of a container (its allocation and
+/// its place in the tree). Not Redis's figure, which counts Redis's own
+/// structures.
+fn approximate_usage(key: &[u8], value: &Value) -> usize {
+    const ENTRY: usize = 64;
+    const ELEMENT: usize = 48;
+    ENTRY
+        + key.len()
+        + match value {
+            Value::Str(s) => s.len(),
+            Value::List(l) => l.iter().map(|e| e.len() + ELEMENT).sum(),
+            Value::Set(s) => s.iter().map(|m| m.len() + ELEMENT).sum(),
+            Value::Hash(h) => h.iter().map(|(f, v)| f.len() + v.len() + ELEMENT).sum(),
+            Value::ZSet(z) => z.keys().map(|m| m.len() + 8 + ELEMENT).sum(),
+        }
+}
+
+/// ```text
+/// MEMORY USAGE key [SAMPLES count] | MEMORY HELP
+/// ```
+/// USAGE: the bytes a key takes, estimated (every element counted, whatever
+/// `SAMPLES` says); nil if there is no such key.
+pub fn memory(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    let raw_sub = args.peek().cloned().unwrap_or_default();
+    match args.next_keyword()?.as_str() {
+        "HELP" if args.remaining() == 0 => {
+            let lines = [
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value (estimated; every",
+                "    element is counted, whatever <count> says).",
+                "HELP",
+                "    Prints this help.",
+            ];
+            Ok(Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect()))
+        }
+        "USAGE" if args.remaining() >= 1 => {
+            let key = args.next_bytes()?;
+            match args.rest() {
+                [] => {}
+                [word, count] if word.eq_ignore_ascii_case(b"samples") => {
+                    if parse_i64(count).ok_or(ArgError::NotInteger)? < 0 {
+                        return Err(ArgError::Syntax.into());
+                    }
+                }
+                _ => return Err(ArgError::Syntax.into()),
+            }
+            Ok(ks.get(key, ctx.now).map_or(Reply::Nil, |e| Reply::Int(approximate_usage(key, &e.value) as i64)))
+        }
+        "USAGE" => Err(CmdError::Arity("memory|usage")),
+        _ => Err(CmdError::Other(format!(
+            "ERR unknown subcommand '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(&raw_sub)
+        ))),
     }
 }
 

@@ -9,7 +9,9 @@
 
 pub mod acl;
 mod containers;
+mod dump;
 mod hashes;
+mod hll;
 mod keys;
 mod lists;
 mod locks;
@@ -18,6 +20,7 @@ mod pubsub;
 mod scripts;
 mod server;
 mod sets;
+pub mod sort;
 mod strings;
 mod table;
 mod transactions;

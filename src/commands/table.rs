@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{hashes, keys, lists, locks, pubsub, scripts, server, sets, strings, transactions, zsets, CmdResult};
+use super::{dump, hashes, hll, keys, lists, locks, pubsub, scripts, server, sets, sort, strings, transactions, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -84,8 +84,10 @@ impl CommandSpec {
                 from..from.saturating_add(n).min(argv.len())
             }
         };
+        // SORT's STORE destination, where an option names it.
+        let stored = if self.name == "sort" { super::sort::store_key_position(argv) } else { None };
         let argc = argv.len();
-        fixed.map(|i| i as usize).filter(move |i| *i < argc).chain(counted)
+        fixed.map(|i| i as usize).filter(move |i| *i < argc).chain(counted).chain(stored)
     }
 
     /// A blocking pop's retry after a push to `key` woke it: `argv` with
@@ -151,6 +153,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("acl", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "6.0.0", "ACL SETUSER|GETUSER|DELUSER|LIST|USERS|WHOAMI|CAT|GENPASS|LOAD|SAVE: users, replicated through the log.", Local),
     cmd!("config", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "2.0.0", "CONFIG GET|SET|RESETSTAT|REWRITE.", Local),
     cmd!("time", 1, ["loading", "stale", "fast"], (0, 0, 0), "server", "2.6.0", "Returns the server's wall-clock time.", Local),
+    cmd!("move", 3, ["write", "fast"], (1, 1, 1), "generic", "1.0.0", "MOVE key db: only database 0 exists, so every MOVE is refused as Redis refuses one (the same database, or one out of range).", Local),
+    cmd!("swapdb", 3, ["write", "fast"], (0, 0, 0), "server", "4.0.0", "SWAPDB index1 index2: only database 0 exists; SWAPDB 0 0 changes nothing.", Local),
+    cmd!("save", 1, ["admin", "noscript", "no_async_loading", "no_multi"], (0, 0, 0), "server", "1.0.0", "SAVE: builds a snapshot of this node's state now and answers once it is on disk (every acknowledged write already is, in the Raft log; a snapshot shortens the log a restart replays).", Local),
+    cmd!("bgsave", -1, ["admin", "noscript", "no_async_loading"], (0, 0, 0), "server", "1.0.0", "BGSAVE [SCHEDULE]: starts a snapshot of this node's state and answers at once.", Local),
+    cmd!("bgrewriteaof", 1, ["admin", "noscript", "no_async_loading"], (0, 0, 0), "server", "1.0.0", "BGREWRITEAOF: the Raft log is this node's append-only file; a snapshot compacts it (started, answered at once).", Local),
     cmd!("lastsave", 1, ["loading", "stale", "fast"], (0, 0, 0), "server", "1.0.0", "Returns the Unix time now: every acknowledged write is already on disk (INFO's rdb_changes_since_last_save is 0).", Local),
     cmd!("role", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "server", "2.8.12", "Returns master, as INFO replication does: every node takes writes (a follower forwards them).", Local),
     cmd!("wait", 3, ["noscript"], (0, 0, 0), "connection", "3.0.0", "WAIT numreplicas timeout: 0 at once. No node is a Redis replica (ROLE, INFO replication); a write is on a majority of the Raft cluster before it is acknowledged, which WAIT cannot add to.", Local),
@@ -187,6 +194,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("setbit", 4, ["write", "denyoom"], (1, 1, 1), "bitmap", "2.2.0", "SETBIT key offset 0|1: sets a bit; its old value.", Write(strings::setbit)),
     cmd!("getbit", 3, ["readonly", "fast"], (1, 1, 1), "bitmap", "2.2.0", "GETBIT key offset: a bit of a string.", Read(strings::getbit)),
     cmd!("bitcount", -2, ["readonly"], (1, 1, 1), "bitmap", "2.6.0", "BITCOUNT key [start end [BYTE|BIT]]: the number of set bits.", Read(strings::bitcount), bounded_by_keys),
+    cmd!("pfadd", -2, ["write", "denyoom", "fast"], (1, 1, 1), "hyperloglog", "2.8.9", "PFADD key [element ...]: adds elements to a HyperLogLog (Redis's string format); 1 if it changed.", Write(hll::pfadd)),
+    cmd!("pfcount", -2, ["readonly"], (1, -1, 1), "hyperloglog", "2.8.9", "PFCOUNT key [key ...]: the estimated number of distinct elements of the union (Redis 7's estimate).", Read(hll::pfcount), bounded_by_keys),
+    cmd!("pfmerge", -2, ["write", "denyoom"], (1, -1, 1), "hyperloglog", "2.8.9", "PFMERGE destkey [sourcekey ...]: stores the union of HyperLogLogs.", Write(hll::pfmerge), bounded_by_keys),
     cmd!("lcs", -3, ["readonly"], (1, 2, 1), "string", "7.0.0", "LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest common subsequence (its time grows with the product of the two lengths: never counted quick).", Read(strings::lcs)),
     cmd!("bitpos", -3, ["readonly"], (1, 1, 1), "bitmap", "2.8.7", "BITPOS key bit [start [end [BYTE|BIT]]]: the first bit set to 0 or 1.", Read(strings::bitpos), bounded_by_keys),
     cmd!("bitop", -4, ["write", "denyoom"], (2, -1, 1), "bitmap", "2.6.0", "BITOP AND|OR|XOR|NOT destkey key [key ...]: stores a bitwise operation over strings; its length.", Write(strings::bitop), bounded_by_keys),
@@ -211,6 +221,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("rename", 3, ["write"], (1, 2, 1), "generic", "1.0.0", "RENAME key newkey: renames a key, replacing newkey.", Write(keys::rename), bounded_by_keys),
     cmd!("renamenx", 3, ["write", "fast"], (1, 2, 1), "generic", "1.0.0", "RENAMENX key newkey: renames a key only if newkey does not exist.", Write(keys::renamenx)),
     cmd!("copy", -3, ["write", "denyoom"], (1, 2, 1), "generic", "6.2.0", "COPY source destination [DB 0] [REPLACE]: copies a key.", Write(keys::copy), bounded_by_keys),
+    cmd!("dump", 2, ["readonly"], (1, 1, 1), "generic", "2.6.0", "DUMP key: the value serialized as Redis does (RDB version 10), for RESTORE.", Read(dump::dump), bounded_by_keys),
+    cmd!("restore", -4, ["write", "denyoom"], (1, 1, 1), "generic", "2.6.0", "RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]: creates a key from a DUMP payload (Redis's, up to RDB version 10).", Write(dump::restore)),
+    cmd!("sort", -2, ["write", "denyoom", "movablekeys"], (1, 1, 1), "generic", "1.0.0", "SORT key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA] [STORE destination]: sorts a list, set or sorted set.", Write(sort::sort)),
+    cmd!("sort_ro", -2, ["readonly", "movablekeys"], (1, 1, 1), "generic", "7.0.0", "SORT_RO key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA]: SORT without STORE.", Read(sort::sort_ro)),
+    cmd!("memory", -2, ["readonly"], (2, 2, 1), "server", "4.0.0", "MEMORY USAGE key [SAMPLES count] | MEMORY HELP: the bytes a key takes, estimated.", Read(keys::memory), bounded_by_keys),
     cmd!("object", -2, ["readonly"], (2, 2, 1), "generic", "2.2.3", "OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key | OBJECT HELP.", Read(keys::object)),
     // hashes
     cmd!("hset", -4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "HSET key field value [field value ...]: the number of fields added.", Write(hashes::hset)),

@@ -49,7 +49,7 @@ fn is_c_space(b: u8) -> bool {
 /// if `strtod` would stop before the end. As in C, leading white space is
 /// skipped, `inf`/`infinity`/`nan` (any case) and hexadecimal (`0x1p3`) are
 /// read, and an empty text is 0 (nothing converted, but nothing left over).
-fn strtod_all(text: &[u8]) -> Option<(f64, bool)> {
+pub(super) fn strtod_all(text: &[u8]) -> Option<(f64, bool)> {
     if text.is_empty() {
         return Some((0.0, false));
     }

@@ -978,6 +978,37 @@ impl Consensus {
         }
     }
 
+    /// `SAVE`, `BGSAVE`, `BGREWRITEAOF`: asks this node for a snapshot of
+    /// its state machine now. Every applied command is already on disk in
+    /// the log; a snapshot shortens the log a restart replays. With `wait`,
+    /// returns once a snapshot covers every entry applied when asked (asking
+    /// again while an older build is under way: openraft ignores a request
+    /// during a build), or the error after `wait`.
+    pub async fn snapshot_now(&self, wait: Option<Duration>) -> Result<(), String> {
+        let raft = &self.proposer.raft;
+        let applied = self.proposer.metrics.borrow().last_applied.map(|l| l.index);
+        raft.trigger().snapshot().await.map_err(|e| format!("ERR snapshot not started: {e}"))?;
+        let (Some(limit), Some(target)) = (wait, applied) else { return Ok(()) };
+        let covered = |m: &openraft::RaftMetrics<NodeId, NodeInfo>| m.snapshot.is_some_and(|s| s.index >= target);
+        let deadline = Instant::now() + limit;
+        let mut metrics = self.proposer.metrics.clone();
+        loop {
+            let step = deadline.saturating_duration_since(Instant::now()).min(Duration::from_secs(1));
+            if step.is_zero() {
+                return Err(format!("ERR no snapshot covered index {target} within {} s", limit.as_secs()));
+            }
+            // Whether it came (the metrics' guard dropped before any await).
+            let came = tokio::time::timeout(step, metrics.wait_for(covered)).await.map(|seen| seen.is_ok());
+            match came {
+                Ok(true) => return Ok(()),
+                Ok(false) => return Err("ERR Raft has stopped".into()),
+                Err(_) => {
+                    raft.trigger().snapshot().await.map_err(|e| format!("ERR snapshot not started: {e}"))?;
+                }
+            }
+        }
+    }
+
     pub async fn shutdown(&self) {
         if let Err(e) = self.proposer.raft.shutdown().await {
             tracing::warn!("raft shutdown: {e}");

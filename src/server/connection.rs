@@ -601,6 +601,34 @@ impl Connection {
                     Err(refused) => refused,
                 }
             }
+            // Snapshots: SAVE waits for one, the others only start it.
+            "save" => match self.node.consensus.snapshot_now(Some(SAVE_WAIT)).await {
+                Ok(()) => Reply::ok(),
+                Err(e) => Reply::Error(e),
+            },
+            "bgsave" if argv.len() > 2 || argv.len() == 2 && !argv[1].eq_ignore_ascii_case(b"schedule") => {
+                Reply::error("ERR syntax error")
+            }
+            "bgsave" | "bgrewriteaof" => match self.node.consensus.snapshot_now(None).await {
+                Ok(()) if spec.name == "bgsave" => Reply::Status("Background saving started".into()),
+                Ok(()) => Reply::Status("Background append only file rewriting started".into()),
+                Err(e) => Reply::Error(e),
+            },
+            // Only database 0 exists (Redis's `databases 1`).
+            "move" => match parse_i64(&argv[2]) {
+                Some(db) if i32::try_from(db).is_err() => {
+                    Reply::error("ERR value is out of range, value must between -2147483648 and 2147483647")
+                }
+                Some(0) => Reply::error("ERR source and destination objects are the same"),
+                Some(_) => Reply::error("ERR DB index is out of range"),
+                None => Reply::error("ERR value is not an integer or out of range"),
+            },
+            "swapdb" => match (parse_i64(&argv[1]), parse_i64(&argv[2])) {
+                (None, _) => Reply::error("ERR invalid first DB index"),
+                (_, None) => Reply::error("ERR invalid second DB index"),
+                (Some(0), Some(0)) => Reply::ok(),
+                _ => Reply::error("ERR DB index is out of range"),
+            },
             "select" => match parse_i64(&argv[1]) {
                 Some(0) => Reply::ok(),
                 Some(_) => Reply::error("ERR DB index is out of range"),
@@ -849,6 +877,8 @@ impl Connection {
                         Reply::bulk("This user has no permissions to access one of the keys used as arguments")
                     }
                     Err(rules::Denied::Channel) => Reply::bulk("This user has no permissions to access one of the channels used as arguments"),
+                    // The command's own error when it runs, not the ACL's.
+                    Err(rules::Denied::Option(_)) => Reply::ok(),
                 }
             }
             ("load", 2) | ("save", 2) if self.node.config.aclfile.is_none() => Reply::error(
@@ -1700,6 +1730,9 @@ fn valid_client_name(name: &[u8]) -> Result<(), Reply> {
     Ok(())
 }
 
+/// How long `SAVE` waits for its snapshot (10 M keys take about 6 s).
+const SAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// `COMMAND`, `COMMAND COUNT|LIST|INFO|DOCS`, from the one command table.
 fn command(argv: &[Bytes]) -> Reply {
     let Some(sub) = argv.get(1) else {
@@ -1718,12 +1751,45 @@ fn command(argv: &[Bytes]) -> Reply {
         "DOCS" => Reply::Map(
             named().filter_map(|(_, c)| c).map(|c| (Reply::text(c.name), command_docs(c))).collect(),
         ),
+        "GETKEYS" if argv.len() >= 4 => command_getkeys(&argv[2..]),
+        "GETKEYS" => arity_error("command|getkeys"),
         "COUNT" => arity_error("command|count"),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
             String::from_utf8_lossy(&argv[1])
         )),
     }
+}
+
+/// `COMMAND GETKEYS command arg ...`: the keys of a command as the table
+/// finds them (ACLs, tracking and blocking use the same), with Redis's
+/// errors for an unknown command, one without keys, a wrong argument count,
+/// and key counts the arguments cannot hold.
+fn command_getkeys(argv: &[Bytes]) -> Reply {
+    let Some(spec) = commands::lookup(&argv[0]) else {
+        return Reply::error("ERR Invalid command specified");
+    };
+    if spec.first_key == 0 && spec.numkeys_at == 0 {
+        return Reply::error("ERR The command has no key arguments");
+    }
+    if !spec.arity_ok(argv.len()) {
+        return Reply::error("ERR Invalid number of arguments specified for command");
+    }
+    let keys: Vec<Reply> = spec.keys(argv).map(|k| Reply::Bulk(k.clone())).collect();
+    let counted = (spec.numkeys_at > 0).then(|| argv.get(spec.numkeys_at).and_then(|n| parse_i64(n)));
+    let all_counted = match counted {
+        // The count must be one the arguments hold.
+        Some(Some(n)) => n >= 0 && (n as usize) <= argv.len().saturating_sub(spec.numkeys_at + 1),
+        Some(None) => false,
+        None => true,
+    };
+    if keys.is_empty() && !spec.flags.contains(&"no_mandatory_keys") || !all_counted {
+        if spec.flags.contains(&"no_mandatory_keys") {
+            return Reply::Array(Vec::new());
+        }
+        return Reply::error("ERR Invalid arguments specified for command");
+    }
+    Reply::Array(keys)
 }
 
 /// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]`:

@@ -605,9 +605,9 @@ mod tests {
 /// a key renamed, copied or stored there.
 fn may_feed_a_blocked_pop(class: char, name: &str) -> bool {
     match class {
-        'l' => name.ends_with("push") || name == "linsert",
+        'l' => name.ends_with("push") || name == "linsert" || name == "sortstore",
         'z' => matches!(name, "zadd" | "zincr") || name.ends_with("store"),
-        'g' => matches!(name, "rename_to" | "copy_to"),
+        'g' => matches!(name, "rename_to" | "copy_to" | "restore"),
         _ => false,
     }
 }
