@@ -102,47 +102,9 @@ impl Hll {
     }
 
     fn parse(s: &[u8]) -> Result<Hll, Refused> {
-        if s.len() < HEADER || &s[..4] != b"HYLL" || s[4] > SPARSE {
-            return Err(Refused::NotHll);
-        }
-        let dense = s[4] == DENSE;
-        let body = &s[HEADER..];
-        if dense && body.len() != DENSE_BYTES {
-            return Err(Refused::NotHll);
-        }
-        let mut card = [0u8; 8];
-        card.copy_from_slice(&s[8..16]);
-        let mut hll = Hll { registers: Box::new([0; REGISTERS]), dense, card };
-        if dense {
-            for i in 0..REGISTERS {
-                hll.registers[i] = dense_get(body, i);
-            }
-            return Ok(hll);
-        }
-        // Sparse: ZERO 00llllll (1-64 zeros), XZERO 01llllll llllllll (1-16384
-        // zeros), VAL 1vvvvvll (1-4 registers of value 1-32).
-        let (mut at, mut index) = (0usize, 0usize);
-        while at < body.len() {
-            let b = body[at];
-            let (value, run, size) = match b >> 6 {
-                0 => (0, usize::from(b & 0x3f) + 1, 1),
-                1 => {
-                    let low = *body.get(at + 1).ok_or(Refused::Corrupt)?;
-                    (0, (usize::from(b & 0x3f) << 8 | usize::from(low)) + 1, 2)
-                }
-                _ => (((b >> 2) & 0x1f) + 1, usize::from(b & 3) + 1, 1),
-            };
-            if index + run > REGISTERS {
-                return Err(Refused::Corrupt);
-            }
-            hll.registers[index..index + run].fill(value);
-            index += run;
-            at += size;
-        }
-        if index != REGISTERS {
-            return Err(Refused::Corrupt);
-        }
-        Ok(hll)
+        let mut registers = Box::new([0u8; REGISTERS]);
+        let (dense, card) = raise(s, &mut registers, false)?;
+        Ok(Hll { registers, dense, card })
     }
 
     /// The string to store: sparse if it was and still can be, else dense.
@@ -281,12 +243,75 @@ fn sparse_runs(registers: &[u8; REGISTERS]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Reads the HyperLogLog string `s` into `registers`: each register set to
+/// the string's (`max`: raised to it where lower, for a union). A sparse
+/// string costs its runs, not its 16384 registers, except where it has
+/// values. Returns whether it was dense, and its header's count bytes.
+fn raise(s: &[u8], registers: &mut [u8; REGISTERS], max: bool) -> Result<(bool, [u8; 8]), Refused> {
+    if s.len() < HEADER || &s[..4] != b"HYLL" || s[4] > SPARSE {
+        return Err(Refused::NotHll);
+    }
+    let dense = s[4] == DENSE;
+    let body = &s[HEADER..];
+    if dense && body.len() != DENSE_BYTES {
+        return Err(Refused::NotHll);
+    }
+    let mut card = [0u8; 8];
+    card.copy_from_slice(&s[8..16]);
+    if dense {
+        for (i, r) in registers.iter_mut().enumerate() {
+            let v = dense_get(body, i);
+            *r = if max { (*r).max(v) } else { v };
+        }
+        return Ok((dense, card));
+    }
+    // Sparse: ZERO 00llllll (1-64 zeros), XZERO 01llllll llllllll (1-16384
+    // zeros), VAL 1vvvvvll (1-4 registers of value 1-32).
+    let (mut at, mut index) = (0usize, 0usize);
+    while at < body.len() {
+        let b = body[at];
+        let (value, run, size) = match b >> 6 {
+            0 => (0, usize::from(b & 0x3f) + 1, 1),
+            1 => {
+                let low = *body.get(at + 1).ok_or(Refused::Corrupt)?;
+                (0, (usize::from(b & 0x3f) << 8 | usize::from(low)) + 1, 2)
+            }
+            _ => (((b >> 2) & 0x1f) + 1, usize::from(b & 3) + 1, 1),
+        };
+        if index + run > REGISTERS {
+            return Err(Refused::Corrupt);
+        }
+        let span = &mut registers[index..index + run];
+        if !max {
+            span.fill(value);
+        } else if value > 0 {
+            span.iter_mut().for_each(|r| *r = (*r).max(value));
+        }
+        index += run;
+        at += size;
+    }
+    if index != REGISTERS {
+        return Err(Refused::Corrupt);
+    }
+    Ok((dense, card))
+}
+
 /// The HyperLogLog at `key`: `None` if there is none, an error if the key
 /// holds anything else.
 fn read(ks: &Keyspace, key: &[u8], now: LogTime) -> Result<Option<Hll>, CmdError> {
     match ks.get(key, now).map(|e| &e.value) {
         None => Ok(None),
         Some(Value::Str(s)) => Hll::parse(s).map(Some).map_err(Refused::error),
+        Some(_) => Err(CmdError::WrongType),
+    }
+}
+
+/// Raises `registers` to the HyperLogLog at `key` (nothing if there is no
+/// key): whether it was dense.
+fn raise_by_key(ks: &Keyspace, key: &[u8], now: LogTime, registers: &mut [u8; REGISTERS]) -> Result<bool, CmdError> {
+    match ks.get(key, now).map(|e| &e.value) {
+        None => Ok(false),
+        Some(Value::Str(s)) => raise(s, registers, true).map(|(dense, _)| dense).map_err(Refused::error),
         Some(_) => Err(CmdError::WrongType),
     }
 }
@@ -334,9 +359,7 @@ pub fn pfadd(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
 pub fn pfcount(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let mut union = Hll::empty();
     for key in args.rest() {
-        if let Some(hll) = read(ks, key, ctx.now)? {
-            union.registers.iter_mut().zip(hll.registers.iter()).for_each(|(u, r)| *u = (*u).max(*r));
-        }
+        raise_by_key(ks, key, ctx.now, &mut union.registers)?;
     }
     Ok(Reply::Int(union.count() as i64))
 }
@@ -350,10 +373,7 @@ pub fn pfmerge(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     let mut union = Hll::empty();
     let mut dense = false;
     for key in std::iter::once(&dst).chain(args.rest()) {
-        if let Some(hll) = read(ks, key, ctx.log_time)? {
-            dense |= hll.dense;
-            union.registers.iter_mut().zip(hll.registers.iter()).for_each(|(u, r)| *u = (*u).max(*r));
-        }
+        dense |= raise_by_key(ks, key, ctx.log_time, &mut union.registers)?;
     }
     let mut target = read(ks, &dst, ctx.log_time)?.unwrap_or_else(Hll::empty);
     target.registers = union.registers;

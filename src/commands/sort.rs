@@ -26,6 +26,11 @@ use crate::protocol::{parse_i64, ArgError, Args, Reply};
 /// memory on every node that applies the command.
 const MAX_EXTRA_ITEMS: usize = 10_000_000;
 
+/// The most bytes of key names the `BY` and `GET` patterns may build in
+/// one `SORT` (each pattern once per element): a long pattern over a long
+/// list would otherwise hold up every node's apply path.
+const MAX_PATTERN_BYTES: u64 = 1 << 30;
+
 /// What the options of one `SORT` ask for.
 struct Query<'a> {
     desc: bool,
@@ -197,6 +202,16 @@ fn run(ks: &Keyspace, now: LogTime, key: &Bytes, mut q: Query) -> Result<Vec<Opt
     if out_len > len.max(MAX_EXTRA_ITEMS) {
         return Err(CmdError::Other(format!(
             "ERR SORT would return {out_len} items: at most {MAX_EXTRA_ITEMS} with its GET patterns"
+        )));
+    }
+    // The key names the patterns build: a pattern with `*` once for every
+    // element it is used with (BY: all of them when sorting; GET: those chosen).
+    let named = |p: &[u8]| c_str(p).contains(&b'*');
+    let by_bytes = q.by.filter(|p| !q.dont_sort && named(p)).map_or(0, |p| p.len() as u64) * len as u64;
+    let get_bytes = q.gets.iter().filter(|p| named(p)).map(|p| p.len() as u64).sum::<u64>() * picked as u64;
+    if by_bytes.saturating_add(get_bytes) > MAX_PATTERN_BYTES {
+        return Err(CmdError::Other(format!(
+            "ERR SORT's BY and GET patterns would build more than {MAX_PATTERN_BYTES} bytes of key names"
         )));
     }
     let chosen: Vec<Bytes> = if q.dont_sort {
@@ -413,6 +428,22 @@ mod tests {
         // A LIMIT that keeps the reply small is fine.
         words.extend(["LIMIT", "0", "1"]);
         assert_eq!(sorted(&ks, &words).unwrap().len(), MAX_EXTRA_ITEMS / 10 + 1);
+    }
+
+    #[test]
+    fn long_patterns_over_long_lists_are_refused() {
+        let elements: Vec<String> = (0..1100).map(|i| i.to_string()).collect();
+        let mut push = vec!["RPUSH", "l"];
+        push.extend(elements.iter().map(String::as_str));
+        let (ks, _) = keyspace(&[&push]);
+        // 1,100 elements and a pattern of a million bytes: 1.1 GB of key names.
+        let long = format!("w_*{}", "x".repeat(1_000_000));
+        let e = sorted(&ks, &["l", "BY", &long]).unwrap_err().to_string();
+        assert!(e.contains("would build more than"), "{e}");
+        assert!(sorted(&ks, &["l", "GET", &long]).is_err());
+        // Used with a few elements only, or as a constant, it is fine.
+        assert_eq!(sorted(&ks, &["l", "LIMIT", "0", "2", "GET", &long]).unwrap(), ["nil", "nil"]);
+        assert_eq!(sorted(&ks, &["l", "BY", &long[3..], "LIMIT", "0", "2"]).unwrap(), ["0", "1"]);
     }
 
     #[test]
