@@ -1612,3 +1612,45 @@ fn memory_usage_grows_with_the_value() {
     let Value::Array(help) = q(&mut c, &["MEMORY", "HELP"]).unwrap() else { panic!("MEMORY HELP") };
     assert!(help.len() > 2);
 }
+
+/// `SLOWLOG` keeps the commands that took at least
+/// `slowlog-log-slower-than` µs, newest first, with their arguments, the
+/// client's address and name; never `AUTH`, `CONFIG` or a blocking wait.
+#[test]
+fn slowlog_keeps_slow_commands() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["SLOWLOG", "LEN"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]).unwrap(), Value::Okay);
+    q(&mut c, &["CLIENT", "SETNAME", "slow-one"]).unwrap();
+    q(&mut c, &["SET", "k", "v"]).unwrap();
+    q(&mut c, &["AUTH", "nobody", "wrong"]).unwrap_err();
+    q(&mut c, &["BLPOP", "empty", "0.05"]).unwrap();
+    q(&mut c, &["GET", "k"]).unwrap();
+    let Value::Array(entries) = q(&mut c, &["SLOWLOG", "GET", "-1"]).unwrap() else { panic!("SLOWLOG GET") };
+    let commands: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            let Value::Array(fields) = e else { panic!("{e:?}") };
+            assert_eq!(fields.len(), 6, "{fields:?}");
+            assert!(matches!(fields[2], Value::Int(us) if us >= 0));
+            let Value::Array(args) = &fields[3] else { panic!("{fields:?}") };
+            let client = common::as_text(&fields[5]).unwrap_or_default();
+            format!("{} {client}", args.iter().filter_map(common::as_text).collect::<Vec<_>>().join(" "))
+        })
+        .collect();
+    // (Anything older took 10 ms or more before the CONFIG SET, on a busy machine.)
+    assert_eq!(commands[..3], ["GET k slow-one", "SET k v slow-one", "CLIENT SETNAME slow-one slow-one"]);
+    let Value::Array(one) = q(&mut c, &["SLOWLOG", "GET", "1"]).unwrap() else { panic!() };
+    assert_eq!(one.len(), 1);
+    assert!(q(&mut c, &["SLOWLOG", "LEN"]).unwrap() != Value::Int(0));
+    assert_eq!(q(&mut c, &["SLOWLOG", "RESET"]).unwrap(), Value::Okay);
+    // RESET itself was slow enough to be logged after it ran.
+    assert_eq!(q(&mut c, &["SLOWLOG", "LEN"]).unwrap(), Value::Int(1));
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "-1"]).unwrap(), Value::Okay);
+    q(&mut c, &["SLOWLOG", "RESET"]).unwrap();
+    q(&mut c, &["SET", "k", "v2"]).unwrap();
+    assert_eq!(q(&mut c, &["SLOWLOG", "LEN"]).unwrap(), Value::Int(0));
+    assert_eq!(expect_err(q(&mut c, &["SLOWLOG", "GET", "-2"])), "ERR count should be greater than or equal to -1");
+    assert_eq!(expect_err(q(&mut c, &["SLOWLOG", "NOPE"])), "ERR unknown subcommand 'NOPE'. Try SLOWLOG HELP.");
+}

@@ -410,7 +410,29 @@ impl Connection {
         !self.channels.is_empty() || !self.patterns.is_empty()
     }
 
+    /// Runs one command read from the client, timing it for `SLOWLOG`.
     async fn execute(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Next {
+        let timed = self.multi.is_none()
+            && self.node.slowlog.is_slow(u64::MAX)
+            && commands::lookup(&argv[0]).is_some_and(|spec| {
+                !super::slowlog::skipped(spec.name, spec.flags)
+                    && !(spec.name == "lock.acquire" && super::waiting::waits(&argv))
+            });
+        if !timed {
+            return self.execute_untimed(argv, frames).await;
+        }
+        let started = Instant::now();
+        let kept = argv.clone();
+        let next = self.execute_untimed(argv, frames).await;
+        let micros = started.elapsed().as_micros() as u64;
+        if self.node.slowlog.is_slow(micros) {
+            let (addr, name) = self.node.clients.get(self.id).map(|c| (c.addr.to_string(), c.name)).unwrap_or_default();
+            self.node.slowlog.record(micros, &kept, addr, name);
+        }
+        next
+    }
+
+    async fn execute_untimed(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Next {
         self.node.total_commands.fetch_add(1, Ordering::Relaxed);
         let Some(spec) = commands::lookup(&argv[0]) else {
             self.multi_failed |= self.multi.is_some();
@@ -614,6 +636,7 @@ impl Connection {
                 Ok(()) => Reply::Status("Background append only file rewriting started".into()),
                 Err(e) => Reply::Error(e),
             },
+            "slowlog" => self.node.slowlog.command(&argv[1..]),
             // Only database 0 exists (Redis's `databases 1`).
             "move" => match parse_i64(&argv[2]) {
                 Some(db) if i32::try_from(db).is_err() => {
@@ -1421,6 +1444,7 @@ impl Connection {
                     tracing::info!("CONFIG SET: TLS certificates reloaded");
                 }
                 for (name, value) in stored {
+                    self.node.slowlog.configure(&name, &value);
                     self.node.params.set(&name, value);
                 }
                 Reply::ok()

@@ -11,6 +11,7 @@ mod hub;
 mod info;
 mod memory;
 mod params;
+mod slowlog;
 mod top;
 mod tracking;
 mod waiting;
@@ -74,6 +75,8 @@ pub struct Node {
     pub tls: Option<Arc<crate::tls::Tls>>,
     /// Redis parameters kept only to be shown back (`CONFIG SET`/`GET`).
     pub params: params::StoredParams,
+    /// `SLOWLOG`: this node's slow commands.
+    pub slowlog: slowlog::SlowLog,
 }
 
 /// Longest a client may take over its TLS handshake.
@@ -206,6 +209,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         total_connections: Default::default(),
         tls: tls.clone(),
         params: params::StoredParams::default(),
+        slowlog: slowlog::SlowLog::default(),
     });
     let (shutdown_tx, _) = broadcast::channel::<()>(1);
     if let Some(path) = node.config.aclfile.clone() {
