@@ -245,10 +245,6 @@ fn a_randomized_mix_of_the_new_commands_leaves_replicas_identical() {
     digests_agree(&c);
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {tool} >/dev/null 2>&1")).status().is_ok_and(|s| s.success())
-}
-
 /// The tests `redis-benchmark` 7 runs without `-t`.
 const DEFAULT_TESTS: &[&str] = &[
     "PING_INLINE", "PING_MBULK", "SET", "GET", "INCR", "LPUSH", "RPUSH", "LPOP", "RPOP", "SADD", "HSET", "SPOP", "ZADD",
@@ -258,9 +254,7 @@ const DEFAULT_TESTS: &[&str] = &[
 
 #[test]
 fn redis_benchmark_default_tests_complete_through_a_follower() {
-    if !have("redis-benchmark") {
-        assert!(std::env::var_os("RAFTLOCK_REQUIRE_CLIENT_TOOLS").is_none(), "redis-benchmark is not installed");
-        eprintln!("NOTE: skipping: redis-benchmark is not installed");
+    if !common::need_tool("redis-benchmark") {
         return;
     }
     let _serial = serial();

@@ -5,23 +5,16 @@
 //! `scripts/test.sh` installs them and sets `RAFTLOCK_REQUIRE_CLIENT_TOOLS`, so
 //! under it (and in CI) a missing tool fails the test instead.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool} >/dev/null 2>&1"))
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
 
 #[test]
 fn stock_redis_clients_work() {
     let missing: Vec<&str> = ["redis-cli", "redis-benchmark", "tmux", "timeout"]
         .into_iter()
-        .filter(|t| !have(t))
+        .filter(|t| !common::have(t))
         .collect();
     if !missing.is_empty() {
         // scripts/test.sh (and so CI) installs them first: there, missing

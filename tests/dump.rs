@@ -172,14 +172,6 @@ fn a_restored_list_wakes_a_client_blocked_on_it_and_restored_data_survives_a_res
     assert_eq!(c.cmd(&["HGET", "h2", "f"]), Resp::Bulk(Some(b"v".to_vec())));
 }
 
-fn have(tool: &str) -> bool {
-    std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool} >/dev/null 2>&1"))
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// A throw-away `redis-server` on a free port, stopped when dropped.
 struct RealRedis {
     child: std::process::Child,
@@ -217,9 +209,7 @@ impl Drop for RealRedis {
 /// restores to the value the same commands build there.
 #[test]
 fn a_real_redis_restores_raftlock_s_payloads() {
-    if !have("redis-server") {
-        assert!(std::env::var_os("RAFTLOCK_REQUIRE_CLIENT_TOOLS").is_none(), "redis-server is not installed");
-        eprintln!("NOTE: skipping: redis-server is not installed");
+    if !common::need_tool("redis-server") {
         return;
     }
     let s = TestServer::start();

@@ -18,8 +18,9 @@
 
 use bytes::Bytes;
 
+use super::strings::store_in_place;
 use super::{CmdError, CmdResult};
-use crate::keyspace::{Entry, ExecCtx, Keyspace, LogTime, ReadCtx, Str, Value};
+use crate::keyspace::{ExecCtx, Keyspace, LogTime, ReadCtx, Value};
 use crate::protocol::{Args, Reply};
 
 const REGISTERS: usize = 1 << 14;
@@ -316,18 +317,6 @@ fn raise_by_key(ks: &Keyspace, key: &[u8], now: LogTime, registers: &mut [u8; RE
     }
 }
 
-fn store(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes, hll: &Hll, stale: bool) {
-    let value = Bytes::from(hll.serialize(stale));
-    match ks.get_mut(key, ctx) {
-        // In place: the key keeps its time to live, as Redis's does.
-        Some(entry) => {
-            entry.value = Value::Str(Str::from(value));
-            entry.rewritten(ctx.version, ctx.log_time);
-        }
-        None => ks.insert(key.clone(), Entry::string(value, ctx.version, ctx.log_time)),
-    }
-}
-
 /// ```text
 /// PFADD key [element ...]
 /// ```
@@ -346,7 +335,7 @@ pub fn pfadd(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
         }
     }
     if created || changed {
-        store(ks, ctx, &key, &hll, true);
+        store_in_place(ks, ctx, &key, Bytes::from(hll.serialize(true)));
         ctx.key_event('$', "pfadd", &key);
     }
     Ok(Reply::Int(i64::from(created || changed)))
@@ -378,7 +367,7 @@ pub fn pfmerge(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     let mut target = read(ks, &dst, ctx.log_time)?.unwrap_or_else(Hll::empty);
     target.registers = union.registers;
     target.dense |= dense;
-    store(ks, ctx, &dst, &target, true);
+    store_in_place(ks, ctx, &dst, Bytes::from(target.serialize(true)));
     ctx.key_event('$', "pfadd", &dst);
     Ok(Reply::ok())
 }

@@ -305,7 +305,7 @@ pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
 
 /// Writes `value` as the string under `key`: in place if the key exists
 /// (its expiry stays; the version is new), else as a new key.
-fn store_in_place(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes, value: Bytes) {
+pub(super) fn store_in_place(ks: &mut Keyspace, ctx: &mut ExecCtx, key: &Bytes, value: Bytes) {
     match ks.get_mut(key, ctx) {
         Some(entry) => {
             entry.value = Value::Str(Str::from(value));

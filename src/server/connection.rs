@@ -412,18 +412,19 @@ impl Connection {
 
     /// Runs one command read from the client, timing it for `SLOWLOG`.
     async fn execute(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Next {
+        let spec = commands::lookup(&argv[0]);
         let timed = self.multi.is_none()
             && self.node.slowlog.is_slow(u64::MAX)
-            && commands::lookup(&argv[0]).is_some_and(|spec| {
+            && spec.is_some_and(|spec| {
                 !super::slowlog::skipped(spec.name, spec.flags)
                     && !(spec.name == "lock.acquire" && super::waiting::waits(&argv))
             });
         if !timed {
-            return self.execute_untimed(argv, frames).await;
+            return self.execute_untimed(spec, argv, frames).await;
         }
         let started = Instant::now();
         let kept = argv.clone();
-        let next = self.execute_untimed(argv, frames).await;
+        let next = self.execute_untimed(spec, argv, frames).await;
         let micros = started.elapsed().as_micros() as u64;
         if self.node.slowlog.is_slow(micros) {
             let (addr, name) = self.node.clients.get(self.id).map(|c| (c.addr.to_string(), c.name)).unwrap_or_default();
@@ -432,9 +433,10 @@ impl Connection {
         next
     }
 
-    async fn execute_untimed(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Next {
+    /// Runs one command; `spec` is its row of the table, if it has one.
+    async fn execute_untimed(&mut self, spec: Option<&'static CommandSpec>, argv: Vec<Bytes>, frames: &mut Frames) -> Next {
         self.node.total_commands.fetch_add(1, Ordering::Relaxed);
-        let Some(spec) = commands::lookup(&argv[0]) else {
+        let Some(spec) = spec else {
             self.multi_failed |= self.multi.is_some();
             self.reply(&unknown_command(&argv));
             return Next::Continue;

@@ -966,3 +966,20 @@ pub const PYTHON_REDIS_LOCK_UNLOCK: &str = r#"
         return 0
     end
 "#;
+
+/// Whether `tool` is on PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new("sh").arg("-c").arg(format!("command -v {tool} >/dev/null 2>&1")).status().is_ok_and(|s| s.success())
+}
+
+/// Whether a test that needs `tool` can run: a missing tool is a failure
+/// under `RAFTLOCK_REQUIRE_CLIENT_TOOLS` (scripts/test.sh, CI), else a
+/// skip with a note.
+pub fn need_tool(tool: &str) -> bool {
+    if have(tool) {
+        return true;
+    }
+    assert!(std::env::var_os("RAFTLOCK_REQUIRE_CLIENT_TOOLS").is_none(), "{tool} is not installed");
+    eprintln!("NOTE: skipping: {tool} is not installed");
+    false
+}
