@@ -273,3 +273,145 @@ fn scan_returns_every_key_present_throughout_while_keys_come_and_go() {
         assert!(seen.contains(&format!("stay:{i}")), "stay:{i} was never returned");
     }
 }
+
+/// Sends `args` on `c` without reading the reply.
+fn send(c: &mut RawConn, args: &[&str]) {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    c.send(&RawConn::encode(&a));
+}
+
+fn id_of(c: &mut RawConn) -> String {
+    match c.cmd(&["CLIENT", "ID"]) {
+        Resp::Int(id) => id.to_string(),
+        other => panic!("CLIENT ID: {other:?}"),
+    }
+}
+
+/// Waits until client `id` shows as blocked (flag `b` in CLIENT LIST).
+fn wait_blocked(admin: &mut RawConn, id: &str) {
+    common::poll_until(Duration::from_secs(10), "the client to block", || {
+        let lines = verbatim_lines(admin.cmd(&["CLIENT", "LIST", "ID", id]));
+        lines.iter().any(|l| l.contains(" flags=b ")).then_some(())
+    });
+}
+
+/// CLIENT UNBLOCK (redis-py's and go-redis's suites use it): a blocked
+/// pop ends as if timed out, or with the UNBLOCKED error; a client not
+/// blocked is not touched (0); the reason and the id are checked as Redis
+/// checks them.
+#[test]
+fn client_unblock_ends_a_blocked_pop() {
+    let s = TestServer::start();
+    let mut admin = s.raw();
+    let mut blocked = s.raw();
+    let id = id_of(&mut blocked);
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id]), Resp::Int(0), "not blocked yet");
+    send(&mut blocked, &["BLPOP", "unblock-list", "0"]);
+    wait_blocked(&mut admin, &id);
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id, "TIMEOUT"]), Resp::Int(1));
+    assert_eq!(blocked.read().unwrap(), Resp::Array(None), "a timed-out BLPOP's nil array");
+    send(&mut blocked, &["BZPOPMIN", "unblock-zset", "0"]);
+    wait_blocked(&mut admin, &id);
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id, "error"]), Resp::Int(1));
+    assert_eq!(blocked.read().unwrap(), err("UNBLOCKED client unblocked via CLIENT UNBLOCK"));
+    // Nothing left behind: the next block is a new one, and a push still
+    // wakes it.
+    send(&mut blocked, &["BLPOP", "unblock-list", "0"]);
+    wait_blocked(&mut admin, &id);
+    assert_eq!(admin.cmd(&["RPUSH", "unblock-list", "x"]), Resp::Int(1));
+    assert_eq!(blocked.read().unwrap(), Resp::Array(Some(vec![b("unblock-list"), b("x")])));
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id]), Resp::Int(0), "answered: no longer blocked");
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", "999999"]), Resp::Int(0));
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", "-1"]), Resp::Int(0));
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id, "now"]), err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"));
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", "x"]), err("ERR value is not an integer or out of range"));
+    assert_eq!(blocked.cmd(&["PING"]), Resp::Simple("PONG".into()));
+}
+
+/// A `LOCK.ACQUIRE ... WAIT` unblocked leaves the lock's queue through the
+/// log: the lock's release afterwards does not grant it to the client that
+/// stopped waiting, but to the next in line.
+#[test]
+fn client_unblock_takes_a_lock_waiter_out_of_the_queue() {
+    let s = TestServer::start();
+    let mut admin = s.raw();
+    let token = match admin.cmd(&["LOCK.ACQUIRE", "unblock-lock", "holder", "60000"]) {
+        Resp::Int(t) => t.to_string(),
+        other => panic!("acquire: {other:?}"),
+    };
+    let mut first = s.raw();
+    let mut second = s.raw();
+    let first_id = id_of(&mut first);
+    let second_id = id_of(&mut second);
+    send(&mut first, &["LOCK.ACQUIRE", "unblock-lock", "first", "60000", "WAIT", "60000"]);
+    wait_blocked(&mut admin, &first_id);
+    send(&mut second, &["LOCK.ACQUIRE", "unblock-lock", "second", "60000", "WAIT", "60000"]);
+    wait_blocked(&mut admin, &second_id);
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &first_id]), Resp::Int(1));
+    assert_eq!(first.read().unwrap(), Resp::Bulk(None), "ended as a timeout: nil");
+    assert_eq!(admin.cmd(&["LOCK.RELEASE", "unblock-lock", "holder", &token]), Resp::Int(1));
+    assert!(matches!(second.read().unwrap(), Resp::Int(_)), "the next in line has it");
+    assert_eq!(lock_field(&mut admin, "owner"), b("second"), "held by the second waiter");
+    assert_eq!(lock_field(&mut admin, "waiters"), Resp::Int(0));
+    // ERROR: the wait ends with the error, and leaves the queue as well.
+    send(&mut first, &["LOCK.ACQUIRE", "unblock-lock", "first", "60000", "WAIT", "60000"]);
+    wait_blocked(&mut admin, &first_id);
+    assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &first_id, "ERROR"]), Resp::Int(1));
+    assert_eq!(first.read().unwrap(), err("UNBLOCKED client unblocked via CLIENT UNBLOCK"));
+    assert_eq!(lock_field(&mut admin, "waiters"), Resp::Int(0), "no waiter left behind");
+    assert_eq!(lock_field(&mut admin, "owner"), b("second"));
+}
+
+/// One field of `LOCK.INFO unblock-lock`.
+fn lock_field(c: &mut RawConn, field: &str) -> Resp {
+    let items = c.cmd(&["LOCK.INFO", "unblock-lock"]).items();
+    let at = items.iter().position(|i| *i == b(field)).unwrap_or_else(|| panic!("no {field} in {items:?}"));
+    items[at + 1].clone()
+}
+
+/// CLIENT PAUSE WRITE holds writes, not reads, until CLIENT UNPAUSE; the
+/// held write then runs. CLIENT PAUSE ALL holds every command until it runs
+/// out. A client that leaves while held runs nothing.
+#[test]
+fn client_pause_holds_commands_until_unpaused_or_over() {
+    let s = TestServer::start();
+    let mut admin = s.raw();
+    let mut other = s.raw();
+    assert_eq!(admin.cmd(&["SET", "paused-key", "before"]), ok());
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]), ok());
+    send(&mut other, &["SET", "paused-key", "during"]);
+    // Reads go on meanwhile, and see the write has not run.
+    assert_eq!(admin.cmd(&["GET", "paused-key"]), b("before"));
+    other.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    assert!(matches!(other.read(), Err(common::RawErr::Timeout)), "the write was held");
+    // A script and a PUBLISH are held too (they may write).
+    let mut third = s.raw();
+    send(&mut third, &["EVAL", "return 1", "0"]);
+    assert_eq!(admin.cmd(&["GET", "paused-key"]), b("before"));
+    assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    other.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(other.read().unwrap(), ok());
+    assert_eq!(third.read().unwrap(), Resp::Int(1));
+    assert_eq!(admin.cmd(&["GET", "paused-key"]), b("during"));
+
+    // ALL: a PING waits too, until the pause runs out.
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "2000"]), ok());
+    let started = std::time::Instant::now();
+    assert_eq!(other.cmd(&["PING"]), Resp::Simple("PONG".into()));
+    assert!(started.elapsed() >= Duration::from_millis(1000), "PING answered during an ALL pause");
+
+    // A held client that disconnects: its write never runs.
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]), ok());
+    let mut gone = s.raw();
+    send(&mut gone, &["SET", "paused-key", "never"]);
+    std::thread::sleep(Duration::from_millis(200));
+    drop(gone);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(admin.cmd(&["GET", "paused-key"]), b("during"));
+
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "10", "READ"]), err("ERR CLIENT PAUSE mode must be WRITE or ALL"));
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "-1"]), err("ERR timeout is negative"));
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "1.5"]), err("ERR timeout is not an integer or out of range"));
+}

@@ -30,8 +30,8 @@ const ACL_SUBCOMMANDS: &[&str] =
     &["setuser", "getuser", "deluser", "list", "users", "whoami", "cat", "genpass", "dryrun", "load", "save", "help"];
 /// `CLIENT`'s.
 const CLIENT_SUBCOMMANDS: &[&str] = &[
-    "id", "setname", "getname", "setinfo", "info", "list", "kill", "pause", "unpause", "no-evict", "no-touch", "reply",
-    "tracking", "caching", "getredir", "trackinginfo", "help",
+    "id", "setname", "getname", "setinfo", "info", "list", "kill", "pause", "unpause", "unblock", "no-evict", "no-touch",
+    "reply", "tracking", "caching", "getredir", "trackinginfo", "help",
 ];
 
 fn subcommands_with_own_categories(name: &str) -> Option<&'static [&'static str]> {
@@ -125,7 +125,7 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
         "keys" | "info" => true,
         "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
         // Another client's address, name and user, or power over them.
-        "client" => matches!(sub, Some("list" | "kill" | "pause" | "unpause" | "no-evict" | "no-touch")),
+        "client" => matches!(sub, Some("list" | "kill" | "pause" | "unpause" | "unblock" | "no-evict" | "no-touch")),
         _ => flag("admin"),
     };
     if dangerous {

@@ -144,7 +144,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("hello", -1, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "6.0.0", "Handshakes with the server: protocol version, client name.", Local),
     cmd!("auth", -2, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "1.0.0", "AUTH [username] password: authenticates the connection as the default user.", Local),
     cmd!("select", 2, ["loading", "stale", "fast"], (0, 0, 0), "connection", "1.0.0", "Changes the selected database; only database 0 exists.", Local),
-    cmd!("client", -2, ["loading", "stale"], (0, 0, 0), "connection", "2.4.0", "CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|NO-EVICT|NO-TOUCH|REPLY.", Local),
+    cmd!("client", -2, ["loading", "stale"], (0, 0, 0), "connection", "2.4.0", "CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|KILL|UNBLOCK|PAUSE|UNPAUSE|NO-EVICT|NO-TOUCH|REPLY|TRACKING|CACHING.", Local),
     cmd!("quit", -1, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "1.0.0", "Closes the connection.", Local),
     cmd!("reset", 1, ["noscript", "loading", "stale", "fast", "no_auth"], (0, 0, 0), "connection", "6.2.0", "Resets the connection.", Local),
     // server
@@ -196,7 +196,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("getbit", 3, ["readonly", "fast"], (1, 1, 1), "bitmap", "2.2.0", "GETBIT key offset: a bit of a string.", Read(strings::getbit)),
     cmd!("bitcount", -2, ["readonly"], (1, 1, 1), "bitmap", "2.6.0", "BITCOUNT key [start end [BYTE|BIT]]: the number of set bits.", Read(strings::bitcount), bounded_by_keys),
     cmd!("pfadd", -2, ["write", "denyoom", "fast"], (1, 1, 1), "hyperloglog", "2.8.9", "PFADD key [element ...]: adds elements to a HyperLogLog (Redis's string format); 1 if it changed.", Write(hll::pfadd)),
-    cmd!("pfcount", -2, ["readonly"], (1, -1, 1), "hyperloglog", "2.8.9", "PFCOUNT key [key ...]: the estimated number of distinct elements of the union (Redis 7's estimate).", Read(hll::pfcount), bounded_by_keys),
+    cmd!("pfcount", -2, ["readonly", "may_replicate"], (1, -1, 1), "hyperloglog", "2.8.9", "PFCOUNT key [key ...]: the estimated number of distinct elements of the union (Redis 7's estimate).", Read(hll::pfcount), bounded_by_keys),
     cmd!("pfmerge", -2, ["write", "denyoom"], (1, -1, 1), "hyperloglog", "2.8.9", "PFMERGE destkey [sourcekey ...]: stores the union of HyperLogLogs.", Write(hll::pfmerge), bounded_by_keys),
     cmd!("lcs", -3, ["readonly"], (1, 2, 1), "string", "7.0.0", "LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest common subsequence (its time grows with the product of the two lengths: never counted quick).", Read(strings::lcs)),
     cmd!("bitpos", -3, ["readonly"], (1, 1, 1), "bitmap", "2.8.7", "BITPOS key bit [start [end [BYTE|BIT]]]: the first bit set to 0 or 1.", Read(strings::bitpos), bounded_by_keys),
@@ -342,7 +342,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("watch", -2, ["noscript", "loading", "stale", "fast", "readonly"], (1, -1, 1), "transactions", "2.2.0", "EXEC will do nothing if one of these keys changes before it.", Read(transactions::watch)),
     cmd!("unwatch", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "transactions", "2.2.0", "Forgets the watched keys.", Local),
     // pub/sub
-    cmd!("publish", 3, ["pubsub", "loading", "stale", "fast"], (0, 0, 0), "pubsub", "2.0.0", "Posts a message to a channel (through the log).", Write(pubsub::publish)),
+    cmd!("publish", 3, ["pubsub", "loading", "stale", "fast", "may_replicate"], (0, 0, 0), "pubsub", "2.0.0", "Posts a message to a channel (through the log).", Write(pubsub::publish)),
     cmd!("subscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Listens for messages published to channels.", Local),
     cmd!("unsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Stops listening to channels.", Local),
     cmd!("psubscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Listens for messages published to channels matching patterns.", Local),

@@ -28,6 +28,51 @@ pub struct ClientInfo {
     pub user: String,
     /// Wakes the connection to close it (`CLIENT KILL`).
     pub kill: std::sync::Arc<tokio::sync::Notify>,
+    /// Ends its blocked command early (`CLIENT UNBLOCK`).
+    pub unblock: std::sync::Arc<UnblockSignal>,
+}
+
+/// How `CLIENT UNBLOCK` ends a blocked command: as if its timeout had come
+/// (the default), or with an `UNBLOCKED` error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unblocked {
+    Timeout,
+    Error,
+}
+
+impl Unblocked {
+    /// The error a command unblocked with `ERROR` answers (Redis's text).
+    pub const ERROR: &'static str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
+}
+
+/// A connection's `CLIENT UNBLOCK` mailbox. The reason is set only while
+/// the client is marked blocked, and cleared when it is marked blocked and
+/// when it stops being blocked (both under the registry's lock), so an
+/// `UNBLOCK` never reaches a command other than the one it was sent to.
+#[derive(Debug, Default)]
+pub struct UnblockSignal {
+    reason: Mutex<Option<Unblocked>>,
+    notify: tokio::sync::Notify,
+}
+
+impl UnblockSignal {
+    fn set(&self, reason: Option<Unblocked>) {
+        *self.reason.lock().unwrap_or_else(|p| p.into_inner()) = reason;
+    }
+
+    /// Completes when `CLIENT UNBLOCK` is sent for this client, with how the
+    /// blocked command should end. Cancel-safe.
+    pub async fn wait(&self) -> Unblocked {
+        loop {
+            if let Some(reason) = self.reason.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                return reason;
+            }
+            // A notification sent between the check and here is kept as a
+            // permit, so this wakes for it; one left over from an earlier
+            // block only brings another look.
+            self.notify.notified().await;
+        }
+    }
 }
 
 impl ClientInfo {
@@ -99,6 +144,7 @@ impl ClientRegistry {
                 last_active: now,
                 user: "default".into(),
                 kill: Default::default(),
+                unblock: Default::default(),
             },
         );
         crate::metrics::set_clients(clients.len());
@@ -143,6 +189,30 @@ impl ClientRegistry {
             n += 1;
         }
         n
+    }
+
+    /// Marks client `id` blocked in a command (`CLIENT LIST` flag `b`), or
+    /// no longer blocked; either way a `CLIENT UNBLOCK` not yet acted on is
+    /// dropped.
+    pub fn set_blocked(&self, id: u64, blocked: bool) {
+        if let Some(c) = self.lock().get_mut(&id) {
+            c.blocked = blocked;
+            c.unblock.set(None);
+        }
+    }
+
+    /// `CLIENT UNBLOCK id`: ends the blocked command of client `id` for
+    /// `reason`; false if no such client is blocked.
+    pub fn unblock(&self, id: u64, reason: Unblocked) -> bool {
+        let clients = self.lock();
+        match clients.get(&id) {
+            Some(c) if c.blocked => {
+                c.unblock.set(Some(reason));
+                c.unblock.notify.notify_one();
+                true
+            }
+            _ => false,
+        }
     }
 
     pub fn pubsub_clients(&self) -> usize {

@@ -70,6 +70,8 @@ struct Connection {
     caching: Option<bool>,
     /// Notified by `CLIENT KILL` from another connection.
     kill: Arc<Notify>,
+    /// Set by `CLIENT UNBLOCK` from another connection.
+    unblock: Arc<super::clients::UnblockSignal>,
     /// `CLIENT REPLY OFF|SKIP`: replies not sent.
     silence: Silence,
 }
@@ -128,6 +130,7 @@ pub async fn serve(
         tracking: None,
         caching: None,
         kill: node.clients.get(id).map(|c| c.kill).unwrap_or_default(),
+        unblock: node.clients.get(id).map(|c| c.unblock).unwrap_or_default(),
         silence: Silence::None,
     };
     conn.refresh_perms(&acl, acl_epoch);
@@ -251,11 +254,23 @@ impl Connection {
             && !self.node.consensus.disk().low()
             && self.multi.is_none()
             && !self.subscribed()
+            && !self.node.pause.holds(true)
             && commands::lookup(&argv[0]).is_some_and(|spec| {
                 spec.arity_ok(argv.len())
                     && commands::pipelinable(spec)
                     && !(spec.name == "lock.acquire" && super::waiting::waits(argv))
             })
+    }
+
+    /// Whether `CLIENT PAUSE WRITE` holds this command: one Redis flags
+    /// `write` or `may_replicate` (scripts, `PUBLISH`), or an `EXEC` of a
+    /// transaction that queued one.
+    fn writes(&self, spec: &CommandSpec) -> bool {
+        let writes = |spec: &CommandSpec| spec.flags.iter().any(|f| matches!(*f, "write" | "may_replicate"));
+        match (&self.multi, spec.name) {
+            (Some(queue), "exec") => queue.iter().any(|c| commands::lookup(&c[0]).is_some_and(writes)),
+            _ => writes(spec),
+        }
     }
 
     /// Runs pipelined write commands (each already checked by
@@ -481,6 +496,19 @@ impl Connection {
             self.reply(&Reply::Error(refusal));
             return Next::Continue;
         }
+        // CLIENT PAUSE: held here (queueing in MULTI included, as in
+        // Redis) until the pause ends; a client that leaves meanwhile runs
+        // nothing.
+        let writes = self.writes(spec);
+        if self.node.pause.holds(writes) {
+            let node = self.node.clone();
+            let limit = node.config.max_request_len;
+            tokio::select! {
+                _ = node.pause.until_released(writes) => {}
+                _ = closed(frames, limit) => return Next::Close,
+                _ = self.kill.notified() => return Next::Close,
+            }
+        }
         if let Some(queue) = &mut self.multi {
             if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
                 self.multi_bytes += commands::argv_size(&argv);
@@ -524,7 +552,8 @@ impl Connection {
             },
             _ if spec.name == "lock.acquire" && super::waiting::waits(&argv) => {
                 let limit = self.node.config.max_request_len;
-                match Box::pin(super::waiting::acquire(&self.node, self.id, argv, closed(frames, limit))).await {
+                let unblock = self.unblock.clone();
+                match Box::pin(super::waiting::acquire(&self.node, self.id, argv, closed(frames, limit), &unblock)).await {
                     Some(reply) => (Some(reply), Next::Continue),
                     None => (None, Next::Close),
                 }
@@ -1105,6 +1134,10 @@ impl Connection {
                 // (and nothing is popped for a client that has gone).
                 _ = closed(frames, self.node.config.max_request_len) => return None,
                 _ = self.kill.notified() => return None,
+                reason = self.unblock.wait() => return Some(match reason {
+                    super::clients::Unblocked::Timeout => Reply::NilArray,
+                    super::clients::Unblocked::Error => Reply::error(super::clients::Unblocked::ERROR),
+                }),
             }
         }
         None
@@ -1262,6 +1295,44 @@ impl Connection {
                     }
                 }
             },
+            "PAUSE" if n == 3 || n == 4 => {
+                let all = match argv.get(3).map(|m| m.to_ascii_lowercase()) {
+                    None => true,
+                    Some(m) if m == b"all" => true,
+                    Some(m) if m == b"write" => false,
+                    Some(_) => return Reply::error("ERR CLIENT PAUSE mode must be WRITE or ALL"),
+                };
+                match parse_i64(&argv[2]) {
+                    None => Reply::error("ERR timeout is not an integer or out of range"),
+                    Some(ms) if ms < 0 => Reply::error("ERR timeout is negative"),
+                    Some(ms) => {
+                        // Past any real deadline: as good as forever.
+                        let now = tokio::time::Instant::now();
+                        let until = now
+                            .checked_add(std::time::Duration::from_millis(ms as u64))
+                            .unwrap_or(now + std::time::Duration::from_secs(100 * 365 * 24 * 3600));
+                        self.node.pause.pause(until, all);
+                        Reply::ok()
+                    }
+                }
+            }
+            "UNPAUSE" if n == 2 => {
+                self.node.pause.unpause();
+                Reply::ok()
+            }
+            "UNBLOCK" if n == 3 || n == 4 => {
+                use super::clients::Unblocked;
+                let reason = match argv.get(3).map(|r| r.to_ascii_lowercase()) {
+                    None => Unblocked::Timeout,
+                    Some(r) if r == b"timeout" => Unblocked::Timeout,
+                    Some(r) if r == b"error" => Unblocked::Error,
+                    Some(_) => return Reply::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+                };
+                match parse_i64(&argv[2]) {
+                    None => Reply::error("ERR value is not an integer or out of range"),
+                    Some(id) => Reply::Int(u64::try_from(id).is_ok_and(|id| self.node.clients.unblock(id, reason)) as i64),
+                }
+            }
             "TRACKING" if n >= 3 => {
                 let clients = &self.node.clients;
                 match super::tracking::parse_tracking(&argv[1..], |id| clients.get(id).is_some()) {
@@ -1333,14 +1404,15 @@ impl Connection {
                     "ID, GETNAME, SETNAME <name>, SETINFO LIB-NAME|LIB-VER <value>, INFO, LIST,",
                     "NO-EVICT|NO-TOUCH|REPLY <on|off>, TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST]",
                     "[OPTIN] [OPTOUT] [NOLOOP], CACHING yes|no, GETREDIR, TRACKINGINFO,",
-                    "KILL addr | KILL [ID id] [ADDR addr] [LADDR addr] [USER name] [TYPE normal|pubsub] [SKIPME yes|no], HELP",
+                    "KILL addr | KILL [ID id] [ADDR addr] [LADDR addr] [USER name] [TYPE normal|pubsub] [SKIPME yes|no],",
+                    "UNBLOCK <clientid> [TIMEOUT|ERROR], PAUSE <timeout> [WRITE|ALL], UNPAUSE, HELP",
                 ]
                 .iter()
                 .map(|s| Reply::Status(s.to_string()))
                 .collect(),
             ),
             "ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO" | "NO-EVICT" | "NO-TOUCH" | "REPLY" | "KILL" | "TRACKING" | "CACHING"
-            | "GETREDIR" | "TRACKINGINFO" => wrong(),
+            | "GETREDIR" | "TRACKINGINFO" | "UNBLOCK" | "PAUSE" | "UNPAUSE" => wrong(),
             _ => Reply::error(format!(
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
                 String::from_utf8_lossy(&argv[1])
@@ -1738,14 +1810,14 @@ pub(super) struct Blocked<'a> {
 
 impl<'a> Blocked<'a> {
     pub(super) fn new(node: &'a Node, id: u64) -> Self {
-        node.clients.update(id, |c| c.blocked = true);
+        node.clients.set_blocked(id, true);
         Blocked { node, id }
     }
 }
 
 impl Drop for Blocked<'_> {
     fn drop(&mut self) {
-        self.node.clients.update(self.id, |c| c.blocked = false);
+        self.node.clients.set_blocked(self.id, false);
     }
 }
 
@@ -1874,7 +1946,10 @@ fn answered_here(spec: &CommandSpec, argv: &[Bytes]) -> bool {
     let sub = |names: &[&str]| argv.get(1).is_some_and(|s| names.iter().any(|n| s.eq_ignore_ascii_case(n.as_bytes())));
     match spec.name {
         "time" | "info" | "command" | "select" | "lastsave" | "role" | "wait" | "waitaof" => true,
-        "client" => sub(&["id", "getname", "setname", "setinfo", "info", "list", "getredir", "trackinginfo", "no-evict", "no-touch"]),
+        "client" => sub(&[
+            "id", "getname", "setname", "setinfo", "info", "list", "getredir", "trackinginfo", "no-evict", "no-touch", "unblock",
+            "pause", "unpause",
+        ]),
         "config" => sub(&["get"]),
         "acl" => sub(&["whoami", "cat", "genpass"]),
         _ => false,

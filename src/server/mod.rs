@@ -11,6 +11,7 @@ mod hub;
 mod info;
 mod memory;
 mod params;
+mod pause;
 mod slowlog;
 mod top;
 mod tracking;
@@ -77,6 +78,8 @@ pub struct Node {
     pub params: params::StoredParams,
     /// `SLOWLOG`: this node's slow commands.
     pub slowlog: slowlog::SlowLog,
+    /// `CLIENT PAUSE`: this node's clients' commands held.
+    pub pause: pause::Pause,
 }
 
 /// Longest a client may take over its TLS handshake.
@@ -210,6 +213,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         tls: tls.clone(),
         params: params::StoredParams::default(),
         slowlog: slowlog::SlowLog::default(),
+        pause: pause::Pause::default(),
     });
     let (shutdown_tx, _) = broadcast::channel::<()>(1);
     if let Some(path) = node.config.aclfile.clone() {

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::clients::{UnblockSignal, Unblocked};
 use super::Node;
 use crate::commands::Request;
 use crate::keyspace::WaitStep;
@@ -43,7 +44,13 @@ pub fn waits(argv: &[Bytes]) -> bool {
 
 /// Runs `LOCK.ACQUIRE ... WAIT` for connection `conn`; `None` if the client
 /// went away while blocked (`closed` completes when it does).
-pub async fn acquire(node: &Arc<Node>, conn: u64, argv: Vec<Bytes>, closed: impl Future<Output = ()>) -> Option<Reply> {
+pub async fn acquire(
+    node: &Arc<Node>,
+    conn: u64,
+    argv: Vec<Bytes>,
+    closed: impl Future<Output = ()>,
+    unblock: &UnblockSignal,
+) -> Option<Reply> {
     // A malformed WAIT gets the command's own error from the state machine.
     let wait = argv.get(5).and_then(|a| parse_i64(a)).filter(|ms| *ms > 0).map_or(Duration::ZERO, |ms| {
         Duration::from_millis(ms as u64)
@@ -79,6 +86,17 @@ pub async fn acquire(node: &Arc<Node>, conn: u64, argv: Vec<Bytes>, closed: impl
                 None => break,
             },
             _ = &mut fallback => break,
+            // CLIENT UNBLOCK: the wait ends now, through the log, so no
+            // grant goes to a client that stopped waiting. A grant applied
+            // first stands (the reply is its token); else, as a timeout
+            // (nil), or the UNBLOCKED error.
+            reason = unblock.wait() => {
+                let reply = execute(node, conn, Request::Dequeue { key, owner, seq }).await;
+                return Some(match (reason, reply) {
+                    (Unblocked::Error, Reply::Nil) => Reply::error(Unblocked::ERROR),
+                    (_, reply) => reply,
+                });
+            }
             _ = &mut closed => {
                 // A waiter whose connection closes leaves the queue; a grant
                 // that came first lapses by its lease, as a crashed holder's.
