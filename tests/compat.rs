@@ -415,3 +415,76 @@ fn client_pause_holds_commands_until_unpaused_or_over() {
     assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "-1"]), err("ERR timeout is negative"));
     assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "1.5"]), err("ERR timeout is not an integer or out of range"));
 }
+
+/// SHUTDOWN stops the node as SIGTERM does: no reply, the connection
+/// closes, the process exits 0, and a restart has every acknowledged write.
+/// SHUTDOWN SAVE takes a snapshot first. The options are checked as Redis
+/// checks them.
+#[test]
+fn shutdown_stops_the_node_cleanly() {
+    let mut s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "kept", "1"]), ok());
+    assert_eq!(c.cmd(&["SHUTDOWN", "ABORT"]), err("ERR No shutdown in progress."));
+    assert_eq!(c.cmd(&["SHUTDOWN", "SAVE", "NOSAVE"]), err("ERR syntax error"));
+    assert_eq!(c.cmd(&["SHUTDOWN", "NOW", "ABORT"]), err("ERR syntax error"));
+    assert_eq!(c.cmd(&["SHUTDOWN", "LATER"]), err("ERR syntax error"));
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert!(matches!(c.cmd(&["SHUTDOWN"]), Resp::Error(_)), "not inside a transaction");
+    assert_eq!(c.cmd(&["DISCARD"]), ok());
+    match c.cmd(&["EVAL", "return redis.call('shutdown')", "0"]) {
+        Resp::Error(e) => assert!(e.starts_with("ERR This Redis command is not allowed from script"), "{e}"),
+        other => panic!("SHUTDOWN from a script: {other:?}"),
+    }
+    assert!(s.is_running());
+    let snapshot_before = s.raft_info().num("snapshot_index");
+    let c_before = s.raft_info().num("applied_index");
+    let a: Vec<&[u8]> = vec![b"SHUTDOWN", b"SAVE"];
+    c.send(&RawConn::encode(&a));
+    assert!(c.closed_within(Duration::from_secs(30)), "the connection closes");
+    let status = common::poll_until(Duration::from_secs(30), "the process to exit", || s.exit_status());
+    assert!(status.success(), "exit status {status:?}");
+    assert!(s.logs().contains("SHUTDOWN"), "the log says why it stopped");
+    s.restart();
+    let after = s.raft_info();
+    assert!(after.num("snapshot_index") > snapshot_before, "SAVE took a snapshot");
+    assert!(after.num("snapshot_index") >= c_before);
+    assert_eq!(s.raw().cmd(&["GET", "kept"]), b("1"));
+}
+
+/// LATENCY: with `latency-monitor-threshold` set, a command that took longer
+/// is an event (`command`, or `fast-command` for a fast one) with its time
+/// and worst; LATENCY HISTOGRAM counts every command's calls.
+#[test]
+fn latency_monitor_records_slow_commands_and_histograms_count_calls() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["LATENCY", "LATEST"]), Resp::Array(Some(vec![])));
+    for _ in 0..3 {
+        assert_eq!(c.cmd(&["PING"]), Resp::Simple("PONG".into()));
+    }
+    let ping = c.cmd(&["LATENCY", "HISTOGRAM", "ping"]).items();
+    assert_eq!(ping[0], b("ping"));
+    let fields = ping[1].items();
+    assert_eq!((fields[0].clone(), fields[1].clone()), (b("calls"), Resp::Int(3)));
+    let buckets = fields[3].items();
+    assert_eq!(buckets.last(), Some(&Resp::Int(3)), "cumulative: the last bucket counts every call: {buckets:?}");
+
+    assert_eq!(c.cmd(&["CONFIG", "SET", "latency-monitor-threshold", "1"]), ok());
+    // About 30 ms of Lua on this machine, far more than 1 ms anywhere.
+    let slow = c.cmd(&["EVAL", "local x = 0 for i = 1, 3000000 do x = x + i end return 1", "0"]);
+    assert_eq!(slow, Resp::Int(1));
+    let latest = c.cmd(&["LATENCY", "LATEST"]).items();
+    let command = latest
+        .iter()
+        .map(Resp::items)
+        .find(|e| e[0] == b("command"))
+        .unwrap_or_else(|| panic!("no 'command' event: {latest:?}"));
+    let (Resp::Int(latest_ms), Resp::Int(max_ms)) = (&command[2], &command[3]) else { panic!("{command:?}") };
+    assert!(*latest_ms >= 1 && max_ms >= latest_ms, "{command:?}");
+    assert_eq!(c.cmd(&["LATENCY", "HISTORY", "command"]).items().len(), 1);
+    let doctor = verbatim_lines(c.cmd(&["LATENCY", "DOCTOR"]));
+    assert!(doctor.iter().any(|l| l.starts_with("1. command: 1 latency spikes")), "{doctor:?}");
+    assert_eq!(c.cmd(&["LATENCY", "RESET"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["LATENCY", "LATEST"]), Resp::Array(Some(vec![])));
+}

@@ -43,7 +43,13 @@ use common::{parse, RawConn, Resp, TestServer};
 
 /// The families, one `#[test]` each (kept in step with the data directory by
 /// `every_recorded_family_has_a_test`).
-const FAMILIES: &[&str] = &["bitmaps", "config", "hashes2", "hyperloglog", "lists2", "sets", "sets_resp3", "sort", "strings2", "zsets2"];
+const FAMILIES: &[&str] =
+    &["bitmaps", "config", "hashes2", "hyperloglog", "lists2", "server", "sets", "sets_resp3", "sort", "strings2", "zsets2"];
+
+#[test]
+fn server() {
+    replay("server");
+}
 
 #[test]
 fn sets() {

@@ -425,23 +425,29 @@ impl Connection {
         !self.channels.is_empty() || !self.patterns.is_empty()
     }
 
-    /// Runs one command read from the client, timing it for `SLOWLOG`.
+    /// Runs one command read from the client, timing it for `SLOWLOG` and
+    /// `LATENCY`.
     async fn execute(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Next {
         let spec = commands::lookup(&argv[0]);
-        let timed = self.multi.is_none()
-            && self.node.slowlog.is_slow(u64::MAX)
-            && spec.is_some_and(|spec| {
-                !super::slowlog::skipped(spec.name, spec.flags)
-                    && !(spec.name == "lock.acquire" && super::waiting::waits(&argv))
-            });
-        if !timed {
+        // Neither counts a blocked command's wait, nor EXEC (its commands).
+        let timed_spec = spec.filter(|spec| {
+            self.multi.is_none()
+                && !spec.flags.contains(&"blocking")
+                && !spec.flags.contains(&"skip_slowlog")
+                && !(spec.name == "lock.acquire" && super::waiting::waits(&argv))
+        });
+        let Some(timed_spec) = timed_spec else { return self.execute_untimed(spec, argv, frames).await };
+        let slowlog = self.node.slowlog.is_slow(u64::MAX) && !super::slowlog::skipped(timed_spec.name, timed_spec.flags);
+        if !slowlog && !self.node.latency.wanted() {
             return self.execute_untimed(spec, argv, frames).await;
         }
         let started = Instant::now();
-        let kept = argv.clone();
+        let kept = slowlog.then(|| argv.clone());
         let next = self.execute_untimed(spec, argv, frames).await;
-        let micros = started.elapsed().as_micros() as u64;
-        if self.node.slowlog.is_slow(micros) {
+        let elapsed = started.elapsed();
+        self.node.latency.record(timed_spec, elapsed.as_nanos().min(u64::MAX as u128) as u64);
+        let micros = elapsed.as_micros() as u64;
+        if let Some(kept) = kept.filter(|_| self.node.slowlog.is_slow(micros)) {
             let (addr, name) = self.node.clients.get(self.id).map(|c| (c.addr.to_string(), c.name)).unwrap_or_default();
             self.node.slowlog.record(micros, &kept, addr, name);
         }
@@ -668,6 +674,40 @@ impl Connection {
                 Err(e) => Reply::Error(e),
             },
             "slowlog" => self.node.slowlog.command(&argv[1..]),
+            "latency" => self.node.latency.command(&argv[1..]),
+            "shutdown" => {
+                let (mut save, mut nosave, mut force, mut abort) = (false, false, false, false);
+                for a in &argv[1..] {
+                    match a.to_ascii_lowercase().as_slice() {
+                        b"save" => save = true,
+                        b"nosave" => nosave = true,
+                        b"force" => force = true,
+                        // Nothing waits here (no replica to catch up: every
+                        // acknowledged write is on a majority's disk).
+                        b"now" => {}
+                        b"abort" => abort = true,
+                        _ => return (Some(Reply::error("ERR syntax error")), Next::Continue),
+                    }
+                }
+                if abort && argv.len() > 2 || save && nosave {
+                    return (Some(Reply::error("ERR syntax error")), Next::Continue);
+                }
+                if abort {
+                    return (Some(Reply::error("ERR No shutdown in progress.")), Next::Continue);
+                }
+                if save {
+                    if let Err(e) = self.node.consensus.snapshot_now(Some(SAVE_WAIT)).await {
+                        tracing::warn!("SHUTDOWN SAVE: the snapshot failed: {e}");
+                        if !force {
+                            return (Some(Reply::error("ERR Errors trying to SHUTDOWN. Check logs.")), Next::Continue);
+                        }
+                    }
+                }
+                tracing::info!(client = self.id, save, "SHUTDOWN: stopping the node");
+                // As Redis: no reply, the connection closes as the node stops.
+                self.node.stop.notify_one();
+                return (None, Next::Close);
+            }
             // Only database 0 exists (Redis's `databases 1`).
             "move" => match parse_i64(&argv[2]) {
                 Some(db) if i32::try_from(db).is_err() => {
@@ -797,6 +837,10 @@ impl Connection {
             // Redis's master with no replicas, as `INFO replication` says:
             // every node takes writes, and replication is Raft's
             // (`RAFT.INFO`), which no Redis client should manage.
+            "cluster" | "readonly" | "readwrite" | "asking" => Reply::error("ERR This instance has cluster support disabled"),
+            "debug" => Reply::error(
+                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+            ),
             "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
             "wait" => wait(argv, false),
             "waitaof" => wait(argv, true),
@@ -1411,6 +1455,12 @@ impl Connection {
                 .map(|s| Reply::Status(s.to_string()))
                 .collect(),
             ),
+            // Their arity is at least 3 (Redis's table): more than they take
+            // is Redis's syntax error.
+            "UNBLOCK" | "PAUSE" if n > 4 => Reply::error(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(&argv[1])
+            )),
             "ID" | "SETNAME" | "GETNAME" | "SETINFO" | "INFO" | "NO-EVICT" | "NO-TOUCH" | "REPLY" | "KILL" | "TRACKING" | "CACHING"
             | "GETREDIR" | "TRACKINGINFO" | "UNBLOCK" | "PAUSE" | "UNPAUSE" => wrong(),
             _ => Reply::error(format!(
@@ -1519,6 +1569,7 @@ impl Connection {
                 }
                 for (name, value) in stored {
                     self.node.slowlog.configure(&name, &value);
+                    self.node.latency.configure(&name, &value);
                     self.node.params.set(&name, value);
                 }
                 Reply::ok()

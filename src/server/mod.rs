@@ -9,6 +9,7 @@ mod dashboard;
 mod expiry;
 mod hub;
 mod info;
+mod latency;
 mod memory;
 mod params;
 mod pause;
@@ -80,6 +81,10 @@ pub struct Node {
     pub slowlog: slowlog::SlowLog,
     /// `CLIENT PAUSE`: this node's clients' commands held.
     pub pause: pause::Pause,
+    /// `LATENCY`: this node's latency monitor and command histograms.
+    pub latency: latency::Latency,
+    /// `SHUTDOWN`: stops the node as SIGTERM does.
+    pub stop: tokio::sync::Notify,
 }
 
 /// Longest a client may take over its TLS handshake.
@@ -214,6 +219,8 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         params: params::StoredParams::default(),
         slowlog: slowlog::SlowLog::default(),
         pause: pause::Pause::default(),
+        latency: latency::Latency::default(),
+        stop: tokio::sync::Notify::new(),
     });
     let (shutdown_tx, _) = broadcast::channel::<()>(1);
     if let Some(path) = node.config.aclfile.clone() {
@@ -244,7 +251,10 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         .map(|(listener, tls)| tokio::spawn(accept_loop(node.clone(), listener, tls, shutdown_tx.clone())))
         .collect();
     let reloads = tokio::spawn(reload_on_sighup(tls, hangups));
-    shutdown_signal().await;
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        _ = node.stop.notified() => tracing::info!("SHUTDOWN asked by a client"),
+    }
     reloads.abort();
     loops.iter().for_each(|l| l.abort());
     for l in loops {

@@ -329,6 +329,14 @@ impl TestServer {
             .ok()
     }
 
+    /// How the process ended, once it has exited on its own (then reaped:
+    /// `restart` starts a new one).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(status)
+    }
+
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
