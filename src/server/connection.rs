@@ -509,10 +509,20 @@ impl Connection {
         if self.node.pause.holds(writes) {
             let node = self.node.clone();
             let limit = node.config.max_request_len;
-            tokio::select! {
-                _ = node.pause.until_released(writes) => {}
-                _ = closed(frames, limit) => return Next::Close,
-                _ = self.kill.notified() => return Next::Close,
+            let kill = self.kill.clone();
+            let frames = &mut *frames;
+            // Boxed, as the blocking commands' futures are (the read buffer
+            // of `closed` would grow every command's future).
+            let left = Box::pin(async move {
+                tokio::select! {
+                    _ = node.pause.until_released(writes) => false,
+                    _ = closed(frames, limit) => true,
+                    _ = kill.notified() => true,
+                }
+            })
+            .await;
+            if left {
+                return Next::Close;
             }
         }
         if let Some(queue) = &mut self.multi {
