@@ -357,3 +357,59 @@ fn sort_checks_its_store_key_and_its_patterns() {
     let got = q(&mut admin, &["SORT", "orders:list", "BY", "orders:w*", "GET", "#", "GET", "orders:w*"]).unwrap();
     assert_eq!(strings(got), ["3", "10", "2", "20", "1", "30"]);
 }
+
+/// One `ACL LOG` entry as field -> value.
+fn log_entry(v: &Value) -> std::collections::HashMap<String, Value> {
+    common::pairs(v).into_iter().collect()
+}
+
+/// ACL LOG: each refusal (a command, a key, a channel, a wrong password)
+/// is an entry with Redis 7.0's fields, newest first; a repeat within a
+/// minute counts on its entry; the password is never in it; RESET empties
+/// it, and `acllog-max-len` bounds it.
+#[test]
+fn acl_log_records_refusals_and_failed_logins() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    q(&mut admin, &["ACL", "SETUSER", "logged", "on", ">pw", "+get", "+set", "+publish", "+multi", "+exec", "+client", "~mine:*", "&news"]).unwrap();
+    let mut user = as_user(server.port, "logged", "pw");
+    assert_eq!(expect_err(q(&mut user, &["GET", "theirs:1"])), KEY_DENIED);
+    assert_eq!(expect_err(q(&mut user, &["GET", "theirs:1"])), KEY_DENIED);
+    assert_eq!(expect_err(q(&mut user, &["DEL", "mine:1"])), command_denied("del"));
+    assert!(expect_err(q(&mut user, &["PUBLISH", "sport", "m"])).starts_with("NOPERM"));
+    let wrong = q(&mut admin, &["AUTH", "logged", "not-the-password"]);
+    assert!(expect_err(wrong).starts_with("WRONGPASS"));
+    let Value::Array(entries) = q(&mut admin, &["ACL", "LOG"]).unwrap() else { panic!() };
+    let entries: Vec<_> = entries.iter().map(log_entry).collect();
+    let field = |e: &std::collections::HashMap<String, Value>, k: &str| text(&e[k]);
+    let summary: Vec<(String, String, String, Value)> =
+        entries.iter().map(|e| (field(e, "reason"), field(e, "object"), field(e, "username"), e["count"].clone())).collect();
+    assert_eq!(
+        summary,
+        [
+            ("auth".into(), "AUTH".into(), "logged".into(), Value::Int(1)),
+            ("channel".into(), "sport".into(), "logged".into(), Value::Int(1)),
+            ("command".into(), "del".into(), "logged".into(), Value::Int(1)),
+            ("key".into(), "theirs:1".into(), "logged".into(), Value::Int(2)),
+        ]
+    );
+    for e in &entries {
+        assert_eq!(field(e, "context"), "toplevel");
+        assert!(field(e, "client-info").starts_with("id="), "{e:?}");
+        assert!(e.contains_key("age-seconds"));
+        assert!(!format!("{e:?}").contains("not-the-password"), "no password in the log");
+    }
+    // In a transaction: refused when queued, context multi.
+    redis::cmd("MULTI").query::<()>(&mut user).unwrap();
+    assert_eq!(expect_err(q(&mut user, &["GET", "theirs:2"])), KEY_DENIED);
+    assert!(q(&mut user, &["EXEC"]).is_err());
+    let Value::Array(newest) = q(&mut admin, &["ACL", "LOG", "1"]).unwrap() else { panic!() };
+    let newest = log_entry(&newest[0]);
+    assert_eq!((field(&newest, "context"), field(&newest, "object")), ("multi".into(), "theirs:2".into()));
+    assert_eq!(q(&mut admin, &["CONFIG", "SET", "acllog-max-len", "2"]).unwrap(), Value::Okay);
+    let Value::Array(kept) = q(&mut admin, &["ACL", "LOG", "100"]).unwrap() else { panic!() };
+    assert_eq!(kept.len(), 2);
+    assert_eq!(q(&mut admin, &["ACL", "LOG", "RESET"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut admin, &["ACL", "LOG"]).unwrap(), Value::Array(vec![]));
+    assert!(expect_err(q(&mut admin, &["ACL", "LOG", "many"])).starts_with("ERR value is not an integer"));
+}

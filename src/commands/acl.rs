@@ -265,6 +265,12 @@ impl Perms {
 
     /// Whether the user may run `argv` (already resolved to `spec`).
     pub fn check(&self, spec: &CommandSpec, argv: &[Bytes]) -> Result<(), Denied> {
+        self.check_naming(spec, argv).map_err(|(denied, _)| denied)
+    }
+
+    /// [`Perms::check`], and with a refusal what it was about, for `ACL
+    /// LOG`: the command (`name` or `name|sub`), the key or the channel.
+    pub fn check_naming(&self, spec: &CommandSpec, argv: &[Bytes]) -> Result<(), (Denied, Bytes)> {
         if self.unrestricted() {
             return Ok(());
         }
@@ -277,22 +283,23 @@ impl Perms {
             None => self.commands.contains(spec.name),
         };
         if !allowed {
-            return Err(Denied::Command(match sub {
+            let name = match sub {
                 Some(sub) => format!("{}|{sub}", spec.name),
                 None => spec.name.to_string(),
-            }));
+            };
+            return Err((Denied::Command(name.clone()), Bytes::from(name)));
         }
         if !self.user.all_keys {
             for (key, need) in key_access(spec, argv) {
                 let ok = self.user.key_patterns.iter().any(|(access, p)| access & need == need && glob_match(p, key));
                 if !ok {
-                    return Err(Denied::Key);
+                    return Err((Denied::Key, key.clone()));
                 }
             }
         }
         if matches!(spec.name, "sort" | "sort_ro") && !self.reads_every_key() {
             if let Some(refused) = super::sort::refused_without_full_key_access(argv) {
-                return Err(Denied::Option(refused.to_string()));
+                return Err((Denied::Option(refused.to_string()), Bytes::from_static(b"sort")));
             }
         }
         if !self.user.all_channels {
@@ -309,7 +316,7 @@ impl Perms {
                     .iter()
                     .any(|p| if literal { p == ch } else { glob_match(p, ch) });
                 if !ok {
-                    return Err(Denied::Channel);
+                    return Err((Denied::Channel, ch.clone()));
                 }
             }
         }

@@ -262,6 +262,33 @@ impl Connection {
             })
     }
 
+    /// `ACL LOG`: this client was refused `object` (a command, key or
+    /// channel); in a transaction when queued or at its EXEC (`multi`).
+    fn log_refusal(&self, denied: &commands::acl::Denied, object: Bytes, multi: bool) {
+        use super::acllog::Reason;
+        use commands::acl::Denied;
+        let reason = match denied {
+            Denied::Command(_) => Reason::Command,
+            Denied::Key => Reason::Key,
+            Denied::Channel => Reason::Channel,
+            // The command's own error, not an ACL refusal.
+            Denied::Option(_) => return,
+        };
+        let info = self.node.clients.get(self.id).map(|c| c.line()).unwrap_or_default();
+        self.node.acllog.record(reason, multi, object, &self.user, info);
+    }
+
+    /// `ACL LOG`: `AUTH` or `HELLO ... AUTH` (`command`, as sent) as
+    /// `user` failed with `refused`. Only a wrong password or user counts
+    /// (as in Redis; not `AUTH` without a password configured).
+    fn log_failed_auth(&self, refused: &Reply, command: &Bytes, user: &[u8]) {
+        if matches!(refused, Reply::Error(e) if e == super::auth::WRONGPASS) {
+            let info = self.node.clients.get(self.id).map(|c| c.line()).unwrap_or_default();
+            let user = String::from_utf8_lossy(user);
+            self.node.acllog.record(super::acllog::Reason::Auth, self.multi.is_some(), command.clone(), &user, info);
+        }
+    }
+
     /// Whether `CLIENT PAUSE WRITE` holds this command: one Redis flags
     /// `write` or `may_replicate` (scripts, `PUBLISH`), or an `EXEC` of a
     /// transaction that queued one.
@@ -485,7 +512,8 @@ impl Connection {
                 }
             }
             if let Some(perms) = &self.perms {
-                if let Err(denied) = perms.check(spec, &argv) {
+                if let Err((denied, object)) = perms.check_naming(spec, &argv) {
+                    self.log_refusal(&denied, object, self.multi.is_some());
                     self.multi_failed |= self.multi.is_some();
                     self.reply(&denied.reply());
                     return Next::Continue;
@@ -667,7 +695,10 @@ impl Connection {
                         self.set_user(&name, &acl, epoch);
                         Reply::ok()
                     }
-                    Err(refused) => refused,
+                    Err(refused) => {
+                        self.log_failed_auth(&refused, &argv[0], user.unwrap_or(b"default"));
+                        refused
+                    }
                 }
             }
             // Snapshots: SAVE waits for one, the others only start it.
@@ -796,6 +827,14 @@ impl Connection {
                         commands.iter().any(|c| commands::lookup(&c[0]).is_some_and(|spec| perms.check(spec, c).is_err()))
                     }) =>
                 {
+                    let perms = self.perms.clone();
+                    let refused = commands.iter().find_map(|c| {
+                        let spec = commands::lookup(&c[0])?;
+                        perms.as_ref()?.check_naming(spec, c).err()
+                    });
+                    if let Some((denied, object)) = refused {
+                        self.log_refusal(&denied, object, true);
+                    }
                     self.watched.clear();
                     Reply::error("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call; the transaction was discarded")
                 }
@@ -1011,18 +1050,19 @@ impl Connection {
                     Err(e) => Reply::Error(format!("ERR There was an error trying to save the ACLs. Please check the server logs for more information ({e})")),
                 }
             }
+            ("log", 2 | 3) => self.node.acllog.command(&argv[2..]),
             ("help", 2) => Reply::Array(
                 [
                     "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                     "CAT [<category>]", "DELUSER <username> [<username> ...]", "DRYRUN <username> <command> [<arg> ...]",
                     "GETUSER <username>", "LIST", "USERS", "SETUSER <username> <attribute> [<attribute> ...]", "WHOAMI",
-                    "GENPASS [<bits>]", "LOAD", "SAVE", "HELP",
+                    "LOG [<count> | RESET]", "GENPASS [<bits>]", "LOAD", "SAVE", "HELP",
                 ]
                 .iter()
                 .map(|l| Reply::Status((*l).into()))
                 .collect(),
             ),
-            ("setuser" | "deluser" | "getuser" | "list" | "users" | "whoami" | "cat" | "genpass" | "dryrun" | "load" | "save" | "help", _) => {
+            ("setuser" | "deluser" | "getuser" | "list" | "users" | "whoami" | "cat" | "genpass" | "dryrun" | "load" | "save" | "help" | "log", _) => {
                 arity_error(&format!("acl|{sub}"))
             }
             _ => Reply::Error(format!("ERR unknown subcommand '{}'. Try ACL HELP.", text(&argv[1]))),
@@ -1240,7 +1280,10 @@ impl Connection {
                 "AUTH" if i + 2 < argv.len() => {
                     match self.node.auth.check(Some(&argv[i + 1][..]), &argv[i + 2], &acl) {
                         Ok(user) => as_user = Some(user),
-                        Err(refused) => return refused,
+                        Err(refused) => {
+                            self.log_failed_auth(&refused, &argv[0], &argv[i + 1]);
+                            return refused;
+                        }
                     }
                     authenticated = true;
                     i += 3;
@@ -1580,6 +1623,7 @@ impl Connection {
                 for (name, value) in stored {
                     self.node.slowlog.configure(&name, &value);
                     self.node.latency.configure(&name, &value);
+                    self.node.acllog.configure(&name, &value);
                     self.node.params.set(&name, value);
                 }
                 Reply::ok()

@@ -2,6 +2,7 @@
 //! and the wiring of storage, consensus and metrics. Connection state (protocol
 //! version, subscriptions, name) lives here and never enters the log.
 
+mod acllog;
 mod auth;
 mod clients;
 mod connection;
@@ -81,6 +82,8 @@ pub struct Node {
     pub slowlog: slowlog::SlowLog,
     /// `CLIENT PAUSE`: this node's clients' commands held.
     pub pause: pause::Pause,
+    /// `ACL LOG`: this node's refusals.
+    pub acllog: acllog::AclLog,
     /// `LATENCY`: this node's latency monitor and command histograms.
     pub latency: latency::Latency,
     /// `SHUTDOWN`: stops the node as SIGTERM does.
@@ -219,6 +222,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         params: params::StoredParams::default(),
         slowlog: slowlog::SlowLog::default(),
         pause: pause::Pause::default(),
+        acllog: acllog::AclLog::default(),
         latency: latency::Latency::default(),
         stop: tokio::sync::Notify::new(),
     });

@@ -60,6 +60,7 @@ static PARAMS: &[Param] = &[
     p("lfu-decay-time", None, NON_NEGATIVE_INT, "1"),
     p("slowlog-log-slower-than", None, Kind::Int { min: -1, max: i64::MAX }, "10000"),
     p("slowlog-max-len", None, Kind::Int { min: 0, max: i64::MAX }, "128"),
+    p("acllog-max-len", None, Kind::Int { min: 0, max: i64::MAX }, "128"),
     p("latency-monitor-threshold", None, Kind::Int { min: 0, max: i64::MAX }, "0"),
     p("latency-tracking", None, Kind::Bool, "yes"),
     p("lua-time-limit", Some("busy-reply-threshold"), Kind::Int { min: 0, max: i64::MAX }, "5000"),
