@@ -488,3 +488,49 @@ fn latency_monitor_records_slow_commands_and_histograms_count_calls() {
     assert_eq!(c.cmd(&["LATENCY", "RESET"]), Resp::Int(1));
     assert_eq!(c.cmd(&["LATENCY", "LATEST"]), Resp::Array(Some(vec![])));
 }
+
+/// MONITOR streams the commands this node's clients send, as Redis writes
+/// them; admin commands never appear and AUTH's arguments are redacted.
+#[test]
+fn monitor_shows_commands_as_redis_writes_them() {
+    let s = TestServer::start();
+    let mut monitor = s.raw();
+    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
+    let mut c = s.raw();
+    let addr = c.stream.local_addr().unwrap().to_string();
+    assert_eq!(c.cmd(&["SET", "mon-key", "a \"quoted\"\nvalue"]), ok());
+    assert!(matches!(c.cmd(&["AUTH", "someone", "secret-password"]), Resp::Error(_)));
+    assert!(matches!(c.cmd(&["CONFIG", "GET", "maxmemory"]), Resp::Array(_)));
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["GET", "mon-key"]), Resp::Simple("QUEUED".into()));
+    assert!(matches!(c.cmd(&["EXEC"]), Resp::Array(_)));
+    let mut lines = Vec::new();
+    while lines.len() < 5 {
+        match monitor.read().unwrap() {
+            Resp::Simple(line) => lines.push(line),
+            other => panic!("a monitor line: {other:?}"),
+        }
+    }
+    let shown: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let (stamp, rest) = l.split_once(' ').unwrap();
+            assert!(stamp.split_once('.').is_some_and(|(s, us)| s.parse::<u64>().is_ok() && us.len() == 6), "{l}");
+            rest.strip_prefix(&format!("[0 {addr}] ")).unwrap_or_else(|| panic!("{l}")).to_string()
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            r#""SET" "mon-key" "a \"quoted\"\nvalue""#,
+            r#""AUTH" "(redacted)" "(redacted)""#,
+            r#""MULTI""#,
+            r#""GET" "mon-key""#,
+            r#""EXEC""#,
+        ]
+    );
+    // RESET ends it: nothing more arrives.
+    assert_eq!(monitor.cmd(&["RESET"]), Resp::Simple("RESET".into()));
+    assert_eq!(c.cmd(&["PING"]), Resp::Simple("PONG".into()));
+    assert_eq!(monitor.cmd(&["PING"]), Resp::Simple("PONG".into()), "no monitor line before the reply");
+}

@@ -72,6 +72,10 @@ struct Connection {
     kill: Arc<Notify>,
     /// Set by `CLIENT UNBLOCK` from another connection.
     unblock: Arc<super::clients::UnblockSignal>,
+    /// `MONITOR`: the lines this connection is sent, while on.
+    monitor: Option<super::monitor::Watch>,
+    /// The client's address, for `MONITOR` lines.
+    addr: String,
     /// `CLIENT REPLY OFF|SKIP`: replies not sent.
     silence: Silence,
 }
@@ -131,6 +135,8 @@ pub async fn serve(
         caching: None,
         kill: node.clients.get(id).map(|c| c.kill).unwrap_or_default(),
         unblock: node.clients.get(id).map(|c| c.unblock).unwrap_or_default(),
+        monitor: None,
+        addr: addr.to_string(),
         silence: Silence::None,
     };
     conn.refresh_perms(&acl, acl_epoch);
@@ -177,6 +183,22 @@ impl Connection {
                 }
                 Some(msg) = pushes.recv() => {
                     self.encode_push(msg);
+                    None
+                }
+                line = async {
+                    match &mut self.monitor {
+                        Some(watch) => watch.lines.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    match line {
+                        Ok(line) => self.out.extend_from_slice(&line),
+                        Err(broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(client = self.id, lagged = n, "MONITOR client too slow: disconnected");
+                            return;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => self.monitor = None,
+                    }
                     None
                 }
                 frame = frames.next() => Some(frame),
@@ -307,6 +329,11 @@ impl Connection {
             commands.iter().filter_map(|argv| commands::lookup(&argv[0])).collect();
         let n = commands.len();
         self.node.total_commands.fetch_add(n as u64, Ordering::Relaxed);
+        if self.node.monitors.active() {
+            for (spec, argv) in specs.iter().zip(&commands) {
+                self.node.monitors.feed(&self.addr, spec.name, spec.flags, argv);
+            }
+        }
         if let Some(last) = specs.last() {
             self.node.clients.update(self.id, |c| {
                 c.last_command = last.name;
@@ -581,6 +608,16 @@ impl Connection {
             )));
             return Next::Continue;
         }
+        if self.node.monitors.active() {
+            if let (Some(queue), "exec") = (&self.multi, spec.name) {
+                for c in queue {
+                    if let Some(s) = commands::lookup(&c[0]) {
+                        self.node.monitors.feed(&self.addr, s.name, s.flags, c);
+                    }
+                }
+            }
+            self.node.monitors.feed(&self.addr, spec.name, spec.flags, &argv);
+        }
         // CLIENT CACHING counts for the next command, or the next
         // transaction until its EXEC.
         let sets_caching = spec.name == "client" && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"caching"));
@@ -664,6 +701,7 @@ impl Connection {
             "echo" => Reply::Bulk(argv[1].clone()),
             "quit" => return (Some(Reply::ok()), Next::Close),
             "reset" => {
+                self.monitor = None;
                 self.multi = None;
                 self.watched.clear();
                 self.unsubscribe_all();
@@ -715,6 +753,12 @@ impl Connection {
                 Err(e) => Reply::Error(e),
             },
             "slowlog" => self.node.slowlog.command(&argv[1..]),
+            "monitor" => {
+                if self.monitor.is_none() {
+                    self.monitor = Some(self.node.monitors.watch());
+                }
+                Reply::ok()
+            }
             "latency" => self.node.latency.command(&argv[1..]),
             "shutdown" => {
                 let (mut save, mut nosave, mut force, mut abort) = (false, false, false, false);

@@ -12,6 +12,7 @@ mod hub;
 mod info;
 mod latency;
 mod memory;
+mod monitor;
 mod params;
 mod pause;
 mod slowlog;
@@ -82,6 +83,8 @@ pub struct Node {
     pub slowlog: slowlog::SlowLog,
     /// `CLIENT PAUSE`: this node's clients' commands held.
     pub pause: pause::Pause,
+    /// `MONITOR`: the connections watching this node's commands.
+    pub monitors: monitor::Monitors,
     /// `ACL LOG`: this node's refusals.
     pub acllog: acllog::AclLog,
     /// `LATENCY`: this node's latency monitor and command histograms.
@@ -222,6 +225,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         params: params::StoredParams::default(),
         slowlog: slowlog::SlowLog::default(),
         pause: pause::Pause::default(),
+        monitors: monitor::Monitors::default(),
         acllog: acllog::AclLog::default(),
         latency: latency::Latency::default(),
         stop: tokio::sync::Notify::new(),

@@ -1,0 +1,159 @@
+//! `MONITOR`: every command this node's clients send, as Redis shows it:
+//! `+<unix time.µs> [0 <client address>] "command" "arg" ...`, each
+//! argument quoted and escaped as Redis's `sdscatrepr` does.
+//!
+//! As in Redis: commands flagged `admin` (`CONFIG`, `ACL`, `SHUTDOWN`, ...)
+//! are never shown; `AUTH`'s arguments and `HELLO`'s `AUTH` user and
+//! password are shown as `(redacted)`; a transaction's commands are shown
+//! at its `EXEC`. A node shows what its own clients send: a follower's
+//! monitor sees its clients' writes, not the leader's, and the commands a
+//! script calls (run in the state machine on every node) are not shown.
+//!
+//! A monitor that falls more than `BACKLOG` lines behind is disconnected,
+//! as Redis disconnects one past its output buffer limit.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::broadcast;
+
+/// Lines a monitor may fall behind before it is let go.
+const BACKLOG: usize = 16 * 1024;
+
+pub struct Monitors {
+    lines: broadcast::Sender<Bytes>,
+    /// Connections monitoring: nothing is formatted while there are none.
+    watching: Arc<AtomicUsize>,
+}
+
+impl Default for Monitors {
+    fn default() -> Self {
+        Monitors { lines: broadcast::channel(BACKLOG).0, watching: Arc::default() }
+    }
+}
+
+/// A connection's `MONITOR`: its lines, until dropped.
+pub struct Watch {
+    watching: Arc<AtomicUsize>,
+    pub lines: broadcast::Receiver<Bytes>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.watching.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Monitors {
+    /// Starts monitoring.
+    pub fn watch(&self) -> Watch {
+        self.watching.fetch_add(1, Ordering::Relaxed);
+        Watch { watching: self.watching.clone(), lines: self.lines.subscribe() }
+    }
+
+    /// Whether any connection monitors (cheap: checked for every command).
+    pub fn active(&self) -> bool {
+        self.watching.load(Ordering::Relaxed) > 0
+    }
+
+    /// Shows `argv`, sent by the client at `addr`, unless it is not to be
+    /// shown (`flags` holds `admin`, or `skip_monitor` for other than a
+    /// script).
+    pub fn feed(&self, addr: &str, name: &str, flags: &[&str], argv: &[Bytes]) {
+        if !self.active() {
+            return;
+        }
+        let scripts = name.starts_with("eval");
+        if flags.contains(&"admin") || (flags.contains(&"skip_monitor") && !scripts) {
+            return;
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let _ = self.lines.send(line(now.as_secs(), now.subsec_micros(), addr, name, argv));
+    }
+}
+
+/// Which arguments of `argv` (a `name` command) are shown as `(redacted)`.
+fn redacted(name: &str, argv: &[Bytes], i: usize) -> bool {
+    match name {
+        "auth" => i > 0,
+        // HELLO [protover [AUTH username password] [SETNAME clientname]]
+        "hello" => argv[..i].iter().rev().take(2).any(|a| a.eq_ignore_ascii_case(b"auth")) && i >= 3,
+        _ => false,
+    }
+}
+
+/// One monitor line, with its CRLF.
+fn line(secs: u64, micros: u32, addr: &str, name: &str, argv: &[Bytes]) -> Bytes {
+    let mut out = format!("+{secs}.{micros:06} [0 {addr}]").into_bytes();
+    for (i, arg) in argv.iter().enumerate() {
+        out.push(b' ');
+        if redacted(name, argv, i) {
+            out.extend_from_slice(b"\"(redacted)\"");
+        } else {
+            quote(&mut out, arg);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    Bytes::from(out)
+}
+
+/// `bytes` in double quotes, escaped as Redis's `sdscatrepr`.
+fn quote(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    for &b in bytes {
+        match b {
+            b'\\' | b'"' => out.extend_from_slice(&[b'\\', b]),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            7 => out.extend_from_slice(b"\\a"),
+            8 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(b),
+            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&[u8]]) -> Vec<Bytes> {
+        words.iter().map(|w| Bytes::copy_from_slice(w)).collect()
+    }
+
+    #[test]
+    fn lines_are_quoted_and_escaped_as_redis_writes_them() {
+        let l = line(1339518083, 107412, "127.0.0.1:60866", "set", &argv(&[b"set", b"k", b"a \"b\"\\\n\r\t\x07\x08\x00\xff"]));
+        assert_eq!(
+            &l[..],
+            &b"+1339518083.107412 [0 127.0.0.1:60866] \"set\" \"k\" \"a \\\"b\\\"\\\\\\n\\r\\t\\a\\b\\x00\\xff\"\r\n"[..]
+        );
+        let l = line(1, 5, "a:1", "auth", &argv(&[b"AUTH", b"user", b"secret"]));
+        assert_eq!(&l[..], &b"+1.000005 [0 a:1] \"AUTH\" \"(redacted)\" \"(redacted)\"\r\n"[..]);
+        let l = line(1, 5, "a:1", "hello", &argv(&[b"HELLO", b"3", b"AUTH", b"user", b"secret", b"SETNAME", b"n"]));
+        assert_eq!(
+            &l[..],
+            &b"+1.000005 [0 a:1] \"HELLO\" \"3\" \"AUTH\" \"(redacted)\" \"(redacted)\" \"SETNAME\" \"n\"\r\n"[..]
+        );
+    }
+
+    #[test]
+    fn only_what_may_be_shown_reaches_monitors() {
+        let m = Monitors::default();
+        m.feed("a:1", "get", &[], &argv(&[b"GET", b"k"]));
+        let mut w = m.watch();
+        assert!(m.active());
+        m.feed("a:1", "config", &["admin"], &argv(&[b"CONFIG", b"SET", b"requirepass", b"x"]));
+        m.feed("a:1", "eval", &["skip_monitor"], &argv(&[b"EVAL", b"return 1", b"0"]));
+        m.feed("a:1", "get", &[], &argv(&[b"GET", b"k"]));
+        let first = w.lines.try_recv().unwrap();
+        assert!(first.ends_with(b"[0 a:1] \"EVAL\" \"return 1\" \"0\"\r\n"));
+        assert!(w.lines.try_recv().unwrap().ends_with(b"\"GET\" \"k\"\r\n"));
+        assert!(w.lines.try_recv().is_err(), "CONFIG is never shown");
+        drop(w);
+        assert!(!m.active());
+    }
+}
