@@ -22,6 +22,8 @@ use crate::protocol::{parse_i64, Reply};
 const MATCH_SCAN: usize = 10;
 /// How close in time a refusal must be to an entry to be counted on it.
 const GROUPING_MS: i64 = 60_000;
+/// Bytes kept of the refused key or channel; the rest is counted.
+const MAX_OBJECT_BYTES: usize = 1024;
 
 /// What was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +95,18 @@ impl AclLog {
 
     fn record_at(&self, reason: Reason, multi: bool, object: Bytes, username: &str, client_info: String, now_ms: i64) {
         let context = if multi { "multi" } else { "toplevel" };
+        // Copies, bounded: a key, channel or client name may be megabytes,
+        // and a slice of the request would keep all of its buffer.
+        let object = if object.len() > MAX_OBJECT_BYTES {
+            let mut cut = object[..MAX_OBJECT_BYTES].to_vec();
+            cut.extend_from_slice(format!("... ({} more bytes)", object.len() - MAX_OBJECT_BYTES).as_bytes());
+            Bytes::from(cut)
+        } else {
+            Bytes::copy_from_slice(&object)
+        };
+        let client_info = super::slowlog::bounded(client_info, super::slowlog::MAX_TEXT_BYTES);
+        let username = super::slowlog::bounded(username.to_string(), super::slowlog::MAX_TEXT_BYTES);
+        let username = username.as_str();
         let mut entries = self.lock();
         let similar = entries.iter().take(MATCH_SCAN).position(|e| {
             e.reason == reason

@@ -9,8 +9,12 @@
 //! monitor sees its clients' writes, not the leader's, and the commands a
 //! script calls (run in the state machine on every node) are not shown.
 //!
-//! A monitor that falls more than `BACKLOG` lines behind is disconnected,
-//! as Redis disconnects one past its output buffer limit.
+//! A monitor that falls more than 4,096 lines behind is disconnected,
+//! as Redis disconnects one past its output buffer limit. Lines wait for
+//! the slowest monitor, so each is bounded: past `MAX_ARGS` arguments and
+//! `MAX_ARG_BYTES` bytes in one, the rest is counted (`"... (12 more
+//! bytes)"`, `"... (3 more arguments)"`), and the backlog holds at most a
+//! few tens of MiB however big the commands are.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,7 +23,11 @@ use bytes::Bytes;
 use tokio::sync::broadcast;
 
 /// Lines a monitor may fall behind before it is let go.
-const BACKLOG: usize = 16 * 1024;
+const BACKLOG: usize = 4 * 1024;
+/// Arguments shown per command.
+const MAX_ARGS: usize = 64;
+/// Bytes shown per argument.
+const MAX_ARG_BYTES: usize = 256;
 
 pub struct Monitors {
     lines: broadcast::Sender<Bytes>,
@@ -88,8 +96,16 @@ fn line(secs: u64, micros: u32, addr: &str, name: &str, argv: &[Bytes]) -> Bytes
     let mut out = format!("+{secs}.{micros:06} [0 {addr}]").into_bytes();
     for (i, arg) in argv.iter().enumerate() {
         out.push(b' ');
+        if i == MAX_ARGS {
+            quote(&mut out, format!("... ({} more arguments)", argv.len() - MAX_ARGS).as_bytes());
+            break;
+        }
         if redacted(name, argv, i) {
             out.extend_from_slice(b"\"(redacted)\"");
+        } else if arg.len() > MAX_ARG_BYTES {
+            let mut cut = arg[..MAX_ARG_BYTES].to_vec();
+            cut.extend_from_slice(format!("... ({} more bytes)", arg.len() - MAX_ARG_BYTES).as_bytes());
+            quote(&mut out, &cut);
         } else {
             quote(&mut out, arg);
         }
@@ -138,6 +154,18 @@ mod tests {
             &l[..],
             &b"+1.000005 [0 a:1] \"HELLO\" \"3\" \"AUTH\" \"(redacted)\" \"(redacted)\" \"SETNAME\" \"n\"\r\n"[..]
         );
+    }
+
+    #[test]
+    fn big_commands_make_bounded_lines() {
+        let big = vec![b'x'; 10_000];
+        let mut words: Vec<&[u8]> = vec![b"RPUSH", b"k", &big];
+        words.extend(std::iter::repeat(&b"e"[..]).take(100));
+        let l = line(1, 0, "a:1", "rpush", &argv(&words));
+        assert!(l.len() < MAX_ARGS * 8 + MAX_ARG_BYTES + 200, "{} bytes", l.len());
+        let text = String::from_utf8_lossy(&l);
+        assert!(text.contains(&format!("\"{}... (9744 more bytes)\"", "x".repeat(256))));
+        assert!(text.ends_with("\"... (39 more arguments)\"\r\n"), "{text}");
     }
 
     #[test]

@@ -22,6 +22,21 @@ use crate::protocol::Reply;
 const MAX_ARGS: usize = 32;
 /// Bytes kept per argument; the rest is counted.
 const MAX_ARG_BYTES: usize = 128;
+/// Bytes kept of a client's name (and in `ACL LOG`, of its `CLIENT INFO`).
+pub const MAX_TEXT_BYTES: usize = 4096;
+
+/// `text` cut to at most `max` bytes (at a character boundary), with how
+/// many more there were.
+pub fn bounded(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} more bytes)", &text[..end], text.len() - end)
+}
 
 struct Entry {
     id: u64,
@@ -95,10 +110,14 @@ impl SlowLog {
                     s.extend_from_slice(format!("... ({} more bytes)", arg.len() - MAX_ARG_BYTES).as_bytes());
                     Bytes::from(s)
                 } else {
-                    arg.clone()
+                    // A copy: a slice would keep the whole request's buffer
+                    // (a big value beside it) for as long as the entry.
+                    Bytes::copy_from_slice(arg)
                 }
             })
             .collect();
+        // A client name is the client's to choose, of any length.
+        let name = bounded(name, MAX_TEXT_BYTES);
         let unix_secs =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -185,6 +204,18 @@ mod tests {
 
     fn argv(words: &[&str]) -> Vec<Bytes> {
         words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+    }
+
+    #[test]
+    fn entries_do_not_keep_the_request_s_buffer() {
+        let request = Bytes::from(vec![b'v'; 1 << 20]);
+        let log = SlowLog::default();
+        let argv = [Bytes::from_static(b"SET"), request.slice(0..3), request.clone()];
+        log.record(20_000, &argv, String::new(), "n".repeat(100_000));
+        let entries = log.lock();
+        let within = |b: &Bytes| (request.as_ptr() as usize..request.as_ptr() as usize + request.len()).contains(&(b.as_ptr() as usize));
+        assert!(!entries[0].argv.iter().any(within), "a slice of the request's buffer was kept");
+        assert!(entries[0].name.len() <= MAX_TEXT_BYTES + 40, "a client's name kept whole");
     }
 
     #[test]
