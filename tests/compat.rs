@@ -384,6 +384,15 @@ fn client_pause_holds_commands_until_unpaused_or_over() {
     assert_eq!(admin.cmd(&["GET", "paused-key"]), b("before"));
     other.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
     assert!(matches!(other.read(), Err(common::RawErr::Timeout)), "the write was held");
+    // Counted as blocked meanwhile, as Redis counts a paused client.
+    let other_id = {
+        let mut probe = s.raw();
+        let lines = verbatim_lines(probe.cmd(&["CLIENT", "LIST"]));
+        let held: Vec<&String> = lines.iter().filter(|l| l.contains(" flags=b ")).collect();
+        assert_eq!(held.len(), 1, "{lines:?}");
+        held[0].split(' ').next().unwrap().to_string()
+    };
+    assert!(other_id.starts_with("id="));
     // A script and a PUBLISH are held too (they may write).
     let mut third = s.raw();
     send(&mut third, &["EVAL", "return 1", "0"]);

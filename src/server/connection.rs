@@ -566,9 +566,13 @@ impl Connection {
             let limit = node.config.max_request_len;
             let kill = self.kill.clone();
             let frames = &mut *frames;
+            let id = self.id;
             // Boxed, as the blocking commands' futures are (the read buffer
             // of `closed` would grow every command's future).
             let left = Box::pin(async move {
+                // Counted as blocked meanwhile, as Redis counts it (INFO's
+                // blocked_clients, CLIENT LIST's flag b).
+                let _blocked = Blocked::new(&node, id);
                 tokio::select! {
                     _ = node.pause.until_released(writes) => false,
                     _ = closed(frames, limit) => true,
