@@ -393,6 +393,11 @@ fn acl_log_records_refusals_and_failed_logins() {
             ("key".into(), "theirs:1".into(), "logged".into(), Value::Int(2)),
         ]
     );
+    let Value::BulkString(stats) = q(&mut admin, &["INFO", "stats"]).unwrap() else { panic!() };
+    let stats = String::from_utf8(stats).unwrap();
+    for counted in ["acl_access_denied_auth:1", "acl_access_denied_cmd:1", "acl_access_denied_key:2", "acl_access_denied_channel:1"] {
+        assert!(stats.lines().any(|l| l == counted), "{counted} in {stats}");
+    }
     for e in &entries {
         assert_eq!(field(e, "context"), "toplevel");
         assert!(field(e, "client-info").starts_with("id="), "{e:?}");

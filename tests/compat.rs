@@ -478,6 +478,11 @@ fn latency_monitor_records_slow_commands_and_histograms_count_calls() {
     assert_eq!((fields[0].clone(), fields[1].clone()), (b("calls"), Resp::Int(3)));
     let buckets = fields[3].items();
     assert_eq!(buckets.last(), Some(&Resp::Int(3)), "cumulative: the last bucket counts every call: {buckets:?}");
+    // INFO latencystats: only when asked for, with the percentiles.
+    assert!(!verbatim_lines(c.cmd(&["INFO"])).iter().any(|l| l.starts_with("latency_percentiles_usec_")));
+    let stats = verbatim_lines(c.cmd(&["INFO", "latencystats"]));
+    let ping = stats.iter().find(|l| l.starts_with("latency_percentiles_usec_ping:p50=")).unwrap_or_else(|| panic!("{stats:?}"));
+    assert!(ping.contains(",p99=") && ping.contains(",p99.9="), "{ping}");
 
     assert_eq!(c.cmd(&["CONFIG", "SET", "latency-monitor-threshold", "1"]), ok());
     // About 30 ms of Lua on this machine, far more than 1 ms anywhere.

@@ -11,7 +11,7 @@
 //! No password is ever kept: an `auth` entry names the command and the user.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -61,11 +61,14 @@ pub struct AclLog {
     entries: Mutex<VecDeque<Entry>>,
     /// `acllog-max-len`.
     max_len: AtomicUsize,
+    /// Refusals by reason, in [`Reason`]'s order (INFO's
+    /// `acl_access_denied_*`).
+    denied: [AtomicU64; 4],
 }
 
 impl Default for AclLog {
     fn default() -> Self {
-        AclLog { entries: Mutex::new(VecDeque::new()), max_len: AtomicUsize::new(128) }
+        AclLog { entries: Mutex::new(VecDeque::new()), max_len: AtomicUsize::new(128), denied: Default::default() }
     }
 }
 
@@ -90,7 +93,24 @@ impl AclLog {
 
     /// A refusal: `client_info` is the client's `CLIENT INFO` line.
     pub fn record(&self, reason: Reason, multi: bool, object: Bytes, username: &str, client_info: String) {
+        self.denied[reason as usize].fetch_add(1, Ordering::Relaxed);
         self.record_at(reason, multi, object, username, client_info, unix_ms());
+    }
+
+    /// INFO's `acl_access_denied_auth`, `_cmd`, `_key` and `_channel`.
+    pub fn denied_counts(&self) -> [(&'static str, u64); 4] {
+        let n = |r: Reason| self.denied[r as usize].load(Ordering::Relaxed);
+        [
+            ("acl_access_denied_auth", n(Reason::Auth)),
+            ("acl_access_denied_cmd", n(Reason::Command)),
+            ("acl_access_denied_key", n(Reason::Key)),
+            ("acl_access_denied_channel", n(Reason::Channel)),
+        ]
+    }
+
+    /// `CONFIG RESETSTAT`.
+    pub fn reset_counts(&self) {
+        self.denied.iter().for_each(|d| d.store(0, Ordering::Relaxed));
     }
 
     fn record_at(&self, reason: Reason, multi: bool, object: Bytes, username: &str, client_info: String, now_ms: i64) {

@@ -1677,6 +1677,7 @@ impl Connection {
                 Reply::ok()
             }
             "RESETSTAT" if argv.len() == 2 => {
+                self.node.acllog.reset_counts();
                 self.node.total_commands.store(0, Ordering::Relaxed);
                 self.node.total_connections.store(0, Ordering::Relaxed);
                 Reply::ok()

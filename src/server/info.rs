@@ -9,14 +9,17 @@ use crate::raft::RaftStatus;
 /// The version clients are told; raftlock implements Redis 7 behaviour.
 pub const REDIS_VERSION: &str = "7.2.4";
 
-const SECTIONS: &[&str] = &["server", "clients", "persistence", "stats", "replication", "cluster", "keyspace", "raft"];
+const SECTIONS: &[&str] =
+    &["server", "clients", "persistence", "stats", "replication", "cluster", "keyspace", "raft", "latencystats"];
 
 /// `INFO [section ...]`: the requested sections (default: all).
 pub async fn info(node: &Node, requested: &[String]) -> String {
     let status = node.consensus.status().await;
+    // As in Redis, `latencystats` is not a default section.
     let wanted = |s: &str| {
-        requested.is_empty()
-            || requested.iter().any(|r| r == s || r == "all" || r == "everything" || r == "default")
+        let by_default = s != "latencystats";
+        (requested.is_empty() && by_default)
+            || requested.iter().any(|r| r == s || r == "all" || r == "everything" || (r == "default" && by_default))
     };
     let mut out = String::new();
     for section in SECTIONS.iter().copied().filter(|s| wanted(s)) {
@@ -86,6 +89,15 @@ fn section_text(node: &Node, status: &RaftStatus, section: &str, out: &mut Strin
             t.field("total_commands_processed", node.total_commands.load(Ordering::Relaxed));
             t.field("pubsub_channels", node.hub.channels(None).len());
             t.field("pubsub_patterns", node.hub.numpat());
+            for (name, n) in node.acllog.denied_counts() {
+                t.field(name, n);
+            }
+        }
+        "latencystats" => {
+            t.header("Latencystats");
+            for (command, percentiles) in node.latency.percentiles() {
+                t.field(&format!("latency_percentiles_usec_{command}"), percentiles);
+            }
         }
         "replication" => {
             t.header("Replication");

@@ -265,6 +265,36 @@ impl Latency {
     }
 }
 
+impl Latency {
+    /// INFO's `latencystats`: per command that ran, the 50th, 99th and
+    /// 99.9th percentiles in µs, each the bound of the power-of-two bucket
+    /// it falls in (Redis's HdrHistogram is finer: two significant digits).
+    pub fn percentiles(&self) -> Vec<(&'static str, String)> {
+        COMMANDS
+            .iter()
+            .zip(&self.histograms)
+            .filter_map(|(spec, h)| {
+                let calls = h.calls.load(Ordering::Relaxed);
+                if calls == 0 {
+                    return None;
+                }
+                let at = |p: f64| {
+                    let rank = ((p / 100.0) * calls as f64).ceil().max(1.0) as u64;
+                    let mut running = 0;
+                    for (k, b) in h.buckets.iter().enumerate() {
+                        running += b.load(Ordering::Relaxed);
+                        if running >= rank {
+                            return (upper_nanos(k) - 1) as f64 / 1000.0;
+                        }
+                    }
+                    (upper_nanos(BUCKETS - 1) - 1) as f64 / 1000.0
+                };
+                Some((spec.name, format!("p50={:.3},p99={:.3},p99.9={:.3}", at(50.0), at(99.0), at(99.9))))
+            })
+            .collect()
+    }
+}
+
 /// `histogram_usec`: for each bucket that holds a command, its bound in µs
 /// and the calls at or below it.
 fn cumulative(h: &Histogram, calls: u64) -> Reply {
@@ -363,6 +393,8 @@ mod tests {
             })
             .collect();
         assert_eq!(points, [(1, 2), (8, 3), (33816, 4)]);
+        let stats = l.percentiles();
+        assert_eq!(stats, [("ping", "p50=1.031,p99=33816.575,p99.9=33816.575".to_string())]);
         l.configure("latency-tracking", "no");
         l.record(spec("ping"), 500);
         let Reply::Map(by_command) = l.command(&args(&["HISTOGRAM"])) else { panic!() };
