@@ -274,12 +274,6 @@ fn scan_returns_every_key_present_throughout_while_keys_come_and_go() {
     }
 }
 
-/// Sends `args` on `c` without reading the reply.
-fn send(c: &mut RawConn, args: &[&str]) {
-    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    c.send(&RawConn::encode(&a));
-}
-
 fn id_of(c: &mut RawConn) -> String {
     match c.cmd(&["CLIENT", "ID"]) {
         Resp::Int(id) => id.to_string(),
@@ -306,17 +300,17 @@ fn client_unblock_ends_a_blocked_pop() {
     let mut blocked = s.raw();
     let id = id_of(&mut blocked);
     assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id]), Resp::Int(0), "not blocked yet");
-    send(&mut blocked, &["BLPOP", "unblock-list", "0"]);
+    blocked.send_cmd(&["BLPOP", "unblock-list", "0"]);
     wait_blocked(&mut admin, &id);
     assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id, "TIMEOUT"]), Resp::Int(1));
     assert_eq!(blocked.read().unwrap(), Resp::Array(None), "a timed-out BLPOP's nil array");
-    send(&mut blocked, &["BZPOPMIN", "unblock-zset", "0"]);
+    blocked.send_cmd(&["BZPOPMIN", "unblock-zset", "0"]);
     wait_blocked(&mut admin, &id);
     assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id, "error"]), Resp::Int(1));
     assert_eq!(blocked.read().unwrap(), err("UNBLOCKED client unblocked via CLIENT UNBLOCK"));
     // Nothing left behind: the next block is a new one, and a push still
     // wakes it.
-    send(&mut blocked, &["BLPOP", "unblock-list", "0"]);
+    blocked.send_cmd(&["BLPOP", "unblock-list", "0"]);
     wait_blocked(&mut admin, &id);
     assert_eq!(admin.cmd(&["RPUSH", "unblock-list", "x"]), Resp::Int(1));
     assert_eq!(blocked.read().unwrap(), Resp::Array(Some(vec![b("unblock-list"), b("x")])));
@@ -343,9 +337,9 @@ fn client_unblock_takes_a_lock_waiter_out_of_the_queue() {
     let mut second = s.raw();
     let first_id = id_of(&mut first);
     let second_id = id_of(&mut second);
-    send(&mut first, &["LOCK.ACQUIRE", "unblock-lock", "first", "60000", "WAIT", "60000"]);
+    first.send_cmd(&["LOCK.ACQUIRE", "unblock-lock", "first", "60000", "WAIT", "60000"]);
     wait_blocked(&mut admin, &first_id);
-    send(&mut second, &["LOCK.ACQUIRE", "unblock-lock", "second", "60000", "WAIT", "60000"]);
+    second.send_cmd(&["LOCK.ACQUIRE", "unblock-lock", "second", "60000", "WAIT", "60000"]);
     wait_blocked(&mut admin, &second_id);
     assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &first_id]), Resp::Int(1));
     assert_eq!(first.read().unwrap(), Resp::Bulk(None), "ended as a timeout: nil");
@@ -354,7 +348,7 @@ fn client_unblock_takes_a_lock_waiter_out_of_the_queue() {
     assert_eq!(lock_field(&mut admin, "owner"), b("second"), "held by the second waiter");
     assert_eq!(lock_field(&mut admin, "waiters"), Resp::Int(0));
     // ERROR: the wait ends with the error, and leaves the queue as well.
-    send(&mut first, &["LOCK.ACQUIRE", "unblock-lock", "first", "60000", "WAIT", "60000"]);
+    first.send_cmd(&["LOCK.ACQUIRE", "unblock-lock", "first", "60000", "WAIT", "60000"]);
     wait_blocked(&mut admin, &first_id);
     assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &first_id, "ERROR"]), Resp::Int(1));
     assert_eq!(first.read().unwrap(), err("UNBLOCKED client unblocked via CLIENT UNBLOCK"));
@@ -378,8 +372,9 @@ fn client_pause_holds_commands_until_unpaused_or_over() {
     let mut admin = s.raw();
     let mut other = s.raw();
     assert_eq!(admin.cmd(&["SET", "paused-key", "before"]), ok());
+    assert!(matches!(admin.cmd(&["LOCK.ACQUIRE", "paused-lease", "me", "300"]), Resp::Int(_)));
     assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]), ok());
-    send(&mut other, &["SET", "paused-key", "during"]);
+    other.send_cmd(&["SET", "paused-key", "during"]);
     // Reads go on meanwhile, and see the write has not run.
     assert_eq!(admin.cmd(&["GET", "paused-key"]), b("before"));
     other.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
@@ -395,8 +390,12 @@ fn client_pause_holds_commands_until_unpaused_or_over() {
     assert!(other_id.starts_with("id="));
     // A script and a PUBLISH are held too (they may write).
     let mut third = s.raw();
-    send(&mut third, &["EVAL", "return 1", "0"]);
+    third.send_cmd(&["EVAL", "return 1", "0"]);
     assert_eq!(admin.cmd(&["GET", "paused-key"]), b("before"));
+    // Lease expiry goes on under a pause: the log does not stop for it.
+    common::poll_until(Duration::from_secs(10), "the lease to expire during the pause", || {
+        admin.cmd(&["GET", "paused-lease"]).is_nil().then_some(())
+    });
     assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), ok());
     other.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(other.read().unwrap(), ok());
@@ -412,7 +411,7 @@ fn client_pause_holds_commands_until_unpaused_or_over() {
     // A held client that disconnects: its write never runs.
     assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]), ok());
     let mut gone = s.raw();
-    send(&mut gone, &["SET", "paused-key", "never"]);
+    gone.send_cmd(&["SET", "paused-key", "never"]);
     std::thread::sleep(Duration::from_millis(200));
     drop(gone);
     std::thread::sleep(Duration::from_millis(200));
@@ -448,8 +447,7 @@ fn shutdown_stops_the_node_cleanly() {
     assert!(s.is_running());
     let snapshot_before = s.raft_info().num("snapshot_index");
     let c_before = s.raft_info().num("applied_index");
-    let a: Vec<&[u8]> = vec![b"SHUTDOWN", b"SAVE"];
-    c.send(&RawConn::encode(&a));
+    c.send_cmd(&["SHUTDOWN", "SAVE"]);
     assert!(c.closed_within(Duration::from_secs(30)), "the connection closes");
     let status = common::poll_until(Duration::from_secs(30), "the process to exit", || s.exit_status());
     assert!(status.success(), "exit status {status:?}");

@@ -117,13 +117,7 @@ impl AclLog {
         let context = if multi { "multi" } else { "toplevel" };
         // Copies, bounded: a key, channel or client name may be megabytes,
         // and a slice of the request would keep all of its buffer.
-        let object = if object.len() > MAX_OBJECT_BYTES {
-            let mut cut = object[..MAX_OBJECT_BYTES].to_vec();
-            cut.extend_from_slice(format!("... ({} more bytes)", object.len() - MAX_OBJECT_BYTES).as_bytes());
-            Bytes::from(cut)
-        } else {
-            Bytes::copy_from_slice(&object)
-        };
+        let object = Bytes::copy_from_slice(&super::slowlog::cut(&object, MAX_OBJECT_BYTES));
         let client_info = super::slowlog::bounded(client_info, super::slowlog::MAX_TEXT_BYTES);
         let username = super::slowlog::bounded(username.to_string(), super::slowlog::MAX_TEXT_BYTES);
         let username = username.as_str();

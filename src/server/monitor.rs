@@ -102,12 +102,8 @@ fn line(secs: u64, micros: u32, addr: &str, name: &str, argv: &[Bytes]) -> Bytes
         }
         if redacted(name, argv, i) {
             out.extend_from_slice(b"\"(redacted)\"");
-        } else if arg.len() > MAX_ARG_BYTES {
-            let mut cut = arg[..MAX_ARG_BYTES].to_vec();
-            cut.extend_from_slice(format!("... ({} more bytes)", arg.len() - MAX_ARG_BYTES).as_bytes());
-            quote(&mut out, &cut);
         } else {
-            quote(&mut out, arg);
+            quote(&mut out, &super::slowlog::cut(arg, MAX_ARG_BYTES));
         }
     }
     out.extend_from_slice(b"\r\n");

@@ -25,6 +25,17 @@ const MAX_ARG_BYTES: usize = 128;
 /// Bytes kept of a client's name (and in `ACL LOG`, of its `CLIENT INFO`).
 pub const MAX_TEXT_BYTES: usize = 4096;
 
+/// `bytes` cut to `max` bytes, with how many more there were (`"... (12
+/// more bytes)"`), as SLOWLOG shows a long argument; as it is if not longer.
+pub fn cut(bytes: &[u8], max: usize) -> std::borrow::Cow<'_, [u8]> {
+    if bytes.len() <= max {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut kept = bytes[..max].to_vec();
+    kept.extend_from_slice(format!("... ({} more bytes)", bytes.len() - max).as_bytes());
+    std::borrow::Cow::Owned(kept)
+}
+
 /// `text` cut to at most `max` bytes (at a character boundary), with how
 /// many more there were.
 pub fn bounded(text: String, max: usize) -> String {
@@ -105,14 +116,10 @@ impl SlowLog {
             .map(|(j, arg)| {
                 if kept != argv.len() && j == kept - 1 {
                     Bytes::from(format!("... ({} more arguments)", argv.len() - kept + 1))
-                } else if arg.len() > MAX_ARG_BYTES {
-                    let mut s = arg[..MAX_ARG_BYTES].to_vec();
-                    s.extend_from_slice(format!("... ({} more bytes)", arg.len() - MAX_ARG_BYTES).as_bytes());
-                    Bytes::from(s)
                 } else {
                     // A copy: a slice would keep the whole request's buffer
                     // (a big value beside it) for as long as the entry.
-                    Bytes::copy_from_slice(arg)
+                    Bytes::copy_from_slice(&cut(arg, MAX_ARG_BYTES))
                 }
             })
             .collect();

@@ -731,10 +731,16 @@ impl RawConn {
         out
     }
 
-    /// Send one command as a RESP array of bulk strings and read one reply.
-    pub fn cmd(&mut self, args: &[&str]) -> Resp {
+    /// Send one command as a RESP array of bulk strings, without reading
+    /// its reply (a command that blocks, a pipeline).
+    pub fn send_cmd(&mut self, args: &[&str]) {
         let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
         self.send(&Self::encode(&a));
+    }
+
+    /// Send one command as a RESP array of bulk strings and read one reply.
+    pub fn cmd(&mut self, args: &[&str]) -> Resp {
+        self.send_cmd(args);
         self.read()
             .unwrap_or_else(|e| panic!("reading reply to {args:?}: {e:?}"))
     }
