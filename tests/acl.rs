@@ -418,3 +418,33 @@ fn acl_log_records_refusals_and_failed_logins() {
     assert_eq!(q(&mut admin, &["ACL", "LOG"]).unwrap(), Value::Array(vec![]));
     assert!(expect_err(q(&mut admin, &["ACL", "LOG", "many"])).starts_with("ERR value is not an integer"));
 }
+
+/// Shard channels are channels to ACL: `SSUBSCRIBE` and `SPUBLISH` need
+/// the channel, and a shard subscriber that loses it is disconnected.
+/// GEORADIUS names the key it stores in after `STORE`: a key the user must
+/// be allowed to write.
+#[test]
+fn shard_channels_and_geo_store_keys_are_checked() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    q(&mut admin, &["ACL", "SETUSER", "sharder", "on", ">pw", "+@all", "~geo:*", "resetchannels", "&news"]).unwrap();
+    let mut user = as_user(server.port, "sharder", "pw");
+    assert!(expect_err(q(&mut user, &["SPUBLISH", "sport", "m"])).starts_with("NOPERM"));
+    assert_eq!(q(&mut user, &["SPUBLISH", "news", "m"]).unwrap(), Value::Int(0));
+    assert!(expect_err(q(&mut user, &["SSUBSCRIBE", "sport"])).starts_with("NOPERM"));
+
+    q(&mut user, &["GEOADD", "geo:k", "13.361389", "38.115556", "Palermo"]).unwrap();
+    let near = ["GEORADIUS", "geo:k", "15", "37", "200", "km"];
+    assert_eq!(q(&mut user, &near).unwrap(), Value::Array(vec![Value::BulkString(b"Palermo".to_vec())]));
+    assert_eq!(q(&mut user, &[&near[..], &["STORE", "geo:dst"]].concat()).unwrap(), Value::Int(1));
+    assert_eq!(expect_err(q(&mut user, &[&near[..], &["STORE", "other:dst"]].concat())), KEY_DENIED);
+    assert_eq!(expect_err(q(&mut user, &[&near[..], &["STOREDIST", "other:dst"]].concat())), KEY_DENIED);
+    assert_eq!(q(&mut admin, &["EXISTS", "other:dst"]).unwrap(), Value::Int(0));
+
+    let mut listener = server.raw();
+    assert_eq!(listener.cmd(&["AUTH", "sharder", "pw"]).text().as_deref(), Some("OK"));
+    listener.send_cmd(&["SSUBSCRIBE", "news"]);
+    assert!(!matches!(listener.read().unwrap(), common::Resp::Error(_)));
+    q(&mut admin, &["ACL", "SETUSER", "sharder", "resetchannels", "&sport"]).unwrap();
+    assert!(matches!(listener.read(), Err(common::RawErr::Closed)), "the shard subscriber kept a channel it lost");
+}

@@ -1,5 +1,6 @@
 //! Pub/sub and keyspace notifications (DESIGN.md §6, issue 2 item 8), against the
 //! real binary: SUBSCRIBE/PSUBSCRIBE/UNSUBSCRIBE/PUNSUBSCRIBE/PUBLISH, PUBSUB,
+//! sharded pub/sub (SSUBSCRIBE/SUNSUBSCRIBE/SPUBLISH),
 //! RESP2 subscribed mode, RESP3 pushes, `set`/`del`/`expired` and lock events.
 
 mod common;
@@ -322,6 +323,91 @@ fn resp2_subscribed_mode_allows_only_pubsub_commands() {
     assert_eq!(r.cmd(&["RESET"]), Resp::Simple("RESET".into()));
     assert_eq!(r.cmd(&["GET", "k"]), Resp::Bulk(None));
     assert_eq!(q(&mut c, &["PUBLISH", "c3", "x"]).unwrap(), Value::Int(0));
+}
+
+/// `[kind, name, count]`, as (un)subscribe confirmations read in RESP2.
+fn confirm(kind: &str, name: Option<&str>, count: i64) -> Resp {
+    Resp::Array(Some(vec![Resp::bulk(kind), name.map_or(Resp::Bulk(None), Resp::bulk), Resp::Int(count)]))
+}
+
+#[test]
+fn sharded_pubsub_is_a_namespace_of_its_own() {
+    let s = TestServer::start();
+    let mut r = s.raw();
+    let mut c = s.client();
+    // Nothing to leave: [sunsubscribe, nil, 0], as Redis 7.0.
+    assert_eq!(r.cmd(&["SUNSUBSCRIBE"]), confirm("sunsubscribe", None, 0));
+    r.send_cmd(&["SSUBSCRIBE", "c1", "c2"]);
+    assert_eq!(r.read().unwrap(), confirm("ssubscribe", Some("c1"), 1));
+    assert_eq!(r.read().unwrap(), confirm("ssubscribe", Some("c2"), 2));
+    // Shard channels are counted apart from channels and patterns.
+    assert_eq!(r.cmd(&["SUBSCRIBE", "c1"]), confirm("subscribe", Some("c1"), 1));
+    assert_eq!(r.cmd(&["PSUBSCRIBE", "c*"]), confirm("psubscribe", Some("c*"), 2));
+    match r.cmd(&["GET", "k"]) {
+        Resp::Error(e) => assert!(e.starts_with("ERR Can't execute 'get'"), "{e}"),
+        other => panic!("GET while subscribed to shard channels must be refused in RESP2, got {other:?}"),
+    }
+
+    // SPUBLISH reaches the shard subscriber only: not the channel of the
+    // same name nor the pattern.
+    assert_eq!(q(&mut c, &["SPUBLISH", "c1", "hi"]).unwrap(), Value::Int(1));
+    assert_eq!(
+        r.read().unwrap(),
+        Resp::Array(Some(vec![Resp::bulk("smessage"), Resp::bulk("c1"), Resp::bulk("hi")]))
+    );
+    // PUBLISH reaches the channel and the pattern, not the shard channel.
+    assert_eq!(q(&mut c, &["PUBLISH", "c1", "pub"]).unwrap(), Value::Int(2));
+    assert_eq!(r.read().unwrap().items()[0], Resp::bulk("message"));
+    assert_eq!(r.read().unwrap().items()[0], Resp::bulk("pmessage"));
+    assert_eq!(q(&mut c, &["SPUBLISH", "nobody", "x"]).unwrap(), Value::Int(0));
+
+    let list = |c: &mut redis::Connection, args: &[&str]| -> BTreeSet<String> {
+        let v: Vec<String> = redis::cmd("PUBSUB").arg(args).query(c).unwrap();
+        v.into_iter().collect()
+    };
+    assert_eq!(list(&mut c, &["SHARDCHANNELS"]), ["c1", "c2"].iter().map(|s| s.to_string()).collect());
+    assert_eq!(list(&mut c, &["SHARDCHANNELS", "c1*"]), ["c1"].iter().map(|s| s.to_string()).collect());
+    assert_eq!(list(&mut c, &["CHANNELS"]), ["c1"].iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        q(&mut c, &["PUBSUB", "SHARDNUMSUB", "c1", "zz"]).unwrap(),
+        Value::Array(vec![bulk("c1"), Value::Int(1), bulk("zz"), Value::Int(0)])
+    );
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+    assert!(clients.contains("sub=1 psub=1 ssub=2"), "{clients}");
+
+    r.send_cmd(&["SUNSUBSCRIBE", "c2", "zz"]);
+    assert_eq!(r.read().unwrap(), confirm("sunsubscribe", Some("c2"), 1));
+    assert_eq!(r.read().unwrap(), confirm("sunsubscribe", Some("zz"), 1));
+    assert_eq!(r.cmd(&["UNSUBSCRIBE"]), confirm("unsubscribe", Some("c1"), 1));
+    assert_eq!(r.cmd(&["PUNSUBSCRIBE"]), confirm("punsubscribe", Some("c*"), 0));
+    // Still in subscribed mode through the last shard channel.
+    assert!(matches!(r.cmd(&["GET", "k"]), Resp::Error(_)));
+    assert_eq!(r.cmd(&["SUNSUBSCRIBE"]), confirm("sunsubscribe", Some("c1"), 0));
+    assert_eq!(r.cmd(&["GET", "k"]), Resp::Bulk(None));
+    assert_eq!(q(&mut c, &["SPUBLISH", "c1", "gone"]).unwrap(), Value::Int(0));
+
+    // RESP3: pushes; RESET and a closed connection leave shard channels too.
+    let mut r3 = s.raw();
+    r3.cmd(&["HELLO", "3"]);
+    assert_eq!(
+        r3.cmd(&["SSUBSCRIBE", "r3"]),
+        Resp::Push(vec![Resp::bulk("ssubscribe"), Resp::bulk("r3"), Resp::Int(1)])
+    );
+    assert_eq!(r3.cmd(&["GET", "k"]), Resp::Null, "RESP3 has no subscribed mode");
+    // A script's SPUBLISH delivers; its count is 0 inside the script, which
+    // runs alike on every node (README).
+    assert_eq!(q(&mut c, &["EVAL", "return redis.call('spublish', 'r3', 'lua')", "0"]).unwrap(), Value::Int(0));
+    assert_eq!(r3.read().unwrap(), Resp::Push(vec![Resp::bulk("smessage"), Resp::bulk("r3"), Resp::bulk("lua")]));
+    assert_eq!(r3.cmd(&["RESET"]), Resp::Simple("RESET".into()));
+    assert_eq!(q(&mut c, &["SPUBLISH", "r3", "x"]).unwrap(), Value::Int(0));
+    r3.cmd(&["SSUBSCRIBE", "r3"]);
+    drop(r3);
+    poll_until(EVENT_TIMEOUT, "a closed connection's shard subscription to go", || {
+        (q(&mut c, &["SPUBLISH", "r3", "x"]).unwrap() == Value::Int(0)).then_some(())
+    });
+    // Scripts may publish but not subscribe, as in Redis.
+    let e = expect_err(q(&mut c, &["EVAL", "return redis.call('ssubscribe', 'x')", "0"]));
+    assert!(e.contains("not allowed from script"), "{e}");
 }
 
 #[test]

@@ -99,6 +99,7 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
             "set" => cats.push("set"),
             "bitmap" => cats.push("bitmap"),
             "hyperloglog" => cats.push("hyperloglog"),
+            "geo" => cats.push("geo"),
             "generic" => cats.push("keyspace"),
             "pubsub" => cats.push("pubsub"),
             "scripting" => cats.push("scripting"),
@@ -304,8 +305,8 @@ impl Perms {
         }
         if !self.user.all_channels {
             let (channels, literal): (&[Bytes], bool) = match spec.name {
-                "publish" => (&argv[1..2.min(argv.len())], false),
-                "subscribe" => (&argv[1..], false),
+                "publish" | "spublish" => (&argv[1..2.min(argv.len())], false),
+                "subscribe" | "ssubscribe" => (&argv[1..], false),
                 "psubscribe" => (&argv[1..], true),
                 _ => (&[], false),
             };

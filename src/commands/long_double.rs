@@ -89,6 +89,20 @@ pub fn add(a: LongDouble, b: LongDouble) -> Option<LongDouble> {
     round(negative, &sum, &Big::from_u128(1), low)
 }
 
+/// A finite `f64`, exactly (as C widens a `double` to a `long double`).
+pub fn from_f64(v: f64) -> LongDouble {
+    let bits = v.to_bits();
+    let negative = bits >> 63 == 1;
+    let biased = ((bits >> 52) & 0x7ff) as i64;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mantissa, exp) = if biased == 0 { (fraction, -1074) } else { (fraction | 1 << 52, biased - 1075) };
+    if mantissa == 0 {
+        return LongDouble { negative, mantissa: 0, exp: 0 };
+    }
+    let shift = mantissa.leading_zeros();
+    LongDouble { negative, mantissa: mantissa << shift, exp: exp - i64::from(shift) }
+}
+
 /// `v` as Redis's `ld2string(..., LD_STR_HUMAN)` writes it: `%.17Lf`
 /// (rounded half to even, as glibc's printf), trailing zeros and point
 /// removed, `-0` written `0`.

@@ -8,8 +8,10 @@
 //! `INFO`, ...) are listed here with [`Handler::Local`] and run in `server/`.
 
 pub mod acl;
+mod bitfield;
 mod containers;
 mod dump;
+mod geo;
 mod hashes;
 mod hll;
 mod keys;
@@ -120,7 +122,13 @@ pub enum Request {
 /// `PUBLISH`, whose reply the node rewrites after apply) and that does not
 /// block (`BLPOP` waits on the connection).
 pub fn pipelinable(spec: &CommandSpec) -> bool {
-    matches!(spec.handler, Handler::Write(_)) && spec.name != "publish" && !spec.flags.contains(&"blocking")
+    matches!(spec.handler, Handler::Write(_)) && !is_publish(spec.name) && !spec.flags.contains(&"blocking")
+}
+
+/// `PUBLISH` and `SPUBLISH`: their reply is the count of receivers on the
+/// node that took the command, filled in after apply.
+pub fn is_publish(name: &str) -> bool {
+    name.eq_ignore_ascii_case("publish") || name.eq_ignore_ascii_case("spublish")
 }
 
 /// The largest client request (`--max-request-len`) or `MULTI` queue.
@@ -255,7 +263,7 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
 }
 
 /// Runs one client request of an entry; the reply, and whether it was
-/// `PUBLISH`.
+/// `PUBLISH` or `SPUBLISH`.
 fn run_request(ks: &mut Keyspace, ctx: &mut ExecCtx, index: u64, origin: &Origin, request: &Request) -> (Reply, bool) {
     match request {
         Request::Command(argv) => {
@@ -265,7 +273,7 @@ fn run_request(ks: &mut Keyspace, ctx: &mut ExecCtx, index: u64, origin: &Origin
             }
             let reply = contain_panic(index, || command_name(argv), || execute_write(ks, ctx, argv));
             ks.hand_off(ctx);
-            (reply, argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"publish")))
+            (reply, argv.first().is_some_and(|n| is_publish(&String::from_utf8_lossy(n))))
         }
         Request::Transaction { watched, commands } => {
             let reply = contain_panic(index, || "exec", || transactions::exec(ks, ctx, watched, commands));

@@ -1,5 +1,5 @@
-//! PUBLISH, the one pub/sub command that goes through the log (so a publish
-//! reaches subscribers on every node). Subscriptions are connection state and
+//! PUBLISH and SPUBLISH, the pub/sub commands that go through the log (so a
+//! publish reaches subscribers on every node). Subscriptions are connection state and
 //! live in `server/`.
 
 use crate::keyspace::{Event, ExecCtx, Keyspace};
@@ -16,5 +16,18 @@ pub fn publish(_ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResu
     let channel = args.next_bytes()?.clone();
     let message = args.next_bytes()?.clone();
     ctx.events.push(Event::Publish { channel, message });
+    Ok(Reply::Int(0))
+}
+
+/// ```text
+/// SPUBLISH shardchannel message
+/// ```
+/// As PUBLISH, to the subscribers of the shard channel (`SSUBSCRIBE`), a
+/// namespace of its own. A raftlock cluster is one shard: every node's
+/// shard subscribers receive it.
+pub fn spublish(_ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    let channel = args.next_bytes()?.clone();
+    let message = args.next_bytes()?.clone();
+    ctx.events.push(Event::SPublish { channel, message });
     Ok(Reply::Int(0))
 }

@@ -8,7 +8,7 @@ use crate::protocol::{parse_i64, Args, Reply};
 use super::{relative_expiry, CmdError, CmdResult};
 
 /// The string value of a live key; `WRONGTYPE` for other types.
-fn string_of(entry: Option<&Entry>) -> Result<Option<&Str>, CmdError> {
+pub(super) fn string_of(entry: Option<&Entry>) -> Result<Option<&Str>, CmdError> {
     match entry.map(|e| &e.value) {
         None => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
@@ -343,13 +343,13 @@ pub fn incrbyfloat(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdR
 
 /// Redis's largest string (its default `proto-max-bulk-len`, 512 MiB): the
 /// range of the offsets `SETRANGE`, `SETBIT` and `GETBIT` parse.
-const REDIS_MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
+pub(super) const REDIS_MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
 
 /// The longest string `SETRANGE` and `SETBIT` build: the largest request
 /// raftlock takes (64 MiB), a fixed bound, the same on every node. Redis
 /// lets these build 512 MiB from a command of a few bytes; here such a
 /// value would be copied into every replica and every snapshot.
-const MAX_BUILT_STRING_LEN: u64 = super::MAX_REQUEST_BYTES as u64;
+pub(super) const MAX_BUILT_STRING_LEN: u64 = super::MAX_REQUEST_BYTES as u64;
 
 /// ```text
 /// GETEX key [EX seconds | PX milliseconds | EXAT unix-time-seconds |

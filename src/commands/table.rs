@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{dump, hashes, hll, keys, lists, locks, pubsub, scripts, server, sets, sort, strings, transactions, zsets, CmdResult};
+use super::{bitfield, dump, geo, hashes, hll, keys, lists, locks, pubsub, scripts, server, sets, sort, strings, transactions, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -84,8 +84,12 @@ impl CommandSpec {
                 from..from.saturating_add(n).min(argv.len())
             }
         };
-        // SORT's STORE destination, where an option names it.
-        let stored = if self.name == "sort" { super::sort::store_key_position(argv) } else { None };
+        // SORT's and GEORADIUS's STORE destination, where an option names it.
+        let stored = match self.name {
+            "sort" => super::sort::store_key_position(argv),
+            "georadius" | "georadiusbymember" => super::geo::store_key_position(argv),
+            _ => None,
+        };
         let argc = argv.len();
         fixed.map(|i| i as usize).filter(move |i| *i < argc).chain(counted).chain(stored)
     }
@@ -201,6 +205,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("substr", 4, ["readonly"], (1, 1, 1), "string", "1.0.0", "SUBSTR key start end: the same as GETRANGE.", Read(strings::getrange), bounded_by_keys),
     cmd!("setrange", 4, ["write", "denyoom"], (1, 1, 1), "string", "2.2.0", "SETRANGE key offset value: overwrites part of a string; its length.", Write(strings::setrange)),
     cmd!("setbit", 4, ["write", "denyoom"], (1, 1, 1), "bitmap", "2.2.0", "SETBIT key offset 0|1: sets a bit; its old value.", Write(strings::setbit)),
+    cmd!("bitfield", -2, ["write", "denyoom"], (1, 1, 1), "bitmap", "3.2.0", "BITFIELD key [GET type offset] [SET type offset value] [INCRBY type offset increment] [OVERFLOW WRAP|SAT|FAIL] ...: integers of any width at bit offsets.", Write(bitfield::bitfield)),
+    cmd!("bitfield_ro", -2, ["readonly", "fast"], (1, 1, 1), "bitmap", "6.0.0", "BITFIELD_RO key [GET type offset ...]: BITFIELD's reads.", Read(bitfield::bitfield_ro)),
     cmd!("getbit", 3, ["readonly", "fast"], (1, 1, 1), "bitmap", "2.2.0", "GETBIT key offset: a bit of a string.", Read(strings::getbit)),
     cmd!("bitcount", -2, ["readonly"], (1, 1, 1), "bitmap", "2.6.0", "BITCOUNT key [start end [BYTE|BIT]]: the number of set bits.", Read(strings::bitcount), bounded_by_keys),
     cmd!("pfadd", -2, ["write", "denyoom", "fast"], (1, 1, 1), "hyperloglog", "2.8.9", "PFADD key [element ...]: adds elements to a HyperLogLog (Redis's string format); 1 if it changed.", Write(hll::pfadd)),
@@ -295,6 +301,16 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("sintercard", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "set", "7.0.0", "SINTERCARD numkeys key [key ...] [LIMIT limit]: the size of an intersection.", Read(sets::sintercard)),
     cmd!("sscan", -3, ["readonly"], (1, 1, 1), "set", "2.8.0", "SSCAN key cursor [MATCH pattern] [COUNT count]: iterates the members of a set.", Read(sets::sscan)),
     // sorted sets
+    cmd!("geoadd", -5, ["write", "denyoom"], (1, 1, 1), "geo", "3.2.0", "GEOADD key [NX|XX] [CH] longitude latitude member [...]: adds members at positions (a sorted set of geohashes).", Write(geo::geoadd)),
+    cmd!("geodist", -4, ["readonly"], (1, 1, 1), "geo", "3.2.0", "GEODIST key member1 member2 [M|KM|FT|MI]: the distance between two members.", Read(geo::geodist)),
+    cmd!("geohash", -2, ["readonly"], (1, 1, 1), "geo", "3.2.0", "GEOHASH key [member ...]: members' positions as geohash strings.", Read(geo::geohash)),
+    cmd!("geopos", -2, ["readonly"], (1, 1, 1), "geo", "3.2.0", "GEOPOS key [member ...]: members' longitudes and latitudes.", Read(geo::geopos)),
+    cmd!("georadius", -6, ["write", "denyoom", "movablekeys"], (1, 1, 1), "geo", "3.2.0", "GEORADIUS key longitude latitude radius unit [WITHCOORD] [WITHDIST] [WITHHASH] [COUNT count [ANY]] [ASC|DESC] [STORE key|STOREDIST key]: members within a radius.", Write(geo::georadius)),
+    cmd!("georadius_ro", -6, ["readonly"], (1, 1, 1), "geo", "3.2.10", "GEORADIUS_RO key longitude latitude radius unit [options]: GEORADIUS without STORE.", Read(geo::georadius_ro)),
+    cmd!("georadiusbymember", -5, ["write", "denyoom", "movablekeys"], (1, 1, 1), "geo", "3.2.0", "GEORADIUSBYMEMBER key member radius unit [options]: members within a radius of a member.", Write(geo::georadiusbymember)),
+    cmd!("georadiusbymember_ro", -5, ["readonly"], (1, 1, 1), "geo", "3.2.10", "GEORADIUSBYMEMBER_RO key member radius unit [options]: GEORADIUSBYMEMBER without STORE.", Read(geo::georadiusbymember_ro)),
+    cmd!("geosearch", -7, ["readonly"], (1, 1, 1), "geo", "6.2.0", "GEOSEARCH key FROMMEMBER member|FROMLONLAT lon lat BYRADIUS r unit|BYBOX w h unit [ASC|DESC] [COUNT n [ANY]] [WITHCOORD] [WITHDIST] [WITHHASH]: members within a circle or box.", Read(geo::geosearch)),
+    cmd!("geosearchstore", -8, ["write", "denyoom"], (1, 2, 1), "geo", "6.2.0", "GEOSEARCHSTORE dst src FROMMEMBER ...|FROMLONLAT ... BYRADIUS ...|BYBOX ... [ASC|DESC] [COUNT n [ANY]] [STOREDIST]: stores what GEOSEARCH finds.", Write(geo::geosearchstore)),
     cmd!("zadd", -4, ["write", "denyoom", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...].", Write(zsets::zadd)),
     cmd!("zincrby", 4, ["write", "denyoom", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Increments the score of a member.", Write(zsets::zincrby)),
     cmd!("zscore", 3, ["readonly", "fast"], (1, 1, 1), "sorted-set", "1.2.0", "Returns the score of a member.", Read(zsets::zscore)),
@@ -351,11 +367,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("unwatch", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "transactions", "2.2.0", "Forgets the watched keys.", Local),
     // pub/sub
     cmd!("publish", 3, ["pubsub", "loading", "stale", "fast", "may_replicate"], (0, 0, 0), "pubsub", "2.0.0", "Posts a message to a channel (through the log).", Write(pubsub::publish)),
+    cmd!("spublish", 3, ["pubsub", "loading", "stale", "fast", "may_replicate"], (0, 0, 0), "pubsub", "7.0.0", "Posts a message to a shard channel (through the log; a raftlock cluster is one shard).", Write(pubsub::spublish)),
+    cmd!("ssubscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "7.0.0", "Listens for messages published to shard channels.", Local),
+    cmd!("sunsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "7.0.0", "Stops listening to shard channels.", Local),
     cmd!("subscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Listens for messages published to channels.", Local),
     cmd!("unsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Stops listening to channels.", Local),
     cmd!("psubscribe", -2, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Listens for messages published to channels matching patterns.", Local),
     cmd!("punsubscribe", -1, ["pubsub", "noscript", "loading", "stale"], (0, 0, 0), "pubsub", "2.0.0", "Stops listening to channel patterns.", Local),
-    cmd!("pubsub", -2, ["pubsub", "loading", "stale"], (0, 0, 0), "pubsub", "2.8.0", "PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT.", Local),
+    cmd!("pubsub", -2, ["pubsub", "loading", "stale"], (0, 0, 0), "pubsub", "2.8.0", "PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | SHARDCHANNELS [pattern] | SHARDNUMSUB [channel ...].", Local),
 ];
 
 /// The command named `name`, case-insensitively.

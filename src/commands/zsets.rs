@@ -30,7 +30,7 @@ use super::containers::{
 use super::lists::{clamp_range, parse_block_timeout};
 use super::{CmdError, CmdResult};
 
-type ZSet = BTreeMap<Bytes, f64>;
+pub(super) type ZSet = BTreeMap<Bytes, f64>;
 
 /// A member and its score, borrowed from a set.
 type Item<'a> = (&'a Bytes, f64);
@@ -158,7 +158,7 @@ fn parse_hex_float(s: &[u8]) -> Option<(f64, bool)> {
 
 /// A float argument as Redis reads one (`string2d`: a score, an increment,
 /// a weight): all of it, no leading space, not out of range, not NaN.
-fn parse_float(raw: &[u8]) -> Option<f64> {
+pub(super) fn parse_float(raw: &[u8]) -> Option<f64> {
     if raw.first().is_none_or(|b| is_c_space(*b)) {
         return None;
     }
@@ -521,7 +521,7 @@ fn items_reply(found: Vec<Item>, with_scores: bool) -> Reply {
 
 /// Replaces `dst` (whatever it held) with `result` and replies its size; an
 /// empty result deletes `dst` instead (with a `del` event if it existed).
-fn store(ks: &mut Keyspace, ctx: &mut ExecCtx, dst: &Bytes, mut result: ZSet, event: &'static str) -> CmdResult {
+pub(super) fn store(ks: &mut Keyspace, ctx: &mut ExecCtx, dst: &Bytes, mut result: ZSet, event: &'static str) -> CmdResult {
     result.values_mut().for_each(|s| *s = stored(*s));
     let size = result.len() as i64;
     // Looked up first so that an expired destination is expired (with its

@@ -268,6 +268,8 @@ pub enum Event {
     Lease { kind: LeaseEvent, key: Bytes, owner: Bytes, token: Version, ttl_ms: u64, held_ms: u64 },
     /// `PUBLISH channel message`.
     Publish { channel: Bytes, message: Bytes },
+    /// `SPUBLISH shardchannel message`: for `SSUBSCRIBE`rs only.
+    SPublish { channel: Bytes, message: Bytes },
     /// A step of `owner`'s wait for `key`: queued, left, granted (a handoff)
     /// or timed out. On the last two its node (`client.node`) answers the
     /// connection blocked in `WAIT`.

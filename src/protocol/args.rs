@@ -25,6 +25,11 @@ impl<'a> Args<'a> {
         Args { argv, pos: 1 }
     }
 
+    /// Every argument, the command's name first, wherever the cursor is.
+    pub fn all(&self) -> &'a [Bytes] {
+        self.argv
+    }
+
     pub fn remaining(&self) -> usize {
         self.argv.len().saturating_sub(self.pos)
     }

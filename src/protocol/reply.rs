@@ -42,6 +42,10 @@ pub enum Reply {
     /// returns one (`{big_number = "..."}`). (After `Pairs`, for the same
     /// reason.)
     BigNumber(String),
+    /// RESP3 double written as given (`GEOPOS`'s coordinates, which Redis
+    /// writes with `%.17Lf`'s digits, not the shortest); a bulk string in
+    /// RESP2. (After `BigNumber`, for the same reason.)
+    DoubleText(String),
 }
 
 impl Reply {
@@ -137,6 +141,8 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
         // more replies: such text goes as the bulk string RESP2 gets.
         Reply::BigNumber(text) if resp3 && !text.contains(['\r', '\n']) => line(out, b'(', text),
         Reply::BigNumber(text) => bulk(out, text.as_bytes()),
+        Reply::DoubleText(text) if resp3 && !text.contains(['\r', '\n']) => line(out, b',', text),
+        Reply::DoubleText(text) => bulk(out, text.as_bytes()),
         Reply::Double(v) if resp3 => line(out, b',', &format_double(*v)),
         Reply::Double(v) => bulk(out, format_double(*v).as_bytes()),
         Reply::ScorePairs(pairs) if resp3 => {

@@ -878,7 +878,7 @@ fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
             Value::Table(t)
         }
         Reply::Double(v) => Value::String(lua.create_string(crate::protocol::format_double(*v))?),
-        Reply::BigNumber(text) => Value::String(lua.create_string(text)?),
+        Reply::BigNumber(text) | Reply::DoubleText(text) => Value::String(lua.create_string(text)?),
         Reply::ScorePairs(pairs) => {
             let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
             for (i, (m, v)) in pairs.iter().enumerate() {

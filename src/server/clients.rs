@@ -19,6 +19,8 @@ pub struct ClientInfo {
     pub resp: u8,
     pub channels: usize,
     pub patterns: usize,
+    /// Shard channels (`SSUBSCRIBE`).
+    pub shard_channels: usize,
     pub last_command: &'static str,
     /// Waiting in BLPOP/BRPOP.
     pub blocked: bool,
@@ -77,10 +79,15 @@ impl UnblockSignal {
 
 impl ClientInfo {
     /// One `CLIENT LIST` line, in Redis's `field=value` form.
+    /// Subscribed to any channel, pattern or shard channel.
+    pub fn subscribed(&self) -> bool {
+        self.channels + self.patterns + self.shard_channels > 0
+    }
+
     pub fn line(&self) -> String {
         let now = Instant::now();
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 multi=-1 \
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi=-1 \
              qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} \
              redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
@@ -91,13 +98,14 @@ impl ClientInfo {
             now.duration_since(self.last_active).as_secs(),
             if self.blocked {
                 "b"
-            } else if self.channels + self.patterns > 0 {
+            } else if self.subscribed() {
                 "P"
             } else {
                 "N"
             },
             self.channels,
             self.patterns,
+            self.shard_channels,
             self.last_command,
             if self.user.is_empty() { "default" } else { &self.user },
             self.resp,
@@ -138,6 +146,7 @@ impl ClientRegistry {
                 resp: 2,
                 channels: 0,
                 patterns: 0,
+                shard_channels: 0,
                 last_command: "NULL",
                 blocked: false,
                 created: now,
@@ -216,7 +225,7 @@ impl ClientRegistry {
     }
 
     pub fn pubsub_clients(&self) -> usize {
-        self.lock().values().filter(|c| c.channels + c.patterns > 0).count()
+        self.lock().values().filter(|c| c.subscribed()).count()
     }
 }
 
@@ -260,7 +269,7 @@ impl ListFilter {
             ListFilter::All => all,
             ListFilter::Type(None) => Vec::new(),
             ListFilter::Type(Some(pubsub)) => {
-                all.retain(|c| (c.channels + c.patterns > 0) == *pubsub);
+                all.retain(|c| c.subscribed() == *pubsub);
                 all
             }
             ListFilter::Ids(ids) => ids.iter().filter_map(|id| all.iter().find(|c| c.id as i64 == *id).cloned()).collect(),
@@ -337,7 +346,7 @@ impl KillFilter {
             && self.addr.as_ref().is_none_or(|a| *a == c.addr.to_string())
             && self.laddr.as_ref().is_none_or(|a| c.local_addr.is_some_and(|l| *a == l.to_string()))
             && self.user.as_ref().is_none_or(|u| *u == c.user)
-            && self.pubsub.is_none_or(|p| p == (c.channels + c.patterns > 0))
+            && self.pubsub.is_none_or(|p| p == c.subscribed())
             && self.skip != Some(c.id)
     }
 }

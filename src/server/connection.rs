@@ -45,6 +45,8 @@ struct Connection {
     resp3: bool,
     channels: HashSet<Bytes>,
     patterns: HashSet<Bytes>,
+    /// Shard channels (`SSUBSCRIBE`).
+    shard_channels: HashSet<Bytes>,
     subscriber: Subscriber,
     out: BytesMut,
     /// Commands queued since `MULTI`.
@@ -121,6 +123,7 @@ pub async fn serve(
         resp3: false,
         channels: HashSet::new(),
         patterns: HashSet::new(),
+        shard_channels: HashSet::new(),
         subscriber,
         out: BytesMut::with_capacity(4096),
         multi: None,
@@ -468,6 +471,9 @@ impl Connection {
             PushMsg::Message { channel, payload } => {
                 vec![Reply::text("message"), Reply::Bulk(channel), Reply::Bulk(payload)]
             }
+            PushMsg::SMessage { channel, payload } => {
+                vec![Reply::text("smessage"), Reply::Bulk(channel), Reply::Bulk(payload)]
+            }
             PushMsg::PMessage { pattern, channel, payload } => {
                 vec![Reply::text("pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload)]
             }
@@ -476,7 +482,7 @@ impl Connection {
     }
 
     fn subscribed(&self) -> bool {
-        !self.channels.is_empty() || !self.patterns.is_empty()
+        !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
     }
 
     /// Runs one command read from the client, timing it for `SLOWLOG` and
@@ -604,7 +610,18 @@ impl Connection {
         }
         if self.subscribed()
             && !self.resp3
-            && !matches!(spec.name, "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ping" | "quit" | "reset")
+            && !matches!(
+                spec.name,
+                "subscribe"
+                    | "psubscribe"
+                    | "ssubscribe"
+                    | "unsubscribe"
+                    | "punsubscribe"
+                    | "sunsubscribe"
+                    | "ping"
+                    | "quit"
+                    | "reset"
+            )
         {
             self.reply(&Reply::error(format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -963,6 +980,18 @@ impl Connection {
                 self.command_without_reply();
                 return (None, Next::Continue);
             }
+            "ssubscribe" => {
+                for target in &argv[1..] {
+                    self.ssubscribe(target.clone());
+                }
+                self.command_without_reply();
+                return (None, Next::Continue);
+            }
+            "sunsubscribe" => {
+                self.sunsubscribe(&argv[1..]);
+                self.command_without_reply();
+                return (None, Next::Continue);
+            }
             "pubsub" => self.pubsub(argv),
             other => Reply::error(format!("ERR '{other}' is not available on this connection")),
         };
@@ -1204,7 +1233,9 @@ impl Connection {
             let spec = commands::lookup(name.as_bytes()).expect("in the table");
             perms.check(spec, &[Bytes::copy_from_slice(name.as_bytes()), target.clone()]).is_ok()
         };
-        self.channels.iter().all(|c| allowed("subscribe", c)) && self.patterns.iter().all(|p| allowed("psubscribe", p))
+        self.channels.iter().all(|c| allowed("subscribe", c))
+            && self.patterns.iter().all(|p| allowed("psubscribe", p))
+            && self.shard_channels.iter().all(|c| allowed("ssubscribe", c))
     }
 
     /// Works out the user's permissions from `acl` (numbered `epoch`);
@@ -1864,9 +1895,44 @@ impl Connection {
         self.sync_counts();
     }
 
+    /// `SSUBSCRIBE`: shard channels count apart from the others, as in
+    /// Redis 7.0.
+    fn ssubscribe(&mut self, target: Bytes) {
+        if self.shard_channels.insert(target.clone()) {
+            self.node.hub.ssubscribe(self.id, &self.subscriber, &target);
+        }
+        self.sync_counts();
+        let count = self.shard_channels.len() as i64;
+        self.reply(&Reply::Push(vec![Reply::text("ssubscribe"), Reply::Bulk(target), Reply::Int(count)]));
+    }
+
+    fn sunsubscribe(&mut self, targets: &[Bytes]) {
+        let mut targets: Vec<Bytes> = targets.to_vec();
+        if targets.is_empty() {
+            targets = self.shard_channels.iter().cloned().collect();
+            targets.sort();
+            if targets.is_empty() {
+                let count = self.shard_channels.len() as i64;
+                self.reply(&Reply::Push(vec![Reply::text("sunsubscribe"), Reply::Nil, Reply::Int(count)]));
+                return;
+            }
+        }
+        for target in targets {
+            if self.shard_channels.remove(&target) {
+                self.node.hub.sunsubscribe(self.id, &target);
+            }
+            let count = self.shard_channels.len() as i64;
+            self.reply(&Reply::Push(vec![Reply::text("sunsubscribe"), Reply::Bulk(target), Reply::Int(count)]));
+        }
+        self.sync_counts();
+    }
+
     fn unsubscribe_all(&mut self) {
         for ch in self.channels.drain() {
             self.node.hub.unsubscribe(self.id, &ch);
+        }
+        for ch in self.shard_channels.drain() {
+            self.node.hub.sunsubscribe(self.id, &ch);
         }
         for p in self.patterns.drain() {
             self.node.hub.punsubscribe(self.id, &p);
@@ -1875,10 +1941,11 @@ impl Connection {
     }
 
     fn sync_counts(&self) {
-        let (channels, patterns) = (self.channels.len(), self.patterns.len());
+        let (channels, patterns, shard) = (self.channels.len(), self.patterns.len(), self.shard_channels.len());
         self.node.clients.update(self.id, |c| {
             c.channels = channels;
             c.patterns = patterns;
+            c.shard_channels = shard;
         });
     }
 
@@ -1896,7 +1963,21 @@ impl Connection {
                     .collect(),
             ),
             "NUMPAT" if argv.len() == 2 => Reply::Int(hub.numpat() as i64),
-            "CHANNELS" | "NUMPAT" => arity_error(&format!("pubsub|{}", sub.to_ascii_lowercase())),
+            "SHARDCHANNELS" if argv.len() <= 3 => {
+                Reply::Array(hub.shard_channels(argv.get(2).map(|p| &p[..])).into_iter().map(Reply::Bulk).collect())
+            }
+            "SHARDNUMSUB" => Reply::Array(
+                argv[2..]
+                    .iter()
+                    .flat_map(|ch| [Reply::Bulk(ch.clone()), Reply::Int(hub.shard_numsub(ch) as i64)])
+                    .collect(),
+            ),
+            "NUMPAT" => arity_error("pubsub|numpat"),
+            // Redis's own check of these subcommands' arguments.
+            "CHANNELS" | "SHARDCHANNELS" => Reply::error(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+                String::from_utf8_lossy(&argv[1])
+            )),
             _ => Reply::error(format!(
                 "ERR unknown subcommand '{}'. Try PUBSUB HELP.",
                 String::from_utf8_lossy(&argv[1])

@@ -18,6 +18,8 @@ use crate::keyspace::{self, glob_match, Event, LeaseEvent, WaitStep};
 #[derive(Debug, Clone, PartialEq)]
 pub enum PushMsg {
     Message { channel: Bytes, payload: Bytes },
+    /// A shard channel's message (`SPUBLISH`), sent as `smessage`.
+    SMessage { channel: Bytes, payload: Bytes },
     PMessage { pattern: Bytes, channel: Bytes, payload: Bytes },
     /// `CLIENT TRACKING`: these keys (`None`: every key) changed. As a RESP3
     /// `invalidate` push, or `via_channel` as a message of the
@@ -30,7 +32,7 @@ impl PushMsg {
     /// buffer (the data and a little framing).
     pub fn size(&self) -> u64 {
         let data = match self {
-            PushMsg::Message { channel, payload } => channel.len() + payload.len(),
+            PushMsg::Message { channel, payload } | PushMsg::SMessage { channel, payload } => channel.len() + payload.len(),
             PushMsg::PMessage { pattern, channel, payload } => pattern.len() + channel.len() + payload.len(),
             PushMsg::Invalidate { keys, .. } => keys.iter().flatten().map(|k| k.len() + 16).sum(),
         };
@@ -147,6 +149,8 @@ type ClientId = u64;
 struct Subscriptions {
     channels: HashMap<Bytes, HashMap<ClientId, Subscriber>>,
     patterns: HashMap<Bytes, HashMap<ClientId, Subscriber>>,
+    /// `SSUBSCRIBE`: shard channels, a namespace apart from `channels`.
+    shard_channels: HashMap<Bytes, HashMap<ClientId, Subscriber>>,
 }
 
 /// `notify-keyspace-events` classes, one bit per letter.
@@ -359,6 +363,29 @@ impl Hub {
         }
     }
 
+    pub fn ssubscribe(&self, id: ClientId, sub: &Subscriber, channel: &Bytes) {
+        self.lock().shard_channels.entry(channel.clone()).or_default().insert(id, sub.clone());
+    }
+
+    pub fn sunsubscribe(&self, id: ClientId, channel: &Bytes) {
+        let mut subs = self.lock();
+        if let Some(set) = subs.shard_channels.get_mut(channel) {
+            set.remove(&id);
+            if set.is_empty() {
+                subs.shard_channels.remove(channel);
+            }
+        }
+    }
+
+    /// Delivers a shard channel's message; how many subscribers received it.
+    pub fn spublish(&self, channel: &Bytes, payload: &Bytes) -> usize {
+        let subs = self.lock();
+        let Some(set) = subs.shard_channels.get(channel) else { return 0 };
+        set.values()
+            .map(|sub| sub.send(PushMsg::SMessage { channel: channel.clone(), payload: payload.clone() }) as usize)
+            .sum()
+    }
+
     pub fn psubscribe(&self, id: ClientId, sub: &Subscriber, pattern: &Bytes) {
         self.lock().patterns.entry(pattern.clone()).or_default().insert(id, sub.clone());
     }
@@ -436,6 +463,7 @@ impl Hub {
         for event in events {
             match event {
                 Event::Publish { channel, message } => published += self.publish(&channel, &message),
+                Event::SPublish { channel, message } => published += self.spublish(&channel, &message),
                 Event::Key { class, name, key } => {
                     if may_feed_a_blocked_pop(class, name) {
                         self.wake_list_waiters(&key);
@@ -527,6 +555,19 @@ impl Hub {
 
     pub fn numsub(&self, channel: &[u8]) -> usize {
         self.lock().channels.get(channel).map(|s| s.len()).unwrap_or(0)
+    }
+
+    /// Shard channels with at least one subscriber, optionally matching
+    /// `pattern`.
+    pub fn shard_channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        let mut out: Vec<Bytes> =
+            self.lock().shard_channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c))).cloned().collect();
+        out.sort();
+        out
+    }
+
+    pub fn shard_numsub(&self, channel: &[u8]) -> usize {
+        self.lock().shard_channels.get(channel).map(|s| s.len()).unwrap_or(0)
     }
 
     pub fn numpat(&self) -> usize {
