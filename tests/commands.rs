@@ -1613,6 +1613,38 @@ fn memory_usage_grows_with_the_value() {
     assert!(help.len() > 2);
 }
 
+/// `MEMORY STATS` has Redis's fields with this node's resident set and key
+/// count; `DOCTOR`, `MALLOC-STATS` and `PURGE` answer as Redis's do when
+/// all is well; each refuses arguments with Redis's arity error.
+#[test]
+fn memory_stats_doctor_and_purge() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    for i in 0..30 {
+        q(&mut c, &["SET", &format!("k{i}"), "v"]).unwrap();
+    }
+    let stats = pairs(&q(&mut c, &["MEMORY", "STATS"]).unwrap());
+    let names: Vec<&str> = stats.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names.len(), 28, "{names:?}");
+    assert_eq!(names[..2], ["peak.allocated", "total.allocated"]);
+    assert_eq!(names[10], "db.0");
+    assert_eq!(names[27], "fragmentation.bytes");
+    assert_eq!(lookup(&stats, "keys.count"), Some(&Value::Int(30)));
+    let rss = int(lookup(&stats, "total.allocated").unwrap());
+    let peak = int(lookup(&stats, "peak.allocated").unwrap());
+    let real = s.rss_kib().unwrap() as i64 * 1024;
+    assert!(rss > 1 << 20 && peak >= rss && rss < 4 * real && real < 4 * rss, "rss {rss} peak {peak} /proc {real}");
+    assert_eq!(lookup(&stats, "keys.bytes-per-key"), Some(&Value::Int(rss / 30)));
+    let doctor = as_text(&q(&mut c, &["MEMORY", "DOCTOR"]).unwrap()).unwrap();
+    assert!(doctor.starts_with("Hi Sam, I can't find any memory issue"), "{doctor}");
+    assert_eq!(q(&mut c, &["MEMORY", "PURGE"]).unwrap(), Value::Okay);
+    assert!(as_text(&q(&mut c, &["MEMORY", "MALLOC-STATS"]).unwrap()).is_some());
+    for sub in ["STATS", "DOCTOR", "PURGE", "MALLOC-STATS"] {
+        let e = expect_err(q(&mut c, &["MEMORY", sub, "x"]));
+        assert_eq!(e, format!("ERR wrong number of arguments for 'memory|{}' command", sub.to_ascii_lowercase()));
+    }
+}
+
 /// `SLOWLOG` keeps the commands that took at least
 /// `slowlog-log-slower-than` µs, newest first, with their arguments, the
 /// client's address and name; never `AUTH`, `CONFIG` or a blocking wait.

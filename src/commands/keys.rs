@@ -477,16 +477,29 @@ fn approximate_usage(key: &[u8], value: &Value) -> usize {
 }
 
 /// ```text
-/// MEMORY USAGE key [SAMPLES count] | MEMORY HELP
+/// MEMORY USAGE key [SAMPLES count] | STATS | DOCTOR | MALLOC-STATS | PURGE | HELP
 /// ```
 /// USAGE: the bytes a key takes, estimated (every element counted, whatever
-/// `SAMPLES` says); nil if there is no such key.
+/// `SAMPLES` says); nil if there is no such key. STATS: Redis's fields, from
+/// this node's resident set (its peak, and as the allocator's figures) and
+/// the keyspace; what raftlock has not (a replication backlog, an AOF
+/// buffer, cluster links, functions) is 0, and the fragmentation ratios 1.
+/// DOCTOR: Redis's all-clear. MALLOC-STATS: what Redis built without
+/// jemalloc says. PURGE: OK (jemalloc returns free pages by itself).
 pub fn memory(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let raw_sub = args.peek().cloned().unwrap_or_default();
     match args.next_keyword()?.as_str() {
         "HELP" if args.remaining() == 0 => {
             let lines = [
                 "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "MALLOC-STATS",
+                "    Return internal statistics report from the memory allocator.",
+                "PURGE",
+                "    Attempt to purge dirty pages for reclamation by the allocator.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
                 "USAGE <key> [SAMPLES <count>]",
                 "    Return memory in bytes used by <key> and its value (estimated; every",
                 "    element is counted, whatever <count> says).",
@@ -509,11 +522,74 @@ pub fn memory(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
             Ok(ks.get(key, ctx.now).map_or(Reply::Nil, |e| Reply::Int(approximate_usage(key, &e.value) as i64)))
         }
         "USAGE" => Err(CmdError::Arity("memory|usage")),
+        "STATS" if args.remaining() == 0 => Ok(memory_stats(ks.len(ctx.now) as u64)),
+        "DOCTOR" if args.remaining() == 0 => Ok(Reply::Verbatim(
+            "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n"
+                .into(),
+        )),
+        "MALLOC-STATS" if args.remaining() == 0 => {
+            Ok(Reply::Bulk(Bytes::from_static(b"Stats not supported for the current allocator")))
+        }
+        "PURGE" if args.remaining() == 0 => Ok(Reply::ok()),
+        "STATS" | "DOCTOR" | "MALLOC-STATS" | "PURGE" => {
+            Err(CmdError::Arity(match raw_sub.to_ascii_lowercase().as_slice() {
+                b"stats" => "memory|stats",
+                b"doctor" => "memory|doctor",
+                b"malloc-stats" => "memory|malloc-stats",
+                _ => "memory|purge",
+            }))
+        }
         _ => Err(CmdError::Other(format!(
             "ERR unknown subcommand '{}'. Try MEMORY HELP.",
             String::from_utf8_lossy(&raw_sub)
         ))),
     }
+}
+
+/// `MEMORY STATS` for a node holding `keys` keys.
+fn memory_stats(keys: u64) -> Reply {
+    let rss = super::resident_bytes();
+    let peak = super::peak_resident_bytes().max(rss);
+    let int = |name: &str, v: u64| (Reply::text(name), Reply::Int(v as i64));
+    let ratio = |name: &str, v: f64| (Reply::text(name), Reply::Double(v));
+    let percent = |part: u64, whole: u64| if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 };
+    Reply::Map(vec![
+        int("peak.allocated", peak),
+        int("total.allocated", rss),
+        int("startup.allocated", 0),
+        int("replication.backlog", 0),
+        int("clients.slaves", 0),
+        int("clients.normal", 0),
+        int("cluster.links", 0),
+        int("aof.buffer", 0),
+        int("lua.caches", 0),
+        int("functions.caches", 0),
+        (
+            Reply::text("db.0"),
+            Reply::Map(vec![
+                int("overhead.hashtable.main", 0),
+                int("overhead.hashtable.expires", 0),
+                int("overhead.hashtable.slot-to-keys", 0),
+            ]),
+        ),
+        int("overhead.total", 0),
+        int("keys.count", keys),
+        int("keys.bytes-per-key", if keys == 0 { 0 } else { rss / keys }),
+        int("dataset.bytes", rss),
+        ratio("dataset.percentage", percent(rss, rss)),
+        ratio("peak.percentage", percent(rss, peak)),
+        int("allocator.allocated", rss),
+        int("allocator.active", rss),
+        int("allocator.resident", rss),
+        ratio("allocator-fragmentation.ratio", 1.0),
+        int("allocator-fragmentation.bytes", 0),
+        ratio("allocator-rss.ratio", 1.0),
+        int("allocator-rss.bytes", 0),
+        ratio("rss-overhead.ratio", 1.0),
+        int("rss-overhead.bytes", 0),
+        ratio("fragmentation", 1.0),
+        int("fragmentation.bytes", 0),
+    ])
 }
 
 /// ```text

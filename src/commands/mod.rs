@@ -131,6 +131,29 @@ pub fn is_publish(name: &str) -> bool {
     name.eq_ignore_ascii_case("publish") || name.eq_ignore_ascii_case("spublish")
 }
 
+/// This process's resident set in bytes (0 if unreadable).
+pub fn resident_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages.saturating_mul(page.max(0) as u64)
+}
+
+/// The most this process has had resident, in bytes (`VmHWM`; 0 if
+/// unreadable).
+pub fn peak_resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib.saturating_mul(1024))
+}
+
 /// The largest client request (`--max-request-len`) or `MULTI` queue.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 

@@ -240,7 +240,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("restore", -4, ["write", "denyoom"], (1, 1, 1), "generic", "2.6.0", "RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]: creates a key from a DUMP payload (Redis's, up to RDB version 10).", Write(dump::restore)),
     cmd!("sort", -2, ["write", "denyoom", "movablekeys"], (1, 1, 1), "generic", "1.0.0", "SORT key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA] [STORE destination]: sorts a list, set or sorted set.", Write(sort::sort)),
     cmd!("sort_ro", -2, ["readonly", "movablekeys"], (1, 1, 1), "generic", "7.0.0", "SORT_RO key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA]: SORT without STORE.", Read(sort::sort_ro)),
-    cmd!("memory", -2, ["readonly"], (2, 2, 1), "server", "4.0.0", "MEMORY USAGE key [SAMPLES count] | MEMORY HELP: the bytes a key takes, estimated.", Read(keys::memory), bounded_by_keys),
+    cmd!("memory", -2, ["readonly"], (2, 2, 1), "server", "4.0.0", "MEMORY USAGE key [SAMPLES count] | STATS | DOCTOR | MALLOC-STATS | PURGE | HELP: the bytes a key takes, estimated; the node's memory.", Read(keys::memory), bounded_by_keys),
     cmd!("object", -2, ["readonly"], (2, 2, 1), "generic", "2.2.3", "OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key | OBJECT HELP.", Read(keys::object)),
     // hashes
     cmd!("hset", -4, ["write", "denyoom", "fast"], (1, 1, 1), "hash", "2.0.0", "HSET key field value [field value ...]: the number of fields added.", Write(hashes::hset)),

@@ -23,16 +23,7 @@ pub struct MemoryLimit {
     over: AtomicBool,
 }
 
-/// This process's resident set in bytes (0 if unreadable).
-pub fn resident_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages.saturating_mul(page.max(0) as u64)
-}
+pub use crate::commands::resident_bytes;
 
 impl MemoryLimit {
     pub fn limit(&self) -> u64 {
