@@ -363,6 +363,9 @@ run_target() { # target port check-port
         for proto in 2 3; do
             [ -x "$PY8" ] && run_group "$t" "redis-py-8-resp$proto" 120 "$PY8" python/redispy_lock.py "${a[@]}" --protocol "$proto"
             [ -x "$PY5" ] && run_group "$t" "redis-py-5-resp$proto" 120 "$PY5" python/redispy_lock.py "${a[@]}" --protocol "$proto"
+            # GEO, BITFIELD, sharded pub/sub, MEMORY: each result beside a real redis-server's.
+            [ -x "$PY8" ] && run_group "$t" "redis-py-8-breadth-resp$proto" 60 "$PY8" python/redispy_breadth.py "${a[@]}" --protocol "$proto"
+            [ -x "$PY5" ] && run_group "$t" "redis-py-5-breadth-resp$proto" 60 "$PY5" python/redispy_breadth.py "${a[@]}" --protocol "$proto"
         done
     fi
     if wanted prl && [ -x "$PY8" ]; then

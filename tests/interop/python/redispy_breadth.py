@@ -1,0 +1,183 @@
+"""redis-py's own API for GEO, BITFIELD, sharded pub/sub and MEMORY against
+raftlock, each result compared with what the same calls return from a real
+redis-server started here (same keys, same protocol): the library parses
+both servers' replies, so any difference in type, order or digits shows.
+
+Run with the venv of the redis-py version under test (5.0 or later):
+    python redispy_breadth.py --port P --check-port C --protocol 2|3
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import redis
+
+from harness import CaseFail, Harness, common_args, expect, unique
+
+
+class RealRedis:
+    """A private redis-server on a free 127.0.0.1 port, no persistence."""
+
+    def __init__(self):
+        exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not os.path.exists(exe):
+            raise CaseFail("redis-server is not installed (scripts/deps.sh installs it)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.dir = tempfile.mkdtemp(prefix="breadth-redis-")
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                redis.Redis(port=self.port, socket_timeout=1).ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        self.stop()
+        raise CaseFail("redis-server did not start on port %d" % self.port)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main():
+    p = common_args(__doc__)
+    p.add_argument("--protocol", type=int, choices=(2, 3), required=True)
+    args = p.parse_args()
+    h = Harness("redis-py %s breadth" % redis.__version__)
+    resp = "resp%d" % args.protocol
+    real = RealRedis()
+    try:
+        ours = redis.Redis(host="127.0.0.1", port=args.port, protocol=args.protocol, socket_timeout=15)
+        theirs = redis.Redis(host="127.0.0.1", port=real.port, protocol=args.protocol, socket_timeout=15)
+        prefix = unique(args.prefix, "breadth-" + resp)
+
+        def same(what, call):
+            """`call(client)` on both servers: the same result, or the same error."""
+            results = []
+            for c in (ours, theirs):
+                try:
+                    results.append(("ok", call(c)))
+                except redis.ResponseError as e:
+                    results.append(("error", str(e)))
+            expect(results[0] == results[1], "%s: raftlock %r, Redis %r" % (what, results[0], results[1]))
+            return results[0][1]
+
+        def geo():
+            key, dst = prefix + ":sicily", prefix + ":near"
+            places = [13.361389, 38.115556, "Palermo", 15.087269, 37.502669, "Catania",
+                      12.758489, 38.788135, "edge1", 13.5, 37.9, "Agrigento-ish"]
+            expect(same("geoadd", lambda c: c.geoadd(key, places)) == 4, "GEOADD did not add 4")
+            same("geoadd nx ch", lambda c: c.geoadd(key, [13.5, 38.0, "Palermo", 1, 1, "new"], nx=True, ch=True))
+            same("geoadd xx", lambda c: c.geoadd(key, [13.4, 38.1, "Palermo"], xx=True, ch=True))
+            same("geopos", lambda c: c.geopos(key, "Palermo", "Catania", "nowhere"))
+            same("geodist", lambda c: c.geodist(key, "Palermo", "Catania"))
+            same("geodist km", lambda c: c.geodist(key, "Palermo", "Catania", unit="km"))
+            same("geodist missing", lambda c: c.geodist(key, "Palermo", "nowhere"))
+            same("geohash", lambda c: c.geohash(key, "Palermo", "Catania", "nowhere"))
+            same("georadius", lambda c: c.georadius(key, 15, 37, 200, unit="km"))
+            same("georadius with all", lambda c: c.georadius(
+                key, 15, 37, 200, unit="km", withdist=True, withcoord=True, withhash=True, sort="ASC"))
+            same("georadius count", lambda c: c.georadius(key, 15, 37, 300, unit="km", count=2, sort="DESC",
+                                                           withdist=True))
+            same("georadius store", lambda c: c.georadius(key, 15, 37, 200, unit="km", store=dst))
+            same("stored", lambda c: c.zrange(dst, 0, -1, withscores=True))
+            same("georadius storedist", lambda c: c.georadius(key, 15, 37, 200, unit="km", store_dist=dst))
+            same("stored distances", lambda c: c.zrange(dst, 0, -1, withscores=True))
+            same("georadiusbymember", lambda c: c.georadiusbymember(key, "Palermo", 100, unit="km",
+                                                                     withdist=True, sort="ASC"))
+            same("geosearch radius", lambda c: c.geosearch(key, longitude=15, latitude=37, radius=200, unit="km",
+                                                            withcoord=True, withdist=True, sort="ASC"))
+            same("geosearch box", lambda c: c.geosearch(key, member="Palermo", width=400, height=100, unit="km",
+                                                         withhash=True, sort="DESC", count=3))
+            same("geosearch any", lambda c: c.geosearch(key, member="Palermo", radius=500, unit="km", count=1,
+                                                         any=True))
+            same("geosearchstore", lambda c: c.geosearchstore(dst, key, longitude=15, latitude=37, radius=200,
+                                                               unit="km", storedist=True))
+            same("stored by geosearchstore", lambda c: c.zrange(dst, 0, -1, withscores=True))
+            same("geosearch from a missing member", lambda c: c.geosearch(key, member="nowhere", radius=1))
+            same("geopos of a missing key", lambda c: c.geopos(prefix + ":none", "a"))
+            same("geoadd out of range", lambda c: c.geoadd(key, [200, 100, "x"]))
+
+        def bitfield():
+            key = prefix + ":bits"
+
+            def ops(c):
+                bf = c.bitfield(key)
+                return (bf.set("u8", 0, 255).get("i8", 0).incrby("u4", 4, 10).overflow("SAT")
+                        .incrby("i5", 100, 100).overflow("FAIL").incrby("u2", 102, 7)
+                        .overflow("WRAP").incrby("i64", 200, -1).get("u63", "#1").execute())
+            same("bitfield", ops)
+            same("bitfield again", ops)
+            same("get", lambda c: c.get(key))
+            same("bitfield_ro", lambda c: c.bitfield_ro(key, "u8", 0, items=[("i4", 4), ("u16", 100)]))
+            same("bitfield_ro of a missing key", lambda c: c.bitfield_ro(prefix + ":none", "u8", 0))
+            same("bitfield bad type", lambda c: c.bitfield(key).get("u64", 0).execute())
+
+        def sharded():
+            # A subscriber on the node the checks use (the leader, for the
+            # follower target) and one on the node under test. SPUBLISH
+            # through the node under test counts the receivers on the node
+            # that runs it, the leader (README); both subscribers get it.
+            ch = prefix + ":shard"
+            check = redis.Redis(host="127.0.0.1", port=args.check_port, protocol=args.protocol, socket_timeout=15)
+            subs = [check.pubsub(), ours.pubsub()]
+
+            def next_message(sub, kind):
+                deadline = time.monotonic() + 5
+                while time.monotonic() < deadline:
+                    msg = sub.get_sharded_message(timeout=0.5)
+                    if msg is not None:
+                        expect(msg["type"] == kind, "expected %s, got %r" % (kind, msg))
+                        return msg
+                raise CaseFail("no %s within 5 s" % kind)
+
+            try:
+                for sub in subs:
+                    sub.ssubscribe(ch)
+                    next_message(sub, "ssubscribe")
+                # Both subscribers are the leader's when one node is under test.
+                here = 2 if args.port == args.check_port else 1
+                expect(check.pubsub_shardnumsub(ch) == [(ch.encode(), here)],
+                       "PUBSUB SHARDNUMSUB %r" % (check.pubsub_shardnumsub(ch),))
+                expect(ch.encode() in check.pubsub_shardchannels(), "PUBSUB SHARDCHANNELS lacks the channel")
+                expect(ours.publish(ch, "plain") == 0, "PUBLISH reached a shard subscriber")
+                expect(ours.spublish(ch, "hello") == here, "SPUBLISH did not count the leader's subscribers")
+                for sub in subs:
+                    msg = next_message(sub, "smessage")
+                    expect(msg["data"] == b"hello" and msg["channel"] == ch.encode(), "smessage %r" % (msg,))
+                for sub in subs:
+                    sub.sunsubscribe(ch)
+            finally:
+                for sub in subs:
+                    sub.close()
+
+        def memory():
+            stats = ours.memory_stats()
+            expect(isinstance(stats, dict) and stats.get("keys.count", -1) >= 0
+                   and stats.get("total.allocated", 0) > 0, "MEMORY STATS %r" % (stats,))
+            theirs_keys = set(theirs.memory_stats().keys())
+            expect(set(stats.keys()) == theirs_keys,
+                   "MEMORY STATS fields differ: %r" % (set(stats.keys()) ^ theirs_keys,))
+            expect(ours.memory_purge() is True, "MEMORY PURGE did not answer OK")
+
+        for name, fn in [("geo", geo), ("bitfield", bitfield), ("sharded pub/sub", sharded), ("memory", memory)]:
+            h.case("%s %s" % (resp, name), fn)
+    finally:
+        real.stop()
+    return 1 if h.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
