@@ -949,3 +949,123 @@ fn script_load_on_one_node_serves_evalsha_on_every_node() {
         assert_eq!(err_text(&e), NOSCRIPT, "node {id}");
     }
 }
+
+// ---------------------------------------------------------------------------------
+// functions
+// ---------------------------------------------------------------------------------
+
+const LIBRARY: &str = "#!lua name=counter\n\
+    redis.register_function('bump', function(keys, args) return redis.call('INCRBY', keys[1], args[1]) end)\n\
+    redis.register_function{function_name='peek', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}\n";
+
+/// `FUNCTION DUMP` of a private real redis-server with LIBRARY loaded (its
+/// code LZF-compressed, as Redis writes strings over 20 bytes).
+fn redis_dump_of_library() -> Option<Vec<u8>> {
+    let port = common::free_ports(1)[0];
+    let dir = tempfile::tempdir().ok()?;
+    let mut child = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let addr = format!("127.0.0.1:{port}");
+    common::poll_until(Duration::from_secs(10), "redis-server to answer", || {
+        std::net::TcpStream::connect(&addr).ok().map(|_| ())
+    });
+    let mut c = RawConn::connect(&addr);
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", LIBRARY]), b("counter"));
+    let payload = match c.cmd(&["FUNCTION", "DUMP"]) {
+        Resp::Bulk(Some(p)) => p,
+        other => panic!("FUNCTION DUMP on redis-server: {other:?}"),
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    Some(payload)
+}
+
+/// Functions are replicated state: loaded libraries survive kill -9 (the
+/// log replayed) and a restart from a snapshot (format 5 carries them);
+/// `FUNCTION DUMP` and `RESTORE` carry them between raftlock and Redis in
+/// both directions, with Redis's three policies; `FCALL` runs inside
+/// `MULTI` and reports errors in Redis's words.
+#[test]
+fn functions_survive_restarts_and_travel_by_dump_and_restore() {
+    let mut s = TestServer::start_with_env(&[("RAFTLOCK_SNAPSHOT_LOGS", "20")]);
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", LIBRARY]), b("counter"));
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "n", "5"]), Resp::Int(5));
+    s.kill9();
+    s.restart();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "n", "2"]), Resp::Int(7), "after a log replay");
+    let written_at = s.raft_info().num("applied_index");
+    s.restart_from_snapshot(written_at, 20, "the library");
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["FCALL_RO", "peek", "1", "n"]), b("7"), "after a restart from a snapshot");
+
+    // In a transaction, beside other writes.
+    assert_eq!(c.cmd(&["MULTI"]), st("OK"));
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "n", "1"]), st("QUEUED"));
+    assert_eq!(c.cmd(&["SET", "m", "x"]), st("QUEUED"));
+    assert_eq!(c.cmd(&["EXEC"]), arr(vec![Resp::Int(8), st("OK")]));
+
+    // An error inside a function is named by the function, as in Redis.
+    let e = err(c.cmd(&["FCALL", "bump", "1", "m", "1"]), "INCRBY of a string");
+    assert_eq!(e, "ERR value is not an integer or out of range script: bump, on @user_function:2.");
+
+    // DUMP, FLUSH, RESTORE here.
+    let Resp::Bulk(Some(ours)) = c.cmd(&["FUNCTION", "DUMP"]) else { panic!("FUNCTION DUMP") };
+    assert_eq!(c.cmd(&["FUNCTION", "FLUSH"]), st("OK"));
+    assert!(err(c.cmd(&["FCALL", "bump", "1", "n", "1"]), "after FLUSH").contains("Function not found"));
+    c.send(&RawConn::encode(&[b"FUNCTION", b"RESTORE", &ours]));
+    assert_eq!(c.read().unwrap(), st("OK"));
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "n", "1"]), Resp::Int(9));
+    // APPEND (the default) refuses a library that exists; REPLACE takes it.
+    c.send(&RawConn::encode(&[b"FUNCTION", b"RESTORE", &ours]));
+    assert_eq!(c.read().unwrap(), Resp::Error("ERR Library 'counter' already exists".into()));
+    c.send(&RawConn::encode(&[b"FUNCTION", b"RESTORE", &ours, b"REPLACE"]));
+    assert_eq!(c.read().unwrap(), st("OK"));
+    let mut corrupt = ours.clone();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 1;
+    c.send(&RawConn::encode(&[b"FUNCTION", b"RESTORE", &corrupt]));
+    assert_eq!(c.read().unwrap(), Resp::Error("ERR DUMP payload version or checksum are wrong".into()));
+
+    // Redis's payload (compressed) restores here, and ours in Redis.
+    if !common::need_tool("redis-server") {
+        return;
+    }
+    let theirs = redis_dump_of_library().expect("a FUNCTION DUMP from redis-server");
+    assert_ne!(theirs, ours, "Redis compresses the code: the payloads differ");
+    c.send(&RawConn::encode(&[b"FUNCTION", b"RESTORE", &theirs, b"FLUSH"]));
+    assert_eq!(c.read().unwrap(), st("OK"));
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "n", "1"]), Resp::Int(10));
+}
+
+#[test]
+fn a_function_loaded_on_a_follower_runs_on_every_node() {
+    use cluster_support::{err_text, q as cq, serial, Cluster, Opts};
+    let _g = serial();
+    let c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&[1, 2, 3], Duration::from_secs(20));
+    let follower = [1u64, 2, 3].into_iter().find(|i| *i != leader).unwrap();
+    let mut con = c.node(follower).client();
+    assert_eq!(cq(&mut con, &["FUNCTION", "LOAD", LIBRARY]).unwrap(), Value::BulkString(b"counter".to_vec()));
+    let mut total = 0;
+    for id in [1u64, 2, 3] {
+        let mut con = c.node(id).client();
+        total += id as i64;
+        let r = cq(&mut con, &["FCALL", "bump", "1", "n", &id.to_string()]).unwrap_or_else(|e| panic!("node {id}: {}", err_text(&e)));
+        assert_eq!(r, Value::Int(total), "FCALL on node {id}");
+    }
+    for id in [1u64, 2, 3] {
+        let mut con = c.node(id).client();
+        let r = cq(&mut con, &["FCALL_RO", "peek", "1", "n"]).unwrap_or_else(|e| panic!("node {id}: {}", err_text(&e)));
+        assert_eq!(r, Value::BulkString(total.to_string().into_bytes()), "FCALL_RO on node {id}");
+        let Value::Array(libs) = cq(&mut con, &["FUNCTION", "LIST"]).unwrap() else { panic!("FUNCTION LIST") };
+        assert_eq!(libs.len(), 1, "node {id}");
+    }
+}

@@ -573,6 +573,46 @@ pub fn deserialize(payload: &[u8]) -> Result<Value, Refused> {
 // The commands
 // ---------------------------------------------------------------------------
 
+/// RDB's opcode for a function library (its code) in a `FUNCTION DUMP`.
+const OPCODE_FUNCTION2: u8 = 245;
+
+/// The `FUNCTION DUMP` payload of libraries' codes: each as Redis writes it
+/// (opcode, string), then the version and checksum a `DUMP` ends with.
+pub fn serialize_functions<'a>(codes: impl IntoIterator<Item = &'a Bytes>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(OPCODE_FUNCTION2);
+        put_string(&mut out, code);
+    }
+    out.extend(RDB_VERSION.to_le_bytes());
+    let crc = crc64(&out);
+    out.extend(crc.to_le_bytes());
+    out
+}
+
+/// Why a `FUNCTION RESTORE` payload is refused, in Redis's words.
+pub fn deserialize_functions(payload: &[u8]) -> Result<Vec<Bytes>, &'static str> {
+    const BAD_FOOTER: &str = "ERR DUMP payload version or checksum are wrong";
+    if payload.len() < 10 {
+        return Err(BAD_FOOTER);
+    }
+    let (body, footer) = payload.split_at(payload.len() - 10);
+    let version = u16::from_le_bytes([footer[0], footer[1]]);
+    if version > RDB_VERSION || crc64(&payload[..payload.len() - 8]).to_le_bytes() != footer[2..] {
+        return Err(BAD_FOOTER);
+    }
+    let mut r = Reader { data: body, at: 0, budget: MAX_EXPANDED_BYTES };
+    let mut codes = Vec::new();
+    while r.at < body.len() {
+        match r.byte() {
+            Ok(OPCODE_FUNCTION2) => codes.push(r.bytes().map_err(|_| "ERR can not read data type")?),
+            Ok(_) => return Err("ERR given type is not a function"),
+            Err(_) => return Err("ERR can not read data type"),
+        }
+    }
+    Ok(codes)
+}
+
 /// ```text
 /// DUMP key
 /// ```

@@ -11,6 +11,7 @@ pub mod acl;
 mod bitfield;
 mod containers;
 mod dump;
+mod functions;
 mod geo;
 mod hashes;
 mod hll;

@@ -10,9 +10,30 @@ use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 use crate::scripting::{self, INSTRUCTION_BUDGET};
 
+use super::functions::script_shebang;
 use super::{CmdError, CmdResult, Handler};
 
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+const READ_ONLY_SCRIPT: &str = "ERR Write commands are not allowed from read-only scripts.";
+
+/// A script's error reply as Redis words it: named by the SHA1 of the
+/// script as sent (with its `#!lua` line), not of the body Lua ran.
+fn named(reply: Reply, ran: &Bytes, body: &Bytes) -> Reply {
+    if ran.len() == body.len() {
+        return reply;
+    }
+    super::functions::renamed(reply, ran, &scripting::sha1hex(body), "user_script")
+}
+
+/// A script's body as Lua runs it: without its `#!lua` line (but with the
+/// line feed, so line numbers stay the user's); and whether it may write.
+fn runnable(body: &Bytes, read_only_command: bool) -> Result<(Bytes, bool), CmdError> {
+    let (flags, shebang) = script_shebang(body)?;
+    if read_only_command && !flags.compat && !flags.no_writes {
+        return Err(CmdError::Other("ERR Can not execute a script with write flag using *_ro command.".into()));
+    }
+    Ok((body.slice(shebang..), flags.no_writes))
+}
 
 /// Splits `numkeys key... arg...`.
 fn keys_and_args(args: &mut Args) -> Result<(Vec<Bytes>, Vec<Bytes>), CmdError> {
@@ -52,8 +73,16 @@ fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpe
     Ok(spec)
 }
 
-/// Runs a script that may write, inside an applied entry.
-fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
+/// Runs a script inside an applied entry; it may write unless `no_writes`
+/// (`#!lua flags=no-writes`, or a function so flagged).
+pub(super) fn run_writable(
+    ks: &mut Keyspace,
+    ctx: &mut ExecCtx,
+    body: &Bytes,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    no_writes: bool,
+) -> Reply {
     // The first write uses the script's own version; each further write gets
     // the next one, so keys created by one script still have distinct tokens.
     let mut version_used = false;
@@ -66,6 +95,7 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
             Err(reply) => return reply,
         };
         match spec.handler {
+            Handler::Write(_) if no_writes => Reply::error(READ_ONLY_SCRIPT),
             Handler::Write(f) => {
                 if version_used {
                     ctx.version = ks.next_version(ctx.version);
@@ -84,7 +114,7 @@ fn run_writable(ks: &mut Keyspace, ctx: &mut ExecCtx, body: &Bytes, keys: &[Byte
 }
 
 /// Runs a read-only script on the leader.
-fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
+pub(super) fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
     let mut call = |cmd: &[Bytes]| -> Reply {
         if let Some(reply) = super::execute_local(cmd) {
             return reply;
@@ -93,7 +123,7 @@ fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], arg
             Err(reply) => reply,
             Ok(spec) => match spec.handler {
                 Handler::Read(f) => f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from),
-                Handler::Write(_) => Reply::error("ERR Write commands are not allowed from read-only scripts."),
+                Handler::Write(_) => Reply::error(READ_ONLY_SCRIPT),
                 Handler::Local => not_allowed(),
             },
         }
@@ -109,8 +139,10 @@ fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], arg
 pub fn eval(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let body = args.next_bytes()?.clone();
     let (keys, argv) = keys_and_args(&mut args)?;
-    ks.add_script(scripting::sha1hex(&body), body.clone());
-    Ok(run_writable(ks, ctx, &body, &keys, &argv))
+    let (runs, no_writes) = runnable(&body, false)?;
+    let sha = scripting::sha1hex(&body);
+    ks.add_script(sha.clone(), body.clone());
+    Ok(named(run_writable(ks, ctx, &runs, &keys, &argv, no_writes), &runs, &body))
 }
 
 /// ```text
@@ -121,7 +153,8 @@ pub fn evalsha(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     let sha = sha_arg(&mut args)?;
     let (keys, argv) = keys_and_args(&mut args)?;
     let body = ks.script(&sha).cloned().ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
-    Ok(run_writable(ks, ctx, &body, &keys, &argv))
+    let (runs, no_writes) = runnable(&body, false)?;
+    Ok(named(run_writable(ks, ctx, &runs, &keys, &argv, no_writes), &runs, &body))
 }
 
 /// ```text
@@ -131,7 +164,8 @@ pub fn evalsha(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
 pub fn eval_ro(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let body = args.next_bytes()?.clone();
     let (keys, argv) = keys_and_args(&mut args)?;
-    Ok(run_read_only(ks, ctx, &body, &keys, &argv))
+    let (runs, _) = runnable(&body, true)?;
+    Ok(named(run_read_only(ks, ctx, &runs, &keys, &argv), &runs, &body))
 }
 
 /// ```text
@@ -141,7 +175,8 @@ pub fn evalsha_ro(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let sha = sha_arg(&mut args)?;
     let (keys, argv) = keys_and_args(&mut args)?;
     let body = ks.script(&sha).cloned().ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
-    Ok(run_read_only(ks, ctx, &body, &keys, &argv))
+    let (runs, _) = runnable(&body, true)?;
+    Ok(named(run_read_only(ks, ctx, &runs, &keys, &argv), &runs, &body))
 }
 
 /// ```text
@@ -154,6 +189,7 @@ pub fn script(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     match sub.as_str() {
         "LOAD" if args.remaining() == 1 => {
             let body = args.next_bytes()?.clone();
+            script_shebang(&body)?;
             let sha = scripting::sha1hex(&body);
             ks.add_script(sha.clone(), body);
             Ok(Reply::text(&sha))

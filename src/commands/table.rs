@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{bitfield, dump, geo, hashes, hll, keys, lists, locks, pubsub, scripts, server, sets, sort, strings, transactions, zsets, CmdResult};
+use super::{bitfield, dump, functions, geo, hashes, hll, keys, lists, locks, pubsub, scripts, server, sets, sort, strings, transactions, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -358,6 +358,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("evalsha", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"], (0, 0, 0, numkeys 2), "scripting", "2.6.0", "EVALSHA sha1 numkeys [key ...] [arg ...]: runs a cached script.", Write(scripts::evalsha)),
     cmd!("eval_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly", "movablekeys"], (0, 0, 0, numkeys 2), "scripting", "7.0.0", "EVAL_RO script numkeys [key ...] [arg ...]: a read-only script.", Read(scripts::eval_ro)),
     cmd!("evalsha_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly", "movablekeys"], (0, 0, 0, numkeys 2), "scripting", "7.0.0", "EVALSHA_RO sha1 numkeys [key ...] [arg ...]: a cached read-only script.", Read(scripts::evalsha_ro)),
+    cmd!("fcall", -3, ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"], (0, 0, 0, numkeys 2), "scripting", "7.0.0", "FCALL function numkeys [key ...] [arg ...]: runs a function of a loaded library, on every node.", Write(functions::fcall)),
+    cmd!("fcall_ro", -3, ["noscript", "stale", "skip_monitor", "no_mandatory_keys", "readonly", "movablekeys"], (0, 0, 0, numkeys 2), "scripting", "7.0.0", "FCALL_RO function numkeys [key ...] [arg ...]: runs a function flagged no-writes.", Read(functions::fcall_ro)),
+    cmd!("function", -2, ["noscript"], (0, 0, 0), "scripting", "7.0.0", "FUNCTION LOAD|DELETE|FLUSH|LIST|STATS|DUMP|RESTORE|KILL|HELP: the replicated function libraries.", Write(functions::function)),
     cmd!("script", -2, ["noscript"], (0, 0, 0), "scripting", "2.6.0", "SCRIPT LOAD|EXISTS|FLUSH|KILL: the replicated script cache.", Write(scripts::script)),
     // transactions
     cmd!("multi", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "transactions", "1.2.0", "Starts a transaction: commands are queued until EXEC.", Local),

@@ -408,6 +408,28 @@ pub struct Keyspace {
     /// ACL users. Shared, replaced whole when it changes (rarely), so a
     /// node publishes it to its connections by pointer.
     acl: std::sync::Arc<acl::AclTable>,
+    /// `FUNCTION LOAD`'s libraries, by name. Shared, copied on change.
+    libraries: std::sync::Arc<Libraries>,
+}
+
+/// The function libraries (`FUNCTION LOAD`), by library name.
+pub type Libraries = BTreeMap<String, Library>;
+
+/// A function library: its code (with its `#!lua name=...` line) and the
+/// functions it registered when loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Library {
+    pub code: Bytes,
+    pub functions: Vec<FunctionInfo>,
+}
+
+/// One registered function: its name, flags (`no-writes`, ...) and
+/// description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub flags: Vec<String>,
+    pub description: Option<String>,
 }
 
 /// What a transaction changed, to put back if it is undone: each key's entry
@@ -421,6 +443,7 @@ struct Undo {
     /// The whole keyspace, saved once if the transaction flushed it.
     flushed: Option<(KeyMap<Entry>, expiries::Expiries)>,
     scripts: Option<imbl::OrdMap<String, Bytes>>,
+    libraries: Option<std::sync::Arc<Libraries>>,
     waiters: Option<Waiters>,
     /// Sessions as they were, if a handoff resolved a waiter's reply.
     sessions: Option<Sessions>,
@@ -509,6 +532,14 @@ struct SnapshotV3 {
 struct SnapshotV4 {
     v3: SnapshotV3,
     acl: acl::AclTable,
+}
+
+/// Format 5: format 4 and the function libraries (written only when there
+/// are any).
+#[derive(Deserialize)]
+struct SnapshotV5 {
+    v4: SnapshotV4,
+    libraries: Libraries,
 }
 
 /// [`SnapshotV1`] as written: borrowed, serialised to the same bytes.
@@ -631,7 +662,7 @@ impl Keyspace {
     /// Puts back everything changed since [`Keyspace::begin_undoable`].
     pub fn undo(&mut self) {
         let Some(undo) = self.undo.take() else { return };
-        let Undo { keys, flushed, scripts, waiters, sessions, last_version } = *undo;
+        let Undo { keys, flushed, scripts, libraries, waiters, sessions, last_version } = *undo;
         if let Some((entries, expiries)) = flushed {
             self.entries = entries;
             self.expiries = expiries;
@@ -644,6 +675,9 @@ impl Keyspace {
         }
         if let Some(scripts) = scripts {
             self.scripts = scripts;
+        }
+        if let Some(libraries) = libraries {
+            self.libraries = libraries;
         }
         if let Some(waiters) = waiters {
             self.waiters = waiters;
@@ -808,6 +842,22 @@ impl Keyspace {
         self.scripts.clear();
     }
 
+    /// The function libraries.
+    pub fn libraries(&self) -> &Libraries {
+        &self.libraries
+    }
+
+    /// Changes the function libraries (copying them if a snapshot still
+    /// shares them).
+    pub fn libraries_mut(&mut self) -> &mut Libraries {
+        if let Some(undo) = self.undo.as_mut() {
+            if undo.libraries.is_none() {
+                undo.libraries = Some(self.libraries.clone());
+            }
+        }
+        std::sync::Arc::make_mut(&mut self.libraries)
+    }
+
     fn remember_scripts(&mut self) {
         if let Some(undo) = self.undo.as_mut() {
             if undo.scripts.is_none() {
@@ -886,7 +936,10 @@ impl Keyspace {
         };
         let v2 = SnapshotV2Out { v1, sessions: self.sessions.to_list() };
         let snap = SnapshotV3Out { v2, waiters: self.waiters.to_list() };
-        let written = if self.acl.users.is_empty() {
+        let written = if !self.libraries.is_empty() {
+            out.write_all(&[5u8])?;
+            bincode::serialize_into(&mut out, &(snap, &*self.acl, &*self.libraries))
+        } else if self.acl.users.is_empty() {
             out.write_all(&[3u8])?;
             bincode::serialize_into(&mut out, &snap)
         } else {
@@ -904,8 +957,15 @@ impl Keyspace {
     pub fn decode(data: &[u8]) -> Result<Keyspace, SnapshotError> {
         let corrupt = |e: bincode::Error| SnapshotError(e.to_string());
         let mut acl = acl::AclTable::default();
+        let mut libraries = Libraries::new();
         let (v1, sessions, waiters) = match data.split_first() {
             None => return Ok(Keyspace::new()),
+            Some((5, rest)) => {
+                let snap = bincode::deserialize::<SnapshotV5>(rest).map_err(corrupt)?;
+                acl = snap.v4.acl;
+                libraries = snap.libraries;
+                (snap.v4.v3.v2.v1, snap.v4.v3.v2.sessions, snap.v4.v3.waiters)
+            }
             Some((4, rest)) => {
                 let snap = bincode::deserialize::<SnapshotV4>(rest).map_err(corrupt)?;
                 acl = snap.acl;
@@ -947,6 +1007,7 @@ impl Keyspace {
             sessions: Sessions::from_list(sessions),
             waiters: Waiters::from_list(waiters),
             acl: std::sync::Arc::new(acl),
+            libraries: std::sync::Arc::new(libraries),
             ..Keyspace::default()
         };
         Ok(ks)

@@ -17,6 +17,9 @@ CONFIG SET in one file cannot change what another file records.
     SADD s1 a b            a command, split shell-style with shlex
     ~ SMEMBERS s1          the reply's order is unspecified: tests compare it as a
                            multiset (see "unordered" below)
+    \\n FUNCTION LOAD "#!lua name=l\\nreturn 1"
+                           each two characters backslash-n in the arguments is a
+                           line feed (Lua libraries need one after their first line)
     HELLO 3                switches the connection to RESP3 for the rest of the file;
                            its reply is recorded but marked "skip_compare" (it holds
                            server name, version, connection id)
@@ -215,16 +218,21 @@ def parse_cmds(path):
             text = line.strip()
             if not text or text.startswith("#"):
                 continue
-            unordered = False
+            unordered = escaped = False
             if text.startswith("~ "):
                 unordered = True
                 text = text[2:].strip()
+            if text.startswith("\\n "):
+                escaped = True
+                text = text[3:].strip()
             try:
                 words = shlex.split(text)
             except ValueError as e:
                 sys.exit("%s:%d: cannot split %r: %s" % (path, n, text, e))
             if not words:
                 sys.exit("%s:%d: empty command" % (path, n))
+            if escaped:
+                words = [w.replace("\\n", "\n") for w in words]
             out.append((n, [w.encode("utf-8") for w in words], unordered))
     return out
 

@@ -1,4 +1,4 @@
-"""redis-py's own API for GEO, BITFIELD, sharded pub/sub and MEMORY against
+"""redis-py's own API for GEO, BITFIELD, sharded pub/sub, functions and MEMORY against
 raftlock, each result compared with what the same calls return from a real
 redis-server started here (same keys, same protocol): the library parses
 both servers' replies, so any difference in type, order or digits shows.
@@ -49,6 +49,18 @@ class RealRedis:
         self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def unordered(x):
+    """`x` with every list of lists or maps sorted (an order that is Redis's hash order)."""
+    if isinstance(x, dict):
+        return {k: unordered(v) for k, v in x.items()}
+    if isinstance(x, list):
+        items = [unordered(i) for i in x]
+        if items and all(isinstance(i, (list, dict)) for i in items):
+            return sorted(items, key=repr)
+        return items
+    return x
 
 
 def main():
@@ -163,6 +175,32 @@ def main():
                 for sub in subs:
                     sub.close()
 
+        def functions():
+            lib = "lib_" + prefix.replace(":", "_").replace("-", "_")
+            code = ("#!lua name=%s\n"
+                    "redis.register_function('%s_set', function(keys, args) return redis.call('SET', keys[1], args[1]) end)\n"
+                    "redis.register_function{function_name='%s_get', callback=function(keys) return redis.call('GET', keys[1]) end,"
+                    " flags={'no-writes'}, description='reads'}\n") % (lib, lib, lib)
+            key = prefix + ":fkey"
+            same("function_load", lambda c: c.function_load(code))
+            same("function_load again", lambda c: c.function_load(code))
+            same("fcall", lambda c: c.fcall(lib + "_set", 1, key, "v"))
+            same("fcall_ro", lambda c: c.fcall_ro(lib + "_get", 1, key))
+            same("fcall_ro of a writer", lambda c: c.fcall_ro(lib + "_set", 1, key, "w"))
+            # Redis lists a library's functions in its hash table's order.
+            same("function_list", lambda c: unordered(c.function_list(library=lib, withcode=True)))
+            same("fcall of a missing function", lambda c: c.fcall(lib + "_none", 0))
+            # Redis's payload (its code compressed) restores here.
+            payload = theirs.function_dump()
+            ours.function_delete(lib)
+            ours.function_restore(payload)
+            expect(ours.fcall_ro(lib + "_get", 1, key) == b"v", "a function restored from Redis's payload")
+            stats = ours.function_stats()
+            expect(isinstance(stats, (dict, list)) and b"engines" in (stats if isinstance(stats, list) else
+                   [k if isinstance(k, bytes) else k.encode() for k in stats]), "FUNCTION STATS %r" % (stats,))
+            same("function_delete", lambda c: c.function_delete(lib))
+            same("function_delete again", lambda c: c.function_delete(lib))
+
         def memory():
             stats = ours.memory_stats()
             expect(isinstance(stats, dict) and stats.get("keys.count", -1) >= 0
@@ -172,7 +210,8 @@ def main():
                    "MEMORY STATS fields differ: %r" % (set(stats.keys()) ^ theirs_keys,))
             expect(ours.memory_purge() is True, "MEMORY PURGE did not answer OK")
 
-        for name, fn in [("geo", geo), ("bitfield", bitfield), ("sharded pub/sub", sharded), ("memory", memory)]:
+        for name, fn in [("geo", geo), ("bitfield", bitfield), ("sharded pub/sub", sharded), ("functions", functions),
+                         ("memory", memory)]:
             h.case("%s %s" % (resp, name), fn)
     finally:
         real.stop()
