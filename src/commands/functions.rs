@@ -88,7 +88,8 @@ fn library_header(code: &[u8]) -> Result<(String, usize), String> {
     let Some(engine) = parts.first() else { return Err("Invalid library metadata".into()) };
     let mut name = None;
     for part in &parts[1..] {
-        if part.len() >= 5 && part[..5].eq_ignore_ascii_case("name=") {
+        // Compared as bytes: a word may begin with a character of several.
+        if part.len() >= 5 && part.as_bytes()[..5].eq_ignore_ascii_case(b"name=") {
             if name.is_some() {
                 return Err("Invalid metadata value, name argument was given multiple times".into());
             }
@@ -565,6 +566,8 @@ mod tests {
         assert_eq!(library_header(b"#!lua name=a foo=b\n").unwrap_err(), "Invalid metadata value given: foo=b");
         assert_eq!(library_header(b"#!js name=a\n").unwrap_err(), "Engine 'js' not found");
         assert!(library_header(b"#!lua name=a-b\n").unwrap_err().starts_with("Library names can only"));
+        // Found by the fuzzer: a word whose fifth byte is inside a character.
+        assert_eq!(library_header("#!lua name\u{e9}x\n".as_bytes()).unwrap_err(), "Invalid metadata value given: name\u{e9}x");
     }
 
     #[test]
