@@ -627,19 +627,16 @@ fn search_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes], src: &Byte
     let (q, points) = {
         let z = read::<ZSet>(ks, ctx.log_time, src)?;
         let q = parse_query(z, form, argv)?;
+        // A missing source finds nothing (its STORE deletes the destination).
         let points = match (z, &q.search) {
-            (Some(z), Some(search)) => Some(run(z, &q, search)),
-            _ => None,
+            (Some(z), Some(search)) => run(z, &q, search),
+            _ => Vec::new(),
         };
         (q, points)
     };
-    let Some((dst, store_dist)) = q.store.clone() else {
-        let to_metres = q.search.map_or(1.0, |s| s.to_metres);
-        return Ok(search_reply(points.unwrap_or_default(), &q, to_metres));
-    };
     let to_metres = q.search.map_or(1.0, |s| s.to_metres);
+    let Some((dst, store_dist)) = q.store.clone() else { return Ok(search_reply(points, &q, to_metres)) };
     let result: ZSet = points
-        .unwrap_or_default()
         .into_iter()
         .map(|p| (p.member, if store_dist { p.dist / to_metres } else { p.score }))
         .collect();
