@@ -1953,25 +1953,22 @@ impl Connection {
         let sub = String::from_utf8_lossy(&argv[1]).to_ascii_uppercase();
         let hub = &self.node.hub;
         match sub.as_str() {
-            "CHANNELS" if argv.len() <= 3 => {
-                Reply::Array(hub.channels(argv.get(2).map(|p| &p[..])).into_iter().map(Reply::Bulk).collect())
+            // Shard channels are a namespace of their own, asked the same way.
+            "CHANNELS" | "SHARDCHANNELS" if argv.len() <= 3 => {
+                let pattern = argv.get(2).map(|p| &p[..]);
+                let names = if sub == "CHANNELS" { hub.channels(pattern) } else { hub.shard_channels(pattern) };
+                Reply::Array(names.into_iter().map(Reply::Bulk).collect())
             }
-            "NUMSUB" => Reply::Array(
+            "NUMSUB" | "SHARDNUMSUB" => Reply::Array(
                 argv[2..]
                     .iter()
-                    .flat_map(|ch| [Reply::Bulk(ch.clone()), Reply::Int(hub.numsub(ch) as i64)])
+                    .flat_map(|ch| {
+                        let n = if sub == "NUMSUB" { hub.numsub(ch) } else { hub.shard_numsub(ch) };
+                        [Reply::Bulk(ch.clone()), Reply::Int(n as i64)]
+                    })
                     .collect(),
             ),
             "NUMPAT" if argv.len() == 2 => Reply::Int(hub.numpat() as i64),
-            "SHARDCHANNELS" if argv.len() <= 3 => {
-                Reply::Array(hub.shard_channels(argv.get(2).map(|p| &p[..])).into_iter().map(Reply::Bulk).collect())
-            }
-            "SHARDNUMSUB" => Reply::Array(
-                argv[2..]
-                    .iter()
-                    .flat_map(|ch| [Reply::Bulk(ch.clone()), Reply::Int(hub.shard_numsub(ch) as i64)])
-                    .collect(),
-            ),
             "NUMPAT" => arity_error("pubsub|numpat"),
             // Redis's own check of these subcommands' arguments.
             "CHANNELS" | "SHARDCHANNELS" => Reply::error(format!(

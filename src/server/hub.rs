@@ -147,10 +147,34 @@ type ClientId = u64;
 
 #[derive(Default)]
 struct Subscriptions {
-    channels: HashMap<Bytes, HashMap<ClientId, Subscriber>>,
-    patterns: HashMap<Bytes, HashMap<ClientId, Subscriber>>,
+    channels: Listeners,
+    patterns: Listeners,
     /// `SSUBSCRIBE`: shard channels, a namespace apart from `channels`.
-    shard_channels: HashMap<Bytes, HashMap<ClientId, Subscriber>>,
+    shard_channels: Listeners,
+}
+
+/// Who listens to each channel (or pattern, or shard channel).
+type Listeners = HashMap<Bytes, HashMap<ClientId, Subscriber>>;
+
+fn join(listeners: &mut Listeners, name: &Bytes, id: ClientId, sub: &Subscriber) {
+    listeners.entry(name.clone()).or_default().insert(id, sub.clone());
+}
+
+/// Takes `id` off `name`, and `name` off the map once nobody listens.
+fn leave(listeners: &mut Listeners, name: &Bytes, id: ClientId) {
+    if let Some(set) = listeners.get_mut(name) {
+        set.remove(&id);
+        if set.is_empty() {
+            listeners.remove(name);
+        }
+    }
+}
+
+/// The names listened to, sorted, optionally those matching `pattern`.
+fn names(listeners: &Listeners, pattern: Option<&[u8]>) -> Vec<Bytes> {
+    let mut out: Vec<Bytes> = listeners.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c))).cloned().collect();
+    out.sort();
+    out
 }
 
 /// `notify-keyspace-events` classes, one bit per letter.
@@ -350,31 +374,19 @@ impl Hub {
     }
 
     pub fn subscribe(&self, id: ClientId, sub: &Subscriber, channel: &Bytes) {
-        self.lock().channels.entry(channel.clone()).or_default().insert(id, sub.clone());
+        join(&mut self.lock().channels, channel, id, sub);
     }
 
     pub fn unsubscribe(&self, id: ClientId, channel: &Bytes) {
-        let mut subs = self.lock();
-        if let Some(set) = subs.channels.get_mut(channel) {
-            set.remove(&id);
-            if set.is_empty() {
-                subs.channels.remove(channel);
-            }
-        }
+        leave(&mut self.lock().channels, channel, id);
     }
 
     pub fn ssubscribe(&self, id: ClientId, sub: &Subscriber, channel: &Bytes) {
-        self.lock().shard_channels.entry(channel.clone()).or_default().insert(id, sub.clone());
+        join(&mut self.lock().shard_channels, channel, id, sub);
     }
 
     pub fn sunsubscribe(&self, id: ClientId, channel: &Bytes) {
-        let mut subs = self.lock();
-        if let Some(set) = subs.shard_channels.get_mut(channel) {
-            set.remove(&id);
-            if set.is_empty() {
-                subs.shard_channels.remove(channel);
-            }
-        }
+        leave(&mut self.lock().shard_channels, channel, id);
     }
 
     /// Delivers a shard channel's message; how many subscribers received it.
@@ -387,17 +399,11 @@ impl Hub {
     }
 
     pub fn psubscribe(&self, id: ClientId, sub: &Subscriber, pattern: &Bytes) {
-        self.lock().patterns.entry(pattern.clone()).or_default().insert(id, sub.clone());
+        join(&mut self.lock().patterns, pattern, id, sub);
     }
 
     pub fn punsubscribe(&self, id: ClientId, pattern: &Bytes) {
-        let mut subs = self.lock();
-        if let Some(set) = subs.patterns.get_mut(pattern) {
-            set.remove(&id);
-            if set.is_empty() {
-                subs.patterns.remove(pattern);
-            }
-        }
+        leave(&mut self.lock().patterns, pattern, id);
     }
 
     /// Delivers a message; returns how many subscriptions received it.
@@ -547,10 +553,7 @@ impl Hub {
 
     /// Channels with at least one subscriber, optionally matching `pattern`.
     pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
-        let mut out: Vec<Bytes> =
-            self.lock().channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c))).cloned().collect();
-        out.sort();
-        out
+        names(&self.lock().channels, pattern)
     }
 
     pub fn numsub(&self, channel: &[u8]) -> usize {
@@ -560,10 +563,7 @@ impl Hub {
     /// Shard channels with at least one subscriber, optionally matching
     /// `pattern`.
     pub fn shard_channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
-        let mut out: Vec<Bytes> =
-            self.lock().shard_channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c))).cloned().collect();
-        out.sort();
-        out
+        names(&self.lock().shard_channels, pattern)
     }
 
     pub fn shard_numsub(&self, channel: &[u8]) -> usize {
