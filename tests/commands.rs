@@ -1639,6 +1639,11 @@ fn memory_stats_doctor_and_purge() {
     assert!(doctor.starts_with("Hi Sam, I can't find any memory issue"), "{doctor}");
     assert_eq!(q(&mut c, &["MEMORY", "PURGE"]).unwrap(), Value::Okay);
     assert!(as_text(&q(&mut c, &["MEMORY", "MALLOC-STATS"]).unwrap()).is_some());
+    // They describe this node's process: a script, which runs on every
+    // node, may not read them (MEMORY USAGE it may).
+    let e = expect_err(q(&mut c, &["EVAL", "return redis.call('MEMORY', 'STATS')", "0"]));
+    assert!(e.starts_with("ERR This Redis command is not allowed from script"), "{e}");
+    assert!(matches!(q(&mut c, &["EVAL", "return redis.call('MEMORY', 'USAGE', 'k1')", "0"]).unwrap(), Value::Int(n) if n > 0));
     for sub in ["STATS", "DOCTOR", "PURGE", "MALLOC-STATS"] {
         let e = expect_err(q(&mut c, &["MEMORY", sub, "x"]));
         assert_eq!(e, format!("ERR wrong number of arguments for 'memory|{}' command", sub.to_ascii_lowercase()));

@@ -1069,3 +1069,16 @@ fn a_function_loaded_on_a_follower_runs_on_every_node() {
         assert_eq!(libs.len(), 1, "node {id}");
     }
 }
+
+/// A library's own variables start afresh at every call (README): its top
+/// level runs again each time, on every node alike, where Redis's one Lua
+/// state would count 1, 2.
+#[test]
+fn a_library_keeps_no_values_between_calls() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let code = "#!lua name=count\nlocal n = 0\nredis.register_function('count', function() n = n + 1 return n end)\n";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", code]), b("count"));
+    assert_eq!(c.cmd(&["FCALL", "count", "0"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["FCALL", "count", "0"]), Resp::Int(1));
+}

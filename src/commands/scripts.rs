@@ -70,6 +70,12 @@ fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpe
     if spec.flags.contains(&"noscript") {
         return Err(not_allowed());
     }
+    // MEMORY's other subcommands read this node's process (its resident
+    // set): a script runs on every node, and must see the same there.
+    let usage_or_help = |sub: &Bytes| sub.eq_ignore_ascii_case(b"usage") || sub.eq_ignore_ascii_case(b"help");
+    if spec.name == "memory" && !cmd.get(1).is_some_and(usage_or_help) {
+        return Err(not_allowed());
+    }
     Ok(spec)
 }
 
