@@ -51,12 +51,15 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(raftlock::server::run(config));
+    // The reason first: shutting the runtime down cancels Raft's storage
+    // tasks, and what follows must not hide it.
+    if let Err(e) = &result {
+        tracing::error!("raftlock stopped: {e:#}");
+    }
+    raftlock::raft::process_stopping();
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("raftlock stopped: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
+        Err(_) => std::process::ExitCode::FAILURE,
     }
 }

@@ -1135,6 +1135,40 @@ fn the_leader_reports_how_far_each_member_lags() {
     assert_eq!(f.get("raftlock_raft_quorum_ack_age_seconds"), Some(&0.0));
 }
 
+/// The leader answers openraft's heartbeats on a follower's behalf and sends
+/// them a little later (`raft::network`), so that a commit's news rides on
+/// the next entries. Each write's commit must still reach every follower
+/// when no write follows it, and the heartbeats of an idle cluster must
+/// still arrive: no follower stands for election.
+#[test]
+fn followers_learn_every_commit_and_an_idle_cluster_keeps_its_leader() {
+    let _serial = serial();
+    let c = Cluster::start(3, Opts { metrics: true, ..Opts::default() });
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let mut con = c.node(leader).client();
+    for i in 1..=20u64 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut con).expect("SET on the leader");
+        let commit = c.node(leader).raft_info().unwrap().num("commit_index");
+        for id in others(&ALL, leader) {
+            wait_applied(&c, id, commit, Duration::from_secs(5));
+            let keys = poll_until(Duration::from_secs(5), &format!("node {id} holds k{i}"), || {
+                local_key_count(&c, id).filter(|k| *k == i)
+            });
+            assert_eq!(keys, i);
+        }
+    }
+    let term = c.node(leader).raft_info().unwrap().num("term");
+    let elections: Vec<f64> = ALL.iter().map(|&id| elections_started(&c, id)).collect();
+    // Several election timeouts (250-333 ms by default) of silence.
+    thread::sleep(Duration::from_secs(2));
+    for (i, &id) in ALL.iter().enumerate() {
+        let info = c.node(id).raft_info().unwrap();
+        assert_eq!(info.num("term"), term, "node {id}'s term moved while idle: {}", c.describe());
+        assert_eq!(elections_started(&c, id), elections[i], "node {id} stood for election while idle");
+    }
+    assert_eq!(c.node(leader).raft_info().unwrap().role(), "leader");
+}
+
 /// `raftlock status --addr` through any member prints a row per member; a
 /// member that is down is shown unreachable and the exit status says so.
 #[test]

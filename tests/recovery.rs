@@ -342,3 +342,41 @@ fn force_new_cluster_serves_the_locks_of_a_dead_majority() {
     assert_eq!(lock_info(&mut con, "after-force").unwrap().map(|i| i.token), Some(fresh));
     assert_eq!(cluster.node(4).raft_info().unwrap().members().keys().copied().collect::<Vec<_>>(), vec![survivor, 4]);
 }
+
+/// A node that cannot bind one of its addresses (taken by another process)
+/// stops with a failure exit status and says which address and why. Before,
+/// the reason could be lost: main shut the runtime down before logging it,
+/// which cancelled Raft's storage writes in flight (a new node writes its
+/// vote as it starts), and Raft's stop on that error aborted the process
+/// (SIGABRT) first; a test server whose port was taken was then not started
+/// again on new ports, as its harness does for "Address already in use".
+#[test]
+fn a_node_that_cannot_listen_says_why_and_exits_with_a_failure_status() {
+    for which in ["--port", "--peer-port", "--metrics-addr"] {
+        for round in 0..4 {
+            let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let taken_port = taken.local_addr().unwrap().port();
+            let ports = free_ports(3);
+            let dir = tempfile::Builder::new().prefix("raftlock-listen-").tempdir().unwrap();
+            let port = |flag: &str, i: usize| if flag == which { taken_port } else { ports[i] };
+            let out = Command::new(env!("CARGO_BIN_EXE_raftlock"))
+                .args(["--bind", "127.0.0.1", "--port", &port("--port", 0).to_string()])
+                .args(["--peer-port", &port("--peer-port", 1).to_string()])
+                .args(["--metrics-addr", &format!("127.0.0.1:{}", port("--metrics-addr", 2))])
+                .arg("--data-dir")
+                .arg(dir.path().join("data"))
+                .env_remove("RUST_LOG")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .output()
+                .expect("run raftlock");
+            let log = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{which}, round {round}: {:?}\n{log}", out.status);
+            assert!(
+                log.contains(&format!("127.0.0.1:{taken_port}")) && log.contains("Address already in use"),
+                "{which}, round {round}: the log does not say why:\n{log}"
+            );
+            drop(taken);
+        }
+    }
+}

@@ -1137,12 +1137,25 @@ async fn watch_metrics(mut rx: watch::Receiver<openraft::RaftMetrics<NodeId, Nod
     }
 }
 
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that the process is stopping: from now on Raft stopping on an error
+/// is part of that, not a reason to abort (see [`stop_on_fatal`]).
+pub fn process_stopping() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// Raft stopped. A normal shutdown is fine; any other reason (a storage
 /// error, such as a failed fsync of the vote or the log) leaves this node
 /// unable to take part safely, so the process stops instead of lingering and
 /// answering errors: a restart recovers from what is really on disk.
+///
+/// Not while the process is stopping anyway ([`process_stopping`]): its
+/// runtime's shutdown cancels the storage tasks in flight, which openraft
+/// reports as a storage error, and an abort then would hide the reason the
+/// process stopped (a port already in use, say) behind a SIGABRT.
 fn stop_on_fatal(fatal: &openraft::error::Fatal<NodeId>) {
-    if matches!(fatal, openraft::error::Fatal::Stopped) {
+    if matches!(fatal, openraft::error::Fatal::Stopped) || STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
         return;
     }
     tracing::error!("raft stopped on an error, stopping this node: {fatal}");
