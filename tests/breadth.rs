@@ -364,3 +364,55 @@ fn connection_commands_inside_multi_answer_in_place() {
     assert!(matches!(c.cmd(&["EXEC"]), common::Resp::Array(None) | common::Resp::Null));
     assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), common::Resp::Bulk(None));
 }
+
+/// `PUBLISH` and `SPUBLISH` through a follower count the receivers of the
+/// node they were sent to, as a Redis Cluster node does (the leader runs
+/// them, and used to answer its own count); every node's subscribers get
+/// the message.
+#[test]
+fn publish_through_a_follower_counts_that_nodes_receivers() {
+    use common::{RawConn, Resp};
+    let _serial = serial();
+    let c = Cluster::start(3, Opts::default());
+    let leader = c.wait_leader(&ALL, Duration::from_secs(10));
+    let f = *ALL.iter().find(|&&id| id != leader).unwrap();
+    let confirm = |conn: &mut RawConn, kind: &str| match conn.read().expect("subscription reply") {
+        Resp::Array(Some(items)) => assert_eq!(items[0], Resp::Bulk(Some(kind.as_bytes().to_vec())), "{items:?}"),
+        other => panic!("{kind}: {other:?}"),
+    };
+    // On the follower: a subscriber of the channel, one of a pattern that
+    // matches it, a shard subscriber. On the leader: one of the channel.
+    let mut on_f = RawConn::connect(&c.node(f).addr());
+    on_f.send_cmd(&["SUBSCRIBE", "news"]);
+    confirm(&mut on_f, "subscribe");
+    let mut pattern_f = RawConn::connect(&c.node(f).addr());
+    pattern_f.send_cmd(&["PSUBSCRIBE", "n*"]);
+    confirm(&mut pattern_f, "psubscribe");
+    let mut shard_f = RawConn::connect(&c.node(f).addr());
+    shard_f.send_cmd(&["SSUBSCRIBE", "news"]);
+    confirm(&mut shard_f, "ssubscribe");
+    let mut on_leader = RawConn::connect(&c.node(leader).addr());
+    on_leader.send_cmd(&["SUBSCRIBE", "news"]);
+    confirm(&mut on_leader, "subscribe");
+
+    let mut via_f = c.node(f).client();
+    let mut via_leader = c.node(leader).client();
+    assert_eq!(q(&mut via_f, &["PUBLISH", "news", "one"]).unwrap(), Value::Int(2), "follower: channel + pattern");
+    assert_eq!(q(&mut via_leader, &["PUBLISH", "news", "two"]).unwrap(), Value::Int(1), "leader: its one subscriber");
+    assert_eq!(q(&mut via_f, &["SPUBLISH", "news", "three"]).unwrap(), Value::Int(1), "follower: its shard subscriber");
+    assert_eq!(q(&mut via_leader, &["SPUBLISH", "news", "four"]).unwrap(), Value::Int(0), "leader: no shard subscriber");
+    assert_eq!(q(&mut via_f, &["PUBLISH", "other", "x"]).unwrap(), Value::Int(0), "follower: nobody listens");
+
+    // Each subscriber got what was published, wherever it was sent.
+    let payload = |conn: &mut RawConn| match conn.read().expect("a message") {
+        Resp::Array(Some(items)) => match items.last() {
+            Some(Resp::Bulk(Some(p))) => String::from_utf8_lossy(p).into_owned(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    for conn in [&mut on_f, &mut pattern_f, &mut on_leader] {
+        assert_eq!((payload(conn), payload(conn)), ("one".to_string(), "two".to_string()));
+    }
+    assert_eq!((payload(&mut shard_f), payload(&mut shard_f)), ("three".to_string(), "four".to_string()));
+}

@@ -663,8 +663,16 @@ impl Connection {
             // Replicated state: runs on the leader (here, or forwarded to it).
             Handler::Write(_) | Handler::Read(_) => {
                 let tracked = self.track_reads([&argv[..]]);
-                let (reply, reflects) = self.on_leader_seen(Request::Command(argv)).await;
+                let publish = commands::is_publish(spec.name).then(|| (argv.get(1).cloned(), spec.name == "spublish"));
+                let (mut reply, reflects) = self.on_leader_seen(Request::Command(argv)).await;
                 self.reads_answered(tracked, reflects);
+                // Answered by the leader, a PUBLISH counts the leader's
+                // receivers; the client asked this node, whose own
+                // subscribers get the message as it applies the entry (as
+                // in a Redis Cluster, the count is the node's it was sent to).
+                if let (Some((Some(channel), shard)), Some(_), Reply::Int(_)) = (publish, reflects, &reply) {
+                    reply = Reply::Int(self.node.hub.receivers(&channel, shard) as i64);
+                }
                 (Some(reply), Next::Continue)
             }
             Handler::Local => self.local(spec, &argv).await,

@@ -406,6 +406,20 @@ impl Hub {
         leave(&mut self.lock().patterns, pattern, id);
     }
 
+    /// How many subscriptions of this node a message on `channel` goes to:
+    /// its subscribers and those of the patterns it matches, or, for a shard
+    /// channel, its shard subscribers.
+    pub fn receivers(&self, channel: &[u8], shard: bool) -> usize {
+        let subs = self.lock();
+        if shard {
+            return subs.shard_channels.get(channel).map_or(0, |set| set.len());
+        }
+        let direct = subs.channels.get(channel).map_or(0, |set| set.len());
+        let matched: usize =
+            subs.patterns.iter().filter(|(pattern, _)| glob_match(pattern, channel)).map(|(_, set)| set.len()).sum();
+        direct + matched
+    }
+
     /// Delivers a message; returns how many subscriptions received it.
     pub fn publish(&self, channel: &Bytes, payload: &Bytes) -> usize {
         let subs = self.lock();

@@ -140,8 +140,8 @@ def main():
         def sharded():
             # A subscriber on the node the checks use (the leader, for the
             # follower target) and one on the node under test. SPUBLISH
-            # through the node under test counts the receivers on the node
-            # that runs it, the leader (README); both subscribers get it.
+            # through the node under test counts the receivers on that node
+            # (README); both subscribers get it.
             ch = prefix + ":shard"
             check = redis.Redis(host="127.0.0.1", port=args.check_port, protocol=args.protocol, socket_timeout=15)
             subs = [check.pubsub(), ours.pubsub()]
@@ -165,7 +165,7 @@ def main():
                        "PUBSUB SHARDNUMSUB %r" % (check.pubsub_shardnumsub(ch),))
                 expect(ch.encode() in check.pubsub_shardchannels(), "PUBSUB SHARDCHANNELS lacks the channel")
                 expect(ours.publish(ch, "plain") == 0, "PUBLISH reached a shard subscriber")
-                expect(ours.spublish(ch, "hello") == here, "SPUBLISH did not count the leader's subscribers")
+                expect(ours.spublish(ch, "hello") == here, "SPUBLISH did not count the subscribers of the node it was sent to")
                 for sub in subs:
                     msg = next_message(sub, "smessage")
                     expect(msg["data"] == b"hello" and msg["channel"] == ch.encode(), "smessage %r" % (msg,))
