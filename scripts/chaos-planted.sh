@@ -28,15 +28,12 @@ done
 if [ ${#bugs[@]} -eq 0 ]; then
     bugs=(stale-reads wall-clock-lease ack-before-fsync token-reuse resource-no-check
           log-time-from-uncommitted reads-at-leader-clock version-kept-on-write wait-lifo
-          applied-before-durable vote-waits-for-truncated heartbeats-answered-unseen)
+          applied-before-durable vote-waits-for-truncated)
 fi
 # The faults (and their timing) that can expose each bug.
 schedule_for() {
     case "$1" in
         stale-reads) echo --faults partition-isolate,partition-leader-minority,net-delay ;;
-        # Heartbeats answered on the followers' behalf: a leader cut off
-        # from the others confirms itself for reads (the same faults).
-        heartbeats-answered-unseen) echo --faults partition-isolate,partition-leader-minority,net-delay ;;
         wall-clock-lease) echo --faults clock-jump,kill-leader ;;
         ack-before-fsync) echo --faults kill-all,kill-leader ;;
         token-reuse) echo --faults kill-all,kill-leader,kill-follower ;;

@@ -47,11 +47,6 @@ pub enum Bug {
     /// log to grow back past them, holding openraft's core (the fix of
     /// 2026-12-04): the node stops applying while it runs.
     VoteWaitsForTruncated,
-    /// Every heartbeat is answered `Success` on the follower's behalf and sent
-    /// later (`raft::network`), also those of a fresh client, which confirm
-    /// leadership for a linearizable read: a deposed leader cut off from the
-    /// others still confirms itself and answers reads from its stale state.
-    HeartbeatsAnsweredUnseen,
     /// Not a bug: the leader's log writes lag a second behind the early
     /// acknowledgements of its own entries, as `AppliedBeforeDurable` has
     /// them, with every safeguard in place. A chaos run with it must pass.

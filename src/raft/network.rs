@@ -1,7 +1,6 @@
 //! Raft RPCs to peers over the [`peer`](super::peer) transport.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, Timeout, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -9,7 +8,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
-use openraft::{LogId, RaftTypeConfig, Vote};
+use openraft::RaftTypeConfig;
 
 use super::log_store::Durable;
 use super::peer::{PeerError, PeerPool, PeerRequest, PeerResponse};
@@ -31,44 +30,6 @@ pub struct PeerClient {
     target: NodeId,
     addr: String,
     durable: Durable,
-    /// Heartbeats answered at once and sent a little later: see
-    /// [`Notices`]. Each client has its own, so a client openraft makes for
-    /// one request (the heartbeats that confirm leadership for a
-    /// linearizable read) knows nothing yet and always sends.
-    notices: Arc<Mutex<Notices>>,
-}
-
-/// How long a heartbeat may wait for entries to travel with.
-///
-/// openraft's replication of one follower sends one request at a time, and
-/// sends a heartbeat (a request without entries) whenever the commit index
-/// moves: so with a lone client every write cost each follower two
-/// requests, the entry and then the news of its commit, and the next entry
-/// waited for the answer to the second. The news rides on the next entry
-/// instead, or goes alone after this delay (a follower applies an entry at
-/// most this much later when nothing follows it; clients are answered by
-/// the leader, which does not wait for it).
-const NOTICE_DELAY: Duration = Duration::from_millis(2);
-
-/// A heartbeat is answered `Success` on the follower's behalf only when the
-/// follower answered `Success` to a request of the same vote that ended
-/// where the heartbeat starts: its answer to this one can then only be
-/// `Success`, or a higher vote, which the delayed send finds (the next
-/// heartbeat then goes as it is, and openraft hears of it). Such an answer
-/// carries no log position (openraft ignores heartbeats' matches), so no
-/// commit ever counts it. What openraft reads of it besides is the time a
-/// quorum last answered, only in its metrics (0.9.25, pinned: a later
-/// openraft that confirms reads or a lease by replication's heartbeats must
-/// not be given these answers).
-#[derive(Default)]
-struct Notices {
-    /// The vote and the last log id of the follower's last `Success`.
-    confirmed: Option<(Vote<NodeId>, Option<LogId<NodeId>>)>,
-    /// The heartbeat answered early and not yet sent (only the latest:
-    /// each carries all an earlier one did).
-    pending: Option<(AppendEntriesRequest<TypeConfig>, Duration)>,
-    /// A task is waiting to send `pending`.
-    armed: bool,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -81,7 +42,6 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: node.peer_addr.clone(),
             durable: self.durable.clone(),
-            notices: Arc::default(),
         }
     }
 }
@@ -133,41 +93,10 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         if entries > 1 && bincode::serialized_size(&rpc).map_or(true, |n| n as usize > super::peer::MAX_FRAME / 2) {
             return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(entries / 2)));
         }
-        if rpc.entries.is_empty() {
-            let mut notices = self.notices.lock().unwrap_or_else(|e| e.into_inner());
-            if notices.confirmed == Some((rpc.vote, rpc.prev_log_id))
-                || crate::planted::active(crate::planted::Bug::HeartbeatsAnsweredUnseen)
-            {
-                notices.pending = Some((rpc, option.hard_ttl()));
-                if !notices.armed {
-                    notices.armed = true;
-                    tokio::spawn(send_notices(self.pool.clone(), self.target, self.addr.clone(), self.notices.clone()));
-                }
-                return Ok(AppendEntriesResponse::Success);
-            }
+        match self.call(PeerRequest::AppendEntries(rpc), &option).await? {
+            PeerResponse::AppendEntries(r) => r.map_err(|e| remote(self.target, &self.node(), e)),
+            _ => Err(self.unexpected()),
         }
-        // This request carries the vote and the commit index of any
-        // heartbeat still waiting (the same replication stream, whose commit
-        // index only grows), so that one need not go.
-        {
-            // Until its answer comes nothing is confirmed: openraft may drop
-            // this call at its timeout, before the answer is read.
-            let mut notices = self.notices.lock().unwrap_or_else(|e| e.into_inner());
-            notices.pending = None;
-            notices.confirmed = None;
-        }
-        let (vote, last) = (rpc.vote, rpc.entries.last().map(|e| e.log_id).or(rpc.prev_log_id));
-        let answer = match self.call(PeerRequest::AppendEntries(rpc), &option).await {
-            Ok(PeerResponse::AppendEntries(r)) => r.map_err(|e| remote(self.target, &self.node(), e)),
-            Ok(_) => Err(self.unexpected()),
-            Err(e) => Err(e),
-        };
-        self.notices.lock().unwrap_or_else(|e| e.into_inner()).confirmed = match &answer {
-            Ok(AppendEntriesResponse::Success) => Some((vote, last)),
-            Ok(AppendEntriesResponse::PartialSuccess(matching)) => Some((vote, *matching)),
-            _ => None,
-        };
-        answer
     }
 
     async fn install_snapshot(
@@ -211,30 +140,6 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 /// (at most 100 ms, `peer::MAX_RECONNECT_DELAY`) a restarted peer hears from
 /// the leader well within an election timeout.
 const REACH_AGAIN: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// Sends the heartbeats [`PeerClient::append_entries`] answered early, each
-/// [`NOTICE_DELAY`] after the last, while there are any.
-async fn send_notices(pool: Arc<PeerPool>, target: NodeId, addr: String, notices: Arc<Mutex<Notices>>) {
-    loop {
-        tokio::time::sleep(NOTICE_DELAY).await;
-        let (rpc, ttl) = {
-            let mut n = notices.lock().unwrap_or_else(|e| e.into_inner());
-            match n.pending.take() {
-                Some(p) => p,
-                None => {
-                    n.armed = false;
-                    return;
-                }
-            }
-        };
-        let answer = pool.call(target, &addr, PeerRequest::AppendEntries(rpc), ttl).await;
-        if !matches!(answer, Ok(PeerResponse::AppendEntries(Ok(AppendEntriesResponse::Success)))) {
-            // A higher vote, a conflict, no answer: openraft must hear it,
-            // so its next heartbeat goes as it is.
-            notices.lock().unwrap_or_else(|e| e.into_inner()).confirmed = None;
-        }
-    }
-}
 
 impl PeerClient {
     fn node(&self) -> <TypeConfig as RaftTypeConfig>::Node {
