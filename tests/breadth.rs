@@ -376,24 +376,25 @@ fn publish_through_a_follower_counts_that_nodes_receivers() {
     let c = Cluster::start(3, Opts::default());
     let leader = c.wait_leader(&ALL, Duration::from_secs(10));
     let f = *ALL.iter().find(|&&id| id != leader).unwrap();
-    let confirm = |conn: &mut RawConn, kind: &str| match conn.read().expect("subscription reply") {
-        Resp::Array(Some(items)) => assert_eq!(items[0], Resp::Bulk(Some(kind.as_bytes().to_vec())), "{items:?}"),
-        other => panic!("{kind}: {other:?}"),
+    // A connection to `node` that sent `command channel` and had it confirmed.
+    let subscribed = |node: u64, command: &str, channel: &str| {
+        let mut conn = RawConn::connect(&c.node(node).addr());
+        conn.send_cmd(&[command, channel]);
+        match conn.read().expect("subscription reply") {
+            Resp::Array(Some(items)) => {
+                let kind = command.to_ascii_lowercase().into_bytes();
+                assert_eq!(items[0], Resp::Bulk(Some(kind)), "{command}: {items:?}");
+            }
+            other => panic!("{command}: {other:?}"),
+        }
+        conn
     };
     // On the follower: a subscriber of the channel, one of a pattern that
     // matches it, a shard subscriber. On the leader: one of the channel.
-    let mut on_f = RawConn::connect(&c.node(f).addr());
-    on_f.send_cmd(&["SUBSCRIBE", "news"]);
-    confirm(&mut on_f, "subscribe");
-    let mut pattern_f = RawConn::connect(&c.node(f).addr());
-    pattern_f.send_cmd(&["PSUBSCRIBE", "n*"]);
-    confirm(&mut pattern_f, "psubscribe");
-    let mut shard_f = RawConn::connect(&c.node(f).addr());
-    shard_f.send_cmd(&["SSUBSCRIBE", "news"]);
-    confirm(&mut shard_f, "ssubscribe");
-    let mut on_leader = RawConn::connect(&c.node(leader).addr());
-    on_leader.send_cmd(&["SUBSCRIBE", "news"]);
-    confirm(&mut on_leader, "subscribe");
+    let mut on_f = subscribed(f, "SUBSCRIBE", "news");
+    let mut pattern_f = subscribed(f, "PSUBSCRIBE", "n*");
+    let mut shard_f = subscribed(f, "SSUBSCRIBE", "news");
+    let mut on_leader = subscribed(leader, "SUBSCRIBE", "news");
 
     let mut via_f = c.node(f).client();
     let mut via_leader = c.node(leader).client();

@@ -170,6 +170,11 @@ fn leave(listeners: &mut Listeners, name: &Bytes, id: ClientId) {
     }
 }
 
+/// How many listen to `name`.
+fn listening(listeners: &Listeners, name: &[u8]) -> usize {
+    listeners.get(name).map_or(0, |set| set.len())
+}
+
 /// The names listened to, sorted, optionally those matching `pattern`.
 fn names(listeners: &Listeners, pattern: Option<&[u8]>) -> Vec<Bytes> {
     let mut out: Vec<Bytes> = listeners.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c))).cloned().collect();
@@ -412,12 +417,11 @@ impl Hub {
     pub fn receivers(&self, channel: &[u8], shard: bool) -> usize {
         let subs = self.lock();
         if shard {
-            return subs.shard_channels.get(channel).map_or(0, |set| set.len());
+            return listening(&subs.shard_channels, channel);
         }
-        let direct = subs.channels.get(channel).map_or(0, |set| set.len());
         let matched: usize =
             subs.patterns.iter().filter(|(pattern, _)| glob_match(pattern, channel)).map(|(_, set)| set.len()).sum();
-        direct + matched
+        listening(&subs.channels, channel) + matched
     }
 
     /// Delivers a message; returns how many subscriptions received it.
@@ -571,7 +575,7 @@ impl Hub {
     }
 
     pub fn numsub(&self, channel: &[u8]) -> usize {
-        self.lock().channels.get(channel).map(|s| s.len()).unwrap_or(0)
+        listening(&self.lock().channels, channel)
     }
 
     /// Shard channels with at least one subscriber, optionally matching
@@ -581,7 +585,7 @@ impl Hub {
     }
 
     pub fn shard_numsub(&self, channel: &[u8]) -> usize {
-        self.lock().shard_channels.get(channel).map(|s| s.len()).unwrap_or(0)
+        listening(&self.lock().shard_channels, channel)
     }
 
     pub fn numpat(&self) -> usize {
