@@ -657,12 +657,12 @@ fn msgpack_pack(lua: &Lua, args: &Args, work: &mut Work) -> Result<MultiValue, F
     let mut out = Vec::new();
     for i in 1..=n {
         let value = args.get(i).cloned().unwrap_or(Value::Nil);
-        msgpack_encode(&value, 0, &mut out, work)?;
+        msgpack_encode(lua, &value, 0, &mut out, work)?;
     }
     Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(&out)?)]))
 }
 
-fn msgpack_encode(value: &Value, level: usize, out: &mut Vec<u8>, work: &mut Work) -> Result<(), Fail> {
+fn msgpack_encode(lua: &Lua, value: &Value, level: usize, out: &mut Vec<u8>, work: &mut Work) -> Result<(), Fail> {
     work.item()?;
     match value {
         Value::Table(t) if level < MSGPACK_MAX_NESTING => {
@@ -670,20 +670,20 @@ fn msgpack_encode(value: &Value, level: usize, out: &mut Vec<u8>, work: &mut Wor
                 let len = t.raw_len();
                 msgpack_header(out, work, len as u64, 0x90, 0xdc)?;
                 for j in 1..=len {
-                    msgpack_encode(&t.raw_get::<Value>(j)?, level + 1, out, work)?;
+                    msgpack_encode(lua, &t.raw_get::<Value>(j)?, level + 1, out, work)?;
                 }
             } else {
-                let mut len = 0u64;
-                for pair in t.pairs::<Value, Value>() {
-                    pair?;
-                    work.item()?;
-                    len += 1;
-                }
-                msgpack_header(out, work, len, 0x80, 0xde)?;
-                for pair in t.pairs::<Value, Value>() {
-                    let (k, v) = pair?;
-                    msgpack_encode(&k, level + 1, out, work)?;
-                    msgpack_encode(&v, level + 1, out, work)?;
+                let Some(keys) = ordered_keys(t, work)? else {
+                    return Err(Fail::Message(
+                        "cannot pack a table with table, function or coroutine keys: the order would differ from node to node".into(),
+                    ));
+                };
+                msgpack_header(out, work, keys.len() as u64, 0x80, 0xde)?;
+                for key in &keys {
+                    let k = key.to_lua(lua)?;
+                    let v = t.raw_get::<Value>(&k)?;
+                    msgpack_encode(lua, &k, level + 1, out, work)?;
+                    msgpack_encode(lua, &v, level + 1, out, work)?;
                 }
             }
             Ok(())
@@ -1033,7 +1033,7 @@ fn cjson_table(lua: &Lua, env: &Env, config: Config) -> mlua::Result<Table> {
             if args.count() != 1 {
                 return Err(arg_error_at(lua, 1, "expected 1 argument"));
             }
-            let mut encoder = Encoder { config: c.get(), work, out: Vec::new() };
+            let mut encoder = Encoder { lua, config: c.get(), work, out: Vec::new() };
             encoder.value(args.get(1).unwrap_or(&Value::Nil), 0)?;
             Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(&encoder.out)?)]))
         })?,
@@ -1186,17 +1186,25 @@ fn enum_option(lua: &Lua, args: &Args, n: usize, setting: &mut u8, options: &[&s
 }
 
 /// Keys whose place in a table follows their address.
+/// A table's keys in [`super::TableKey`] order, the same on every node (Lua's
+/// own order follows where the keys sit, which may differ); `None` if one
+/// is placed by its address.
+fn ordered_keys(t: &Table, work: &mut Work) -> Result<Option<Vec<super::TableKey>>, Fail> {
+    super::ordered_keys(t, || work.item())
+}
+
 fn keyed_by_address(key: &Value) -> bool {
     matches!(key, Value::Table(_) | Value::Function(_) | Value::Thread(_) | Value::UserData(_))
 }
 
-struct Encoder<'w, 'c> {
+struct Encoder<'l, 'w, 'c> {
+    lua: &'l Lua,
     config: JsonConfig,
     work: &'w mut Work<'c>,
     out: Vec<u8>,
 }
 
-impl Encoder<'_, '_> {
+impl Encoder<'_, '_, '_> {
     fn put(&mut self, bytes: &[u8]) -> Result<(), Fail> {
         self.work.write(&mut self.out, bytes)
     }
@@ -1279,31 +1287,29 @@ impl Encoder<'_, '_> {
         if let Some(name) = by_address {
             return Err(Fail::Message(format!("Cannot serialise {name}: table key must be a number or string")));
         }
+        let keys = ordered_keys(t, self.work)?.unwrap_or_default();
         self.put(b"{")?;
         let mut first = true;
-        for pair in t.pairs::<Value, Value>() {
-            let (k, v) = pair?;
+        for key in &keys {
             if !first {
                 self.put(b",")?;
             }
             first = false;
-            match &k {
-                Value::Integer(_) | Value::Number(_) => {
+            match key {
+                super::TableKey::Num(n) => {
                     self.put(b"\"")?;
-                    self.number(number_of(&k).unwrap_or(0.0))?;
+                    self.number(*n)?;
                     self.put(b"\":")?;
                 }
-                Value::String(s) => {
-                    self.string(&s.as_bytes())?;
+                super::TableKey::Str(s) => {
+                    self.string(s)?;
                     self.put(b":")?;
                 }
-                other => {
-                    return Err(Fail::Message(format!(
-                        "Cannot serialise {}: table key must be a number or string",
-                        type_name(Some(other))
-                    )))
+                super::TableKey::Bool(_) => {
+                    return Err(Fail::Message("Cannot serialise boolean: table key must be a number or string".into()))
                 }
             }
+            let v = t.raw_get::<Value>(key.to_lua(self.lua)?)?;
             self.value(&v, depth)?;
         }
         self.put(b"}")

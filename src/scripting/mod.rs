@@ -9,8 +9,9 @@
 //!
 //! Determinism: no clock, no I/O, no real randomness (`math.random` is a fixed
 //! generator seeded identically for every run), no `collectgarbage`/`gcinfo`,
-//! and a budget counted in Lua instructions, so a script over budget fails at
-//! the same point on every node.
+//! tables walked in one order of their keys ([`TableKey`]), the collector run
+//! only at points every node shares ([`Pace`]), and a budget counted in Lua
+//! instructions, so a script over budget fails at the same point on every node.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -162,7 +163,8 @@ impl Vm {
         // upvalue.
         let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
         let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::new()) };
-        lua.set_memory_limit(MEMORY_LIMIT)?;
+        // The memory limit is the allocator meter's, counted from each run's
+        // start (see `Pace`).
         let allocator = AllocatorState::install(&lua)?;
         let state = State { lua, allocator };
         let lua = &state.lua;
@@ -276,12 +278,17 @@ impl Vm {
             }
             Ok(t)
         };
+        // The collector runs only where `Pace` says, at the same instructions
+        // on every node; and the memory limit counts from this run's start,
+        // not from the heap's size, which differs by a few bytes from process
+        // to process (see `Pace`).
+        lua.gc_stop();
+        self.allocator.limit.set(self.allocator.live.get() + MEMORY_LIMIT as u64);
         self.set_global.call::<()>(("KEYS", list(keys).map_err(internal)?)).map_err(internal)?;
         self.set_global.call::<()>(("ARGV", list(argv).map_err(internal)?)).map_err(internal)?;
         // The seed and the `tostring` numbering were reset by the last `clear`.
         let meter = &self.meter;
         meter.start(budget, lua.used_memory());
-        self.allocator.allocated.set(0);
 
         let sha = sha1hex(body);
         let function = lua
@@ -291,34 +298,21 @@ impl Vm {
             .into_function()
             .map_err(|e| Reply::Error(format!("ERR Error compiling script (new function): {}", lua_message(&e))))?;
 
-        // The budget: count instructions, each weighted by the memory the
-        // script holds (see `Meter`). Once over, raise at every instruction,
-        // so the error escapes every `pcall` the script may hide it in.
-        {
-            let meter = meter.clone();
-            let allocated = self.allocator.allocated.clone();
-            let allocated_before = Cell::new(0u64);
-            lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
-                if !meter.exceeded.get() {
-                    let held = lua.used_memory().saturating_sub(meter.baseline_memory.get()) as u64;
-                    let fresh = allocated.get() - allocated_before.get();
-                    allocated_before.set(allocated.get());
-                    let cost =
-                        HOOK_EVERY as u64 * (1 + held / MEMORY_WEIGHT_BYTES) + fresh / ALLOCATED_BYTES_PER_INSTRUCTION;
-                    let _ = meter.charge(cost);
-                }
-                if meter.exceeded.get() {
-                    lua.set_global_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
-                        Err(mlua::Error::RuntimeError("instruction budget exceeded".into()))
-                    })?;
-                    return Err(mlua::Error::RuntimeError("instruction budget exceeded".into()));
-                }
-                Ok(VmState::Continue)
-            })
-            .map_err(internal)?;
-        }
+        let pace = Rc::new(Pace {
+            meter: meter.clone(),
+            allocated: self.allocator.allocated.clone(),
+            allocated_at_hook: Cell::new(self.allocator.allocated.get()),
+            live: Cell::new(0),
+        });
+        pace.hook_every(lua, HOOK_EVERY).map_err(internal)?;
         let result = self.runner.call::<(bool, Value)>(function);
         lua.remove_global_hook();
+        // Converting the result and clearing up run outside any Lua call,
+        // where a refused allocation would end the process (Lua's panic):
+        // no limit there (what they allocate is bounded by the reply's own
+        // limits), and the collector free to run.
+        self.allocator.limit.set(u64::MAX);
+        lua.gc_restart();
 
         if meter.exceeded.get() {
             return Err(Reply::Error(format!(
@@ -440,13 +434,119 @@ impl Meter {
     }
 }
 
-/// Wraps a Lua state's allocator (mlua's, which still enforces the memory
-/// limit) to count what the state allocates and holds.
+/// When a run checks its budget and collects its garbage: both at instructions
+/// that are the same on every node.
+///
+/// Lua's own collector runs when the heap has grown by a ratio of its size,
+/// and frees in the order its objects were made; both differ between nodes
+/// (the heap of a new VM differs by a few bytes with the process's addresses,
+/// a reused one holds its objects in another order). The budget weighs the
+/// memory a script holds, so a collector left to itself moved the instruction
+/// a script over budget stopped at from node to node, and a replayed log
+/// could stop it elsewhere than the first time. So the collector is stopped
+/// for the run, and the hook collects fully once the garbage made since the
+/// last collection passes [`garbage_allowed`]: a full collection frees
+/// exactly what is unreachable, whatever the order. The hook runs every
+/// [`HOOK_EVERY`] instructions, and more often while the script allocates
+/// fast (about [`CHECK_BYTES`] between two looks), so that garbage made in C
+/// (`string.rep`, `..`) is collected before it reaches the memory limit.
+struct Pace {
+    meter: Rc<Meter>,
+    /// The allocator's running count of bytes requested.
+    allocated: Rc<Cell<u64>>,
+    allocated_at_hook: Cell<u64>,
+    /// Bytes held beyond the run's start after the last collection.
+    live: Cell<u64>,
+}
+
+/// Bytes allocated between two looks of the hook while a script allocates fast.
+const CHECK_BYTES: u64 = 64 * 1024;
+/// Garbage a run may make before a collection, at least (below that, a full
+/// collection would cost more than the garbage it frees).
+const GARBAGE_MIN: u64 = 256 * 1024;
+
+/// Garbage (bytes made since the last collection, beyond what was `live`
+/// after it) past which the hook collects: as much as is live, as Lua's own
+/// pause of 200% does, but never more than half the room left under the
+/// memory limit, so that garbage alone does not run a script out of memory.
+fn garbage_allowed(live: u64) -> u64 {
+    let room = (MEMORY_LIMIT as u64).saturating_sub(live);
+    live.max(GARBAGE_MIN).min(room / 2).max(GARBAGE_MIN / 4)
+}
+
+impl Pace {
+    /// (Re)installs the hook, called every `every` instructions.
+    fn hook_every(self: &Rc<Pace>, lua: &Lua, every: u32) -> mlua::Result<()> {
+        let pace = self.clone();
+        lua.set_global_hook(HookTriggers::new().every_nth_instruction(every), move |lua, _| {
+            let meter = &pace.meter;
+            if !meter.exceeded.get() {
+                let next = pace.look(lua, every)?;
+                if next != every && !meter.exceeded.get() {
+                    pace.hook_every(lua, next)?;
+                }
+            }
+            if meter.exceeded.get() {
+                // Raise at every instruction from now on, so that the error
+                // escapes every `pcall` the script may hide it in.
+                lua.set_global_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
+                    Err(mlua::Error::RuntimeError("instruction budget exceeded".into()))
+                })?;
+                return Err(mlua::Error::RuntimeError("instruction budget exceeded".into()));
+            }
+            Ok(VmState::Continue)
+        })
+    }
+
+    /// Charges the `every` instructions since the last look, each weighted
+    /// by the memory the script holds (see [`Meter`]), and what it allocated;
+    /// collects if the garbage is due. Returns how many instructions to the
+    /// next look.
+    fn look(&self, lua: &Lua, every: u32) -> mlua::Result<u32> {
+        let meter = &self.meter;
+        let held = (lua.used_memory().saturating_sub(meter.baseline_memory.get())) as u64;
+        let fresh = self.allocated.get() - self.allocated_at_hook.get();
+        // The garbage a run may make before a collection weighs nothing, so
+        // that a script's budget does not depend on it.
+        let weighed = held.saturating_sub(GARBAGE_MIN);
+        let mut cost = every as u64 * (1 + weighed / MEMORY_WEIGHT_BYTES) + fresh / ALLOCATED_BYTES_PER_INSTRUCTION;
+        if held.saturating_sub(self.live.get()) >= garbage_allowed(self.live.get()) {
+            // SAFETY: a full collection from the hook, on the running thread,
+            // as `collectgarbage("collect")` would run it; the scripts' values
+            // have no finalizers.
+            unsafe {
+                lua.exec_raw::<()>((), |l| {
+                    mlua::ffi::lua_gc(l, mlua::ffi::LUA_GCCOLLECT, 0);
+                })?;
+            }
+            // A full collection sets the collector going again.
+            lua.gc_stop();
+            let live = (lua.used_memory().saturating_sub(meter.baseline_memory.get())) as u64;
+            self.live.set(live);
+            // Paid as if it were allocated again: a collection's work grows
+            // with what is live.
+            cost += live / ALLOCATED_BYTES_PER_INSTRUCTION;
+        }
+        self.allocated_at_hook.set(self.allocated.get());
+        let _ = meter.charge(cost);
+        // Sooner while allocating fast: about `CHECK_BYTES` to the next look.
+        let per_instruction = fresh / every as u64;
+        let mut next = HOOK_EVERY;
+        while next > 1 && per_instruction * next as u64 > CHECK_BYTES {
+            next /= 2;
+        }
+        Ok(next)
+    }
+}
+
+/// Wraps a Lua state's allocator (mlua's) to count what the state allocates
+/// and holds, and to refuse what would pass the run's memory limit.
 ///
 /// `allocated` counts every byte requested: every C operation whose time grows
 /// with its data produces a result of that size, so the count is a measure of
 /// work the instruction count does not see. Deterministic: the same script on
-/// the same data from the same heap makes the same allocations on every node.
+/// the same data from the same heap makes the same allocations on every node,
+/// with the collector run only where [`Pace`] runs it.
 /// `live`, `blocks` and `shape` describe the heap (see [`Heap`]).
 struct AllocatorState {
     inner: mlua::ffi::lua_Alloc,
@@ -455,6 +555,9 @@ struct AllocatorState {
     live: Cell<u64>,
     blocks: Cell<u64>,
     shape: Cell<u64>,
+    /// `live` may not grow past this: a request that would is refused, and
+    /// Lua raises its memory error.
+    limit: Cell<u64>,
 }
 
 unsafe extern "C" fn metered_alloc(
@@ -466,9 +569,12 @@ unsafe extern "C" fn metered_alloc(
     // SAFETY: `ud` is the `AllocatorState` that `install` registered, which
     // the `Vm` owning the state drops only after the state is closed.
     let state = &*(ud as *const AllocatorState);
-    let out = (state.inner)(state.inner_ud, ptr, osize, nsize);
     // Lua 5.1 passes osize 0 with a null ptr.
     let old = if ptr.is_null() { 0 } else { osize };
+    if nsize > old && state.live.get().saturating_sub(old as u64).saturating_add(nsize as u64) > state.limit.get() {
+        return std::ptr::null_mut();
+    }
+    let out = (state.inner)(state.inner_ud, ptr, osize, nsize);
     if nsize == 0 || !out.is_null() {
         if old > 0 {
             state.live.set(state.live.get().wrapping_sub(old as u64));
@@ -497,6 +603,7 @@ impl AllocatorState {
             live: Cell::new(lua.used_memory() as u64),
             blocks: Cell::new(0),
             shape: Cell::new(0),
+            limit: Cell::new(u64::MAX),
         });
         let state_ptr: *mut AllocatorState = &mut *state;
         // SAFETY: swaps the allocator of a state no other thread uses; the
@@ -575,8 +682,13 @@ end
 /// is not deterministic; installs the `redis` library and (empty) `KEYS` and
 /// `ARGV`. Returns the function that resets what a run may change in the
 /// sandbox: the random seed and the numbering of `tostring`.
+/// Where the sandbox keeps Lua's own `next` (which walks a table in the order
+/// its keys sit) for its own setup.
+const RAW_NEXT_KEY: &str = "raftlock.raw_next";
+
 fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
     let g = lua.globals();
+    lua.set_named_registry_value(RAW_NEXT_KEY, g.raw_get::<mlua::Function>("next")?)?;
     for name in ["dofile", "loadfile", "load", "print", "collectgarbage", "gcinfo", "newproxy", "getfenv", "setfenv", "module", "require"] {
         g.raw_set(name, Value::Nil)?;
     }
@@ -635,9 +747,58 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
         let meter = meter.clone();
         lua.create_function(move |_, cost: f64| meter.charge(if cost > 0.0 { cost as u64 } else { 0 }))?
     };
+    // `pairs` and `next` walk a table in `key_order`: Lua's own order follows
+    // where each key sits in the table, and that depends on every key the
+    // table ever held, removed ones too; a key placed by its address (a table,
+    // a function) moves the others, differently on every node.
+    let sorted_keys = {
+        let meter = meter.clone();
+        lua.create_function(move |lua, t: Table| {
+            let Some(keys) = ordered_keys::<mlua::Error>(&t, || Ok(()))? else { return Ok(Value::Boolean(false)) };
+            let n = keys.len() as u64;
+            meter.charge(n + n * (64 - n.leading_zeros() as u64))?;
+            let out = lua.create_table_with_capacity(keys.len(), 0)?;
+            for (i, k) in keys.iter().enumerate() {
+                out.raw_set(i + 1, k.to_lua(lua)?)?;
+            }
+            Ok(Value::Table(out))
+        })?
+    };
+    let key_after = {
+        let meter = meter.clone();
+        lua.create_function(move |lua, (t, after): (Table, Value)| {
+            let after = match &after {
+                Value::Nil => None,
+                other => match TableKey::of(other) {
+                    Some(key) => Some(key),
+                    None => return Ok((false, Value::Nil, Value::Nil)),
+                },
+            };
+            let mut best: Option<TableKey> = None;
+            let mut seen = 0u64;
+            for pair in t.pairs::<Value, Value>() {
+                let (k, _) = pair?;
+                seen += 1;
+                let Some(k) = TableKey::of(&k) else { return Ok((false, Value::Nil, Value::Nil)) };
+                let later = after.as_ref().is_none_or(|a| k.order(a) == std::cmp::Ordering::Greater);
+                if later && best.as_ref().is_none_or(|b| k.order(b) == std::cmp::Ordering::Less) {
+                    best = Some(k);
+                }
+            }
+            meter.charge(seen)?;
+            Ok(match best {
+                Some(k) => {
+                    let k = k.to_lua(lua)?;
+                    let v = t.raw_get::<Value>(&k)?;
+                    (true, k, v)
+                }
+                None => (true, Value::Nil, Value::Nil),
+            })
+        })?
+    };
     lua.load(
         r##"
-        local MEMORY_LIMIT, charge, reset_libs = ...
+        local MEMORY_LIMIT, charge, reset_libs, sorted_keys, key_after = ...
         -- Bytecode can break out of any Lua sandbox: text only.
         local text_only = loadstring
         loadstring = function(s, name)
@@ -717,27 +878,33 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
             charge(#t)
             return sort(t, ...)
         end
-        -- Iteration order over keys that are tables, functions or coroutines
-        -- follows their addresses, which differ from node to node; a script
-        -- that wrote in that order would leave the replicas different.
-        local function by_address(k)
-            local kind = type(k)
-            return kind == "table" or kind == "function" or kind == "thread" or kind == "userdata"
-        end
+        -- No order of keys that are tables, functions or coroutines is the
+        -- same on every node (it would follow their addresses); a script
+        -- that wrote in such an order would leave the replicas different.
         local unordered = "cannot iterate over a table with table, function or coroutine keys: the order would differ from node to node"
+        -- Every node walks a table in one order (see `key_order`): booleans,
+        -- then numbers, then strings, each ascending.
+        local raw_get = rawget
         next = function(t, k)
-            local nk, nv = rawnext(t, k)
-            if nk ~= nil and by_address(nk) then error(unordered, 2) end
+            if type(t) ~= "table" then return rawnext(t, k) end
+            local ok, nk, nv = key_after(t, k)
+            if not ok then error(unordered, 2) end
             return nk, nv
         end
-        local safe_next = next
         pairs = function(t)
             table_arg(t, "pairs")
-            -- Such keys also move the others within the table: refuse up front.
-            for k in rawnext, t do
-                if by_address(k) then error(unordered, 2) end
-            end
-            return safe_next, t, nil
+            local keys = sorted_keys(t)
+            if not keys then error(unordered, 2) end
+            local i = 0
+            return function()
+                while true do
+                    i = i + 1
+                    local k = keys[i]
+                    if k == nil then return nil end
+                    local v = raw_get(t, k)
+                    if v ~= nil then return k, v end
+                end
+            end, t, nil
         end
         table.foreach = function(t, f)
             table_arg(t, "foreach")
@@ -790,7 +957,7 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
         "##,
     )
     .set_name("=raftlock")
-    .call::<mlua::Function>((MEMORY_LIMIT, charge, reset_libs))
+    .call::<mlua::Function>((MEMORY_LIMIT, charge, reset_libs, sorted_keys, key_after))
 }
 
 /// Makes the globals and the libraries read-only, with Redis's messages:
@@ -801,10 +968,11 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
 fn protect_globals(lua: &Lua) -> mlua::Result<mlua::Function> {
     lua.load(
         r#"
-        local G, pairs, ipairs, rawset, setmetatable, error, tostring = _G, pairs, ipairs, rawset, setmetatable, error, tostring
+        local rawnext = ...
+        local G, ipairs, rawset, setmetatable, error, tostring = _G, ipairs, rawset, setmetatable, error, tostring
         local backing = {}
-        for k, v in pairs(G) do backing[k] = v end
-        for k in pairs(backing) do rawset(G, k, nil) end
+        for k, v in rawnext, G do backing[k] = v end
+        for k in rawnext, backing do rawset(G, k, nil) end
         local function deny() error("Attempt to modify a readonly table", 2) end
         local readonly = { [G] = true }
         for _, name in ipairs({"string", "table", "math", "redis", "coroutine", "cjson", "cmsgpack", "bit", "struct"}) do
@@ -839,7 +1007,7 @@ fn protect_globals(lua: &Lua) -> mlua::Result<mlua::Function> {
         "#,
     )
     .set_name("=raftlock")
-    .call::<mlua::Function>(())
+    .call::<mlua::Function>(lua.named_registry_value::<mlua::Function>(RAW_NEXT_KEY)?)
 }
 
 fn error_table(lua: &Lua, text: &str) -> mlua::Result<Table> {
@@ -1025,6 +1193,79 @@ fn convert_lua_value(value: &Value, depth: usize, size: &mut ReplySize) -> Resul
 /// its value (a string, number or boolean).
 fn hashed_by_address(key: &Value) -> bool {
     !matches!(key, Value::String(_) | Value::Number(_) | Value::Integer(_) | Value::Boolean(_))
+}
+
+/// A table key, copied out of Lua, in the order every node walks a table's
+/// keys in (`pairs`, `next`, `cjson.encode`, `cmsgpack.pack`): booleans
+/// (false first), then numbers, then strings (bytewise), each ascending.
+/// Lua's own order follows where each key sits in the table, which depends
+/// on every key the table ever held: a key placed by its address (a table,
+/// a function), even once removed, moves the others, differently on every
+/// node. Copied, not held as Lua values: a walk may meet millions of keys,
+/// more than mlua can keep references to.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum TableKey {
+    Bool(bool),
+    Num(f64),
+    Str(Vec<u8>),
+}
+
+impl TableKey {
+    /// `None` for a key placed by its address, which has no such order.
+    pub(super) fn of(v: &Value) -> Option<TableKey> {
+        match v {
+            Value::Boolean(b) => Some(TableKey::Bool(*b)),
+            Value::Integer(i) => Some(TableKey::Num(*i as f64)),
+            Value::Number(n) => Some(TableKey::Num(*n)),
+            Value::String(s) => Some(TableKey::Str(s.as_bytes().to_vec())),
+            _ => None,
+        }
+    }
+
+    pub(super) fn to_lua(&self, lua: &Lua) -> mlua::Result<Value> {
+        Ok(match self {
+            TableKey::Bool(b) => Value::Boolean(*b),
+            TableKey::Num(n) => Value::Number(*n),
+            TableKey::Str(s) => Value::String(lua.create_string(s)?),
+        })
+    }
+
+    fn order(&self, other: &TableKey) -> std::cmp::Ordering {
+        use TableKey::*;
+        match (self, other) {
+            (Bool(a), Bool(b)) => a.cmp(b),
+            (Num(a), Num(b)) => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
+            (Str(a), Str(b)) => a.cmp(b),
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            TableKey::Bool(_) => 0,
+            TableKey::Num(_) => 1,
+            TableKey::Str(_) => 2,
+        }
+    }
+}
+
+/// `t`'s keys in [`TableKey`] order, with `each` called once per key met;
+/// `None` if a key is placed by its address.
+pub(super) fn ordered_keys<E: From<mlua::Error>>(
+    t: &Table,
+    mut each: impl FnMut() -> Result<(), E>,
+) -> Result<Option<Vec<TableKey>>, E> {
+    let mut keys = Vec::new();
+    for pair in t.pairs::<Value, Value>() {
+        let (k, _) = pair?;
+        each()?;
+        match TableKey::of(&k) {
+            Some(key) => keys.push(key),
+            None => return Ok(None),
+        }
+    }
+    keys.sort_by(|a, b| a.order(b));
+    Ok(Some(keys))
 }
 
 /// A map's or set's entries in an order every node gives alike: every

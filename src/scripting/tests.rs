@@ -384,3 +384,148 @@ fn resp3_tables_convert_as_redis_7() {
     // Cycles and depth through a map are bounded as through an array.
     assert!(is_err(&eval("local m = {} local t = {map=m} m.k = t return t", &[], &[]), "reached lua stack limit"));
 }
+
+/// Runs `body` in a new VM whose heap holds `padding` more bytes than
+/// usual, as the heap of a VM in another process may (its size depends a
+/// little on where the process's code and data were loaded).
+fn eval_padded(store: &mut HashMap<Bytes, Bytes>, body: &str, budget: u64, padding: usize) -> Reply {
+    let mut vm = super::Vm::new().expect("build a VM");
+    if padding > 0 {
+        let pad = vm.lua.create_string(vec![b'p'; padding]).unwrap();
+        vm.lua.set_named_registry_value("test.padding", pad).unwrap();
+        vm.baseline = vm.collect().unwrap();
+    }
+    let mut call = |args: &[Bytes]| -> Reply {
+        store.insert(args[1].clone(), args[2].clone());
+        Reply::ok()
+    };
+    vm.run(body.as_bytes(), &[], &[], budget, &mut call).0
+}
+
+/// Scripts that write as they go and are stopped by their budget or their
+/// memory limit, for the tests below.
+const STOPPED_PROBES: [&str; 3] = [
+    // Little garbage (one reply table per write), a long run.
+    "local i = 0 while true do i = i + 1 if i % 1000 == 0 then redis.call('set', 'n', i) end end",
+    // Garbage of many sizes, some kept.
+    "local keep, n = {}, 0
+     while true do
+         n = n + 1
+         keep[n % 7 + 1] = {n, tostring(n), string.rep('q', n % 300)}
+         if n % 100 == 0 then redis.call('set', 'n', n) end
+     end",
+    // Memory held, then out of memory.
+    "local t, n = {}, 0
+     while true do
+         n = n + 1
+         t[n] = string.rep('m', 1000) .. n
+         if n % 500 == 0 then redis.call('set', 'n', n) end
+     end",
+];
+
+/// Where a script stops does not depend on the size of the heap it starts
+/// from: each node's VMs differ there by a few bytes (a fresh process, a
+/// restart replaying the log), and the collector, left to itself, started
+/// at other moments and moved the point the budget ran out at, so the
+/// replicas kept different writes.
+#[test]
+fn where_a_script_stops_does_not_depend_on_the_heap_it_starts_from() {
+    const BUDGET: u64 = 20_000_000;
+    for probe in STOPPED_PROBES {
+        let mut expected = HashMap::new();
+        let first = eval_fresh(&mut expected, probe, BUDGET);
+        assert!(matches!(&first, Reply::Error(_)), "{first:?}");
+        for padding in [8, 24, 100, 1_000, 7_000, 40_000, 300_000] {
+            let mut store = HashMap::new();
+            let reply = eval_padded(&mut store, probe, BUDGET, padding);
+            assert_eq!(reply, first, "{probe:?} with {padding} bytes more in the heap");
+            assert_eq!(store, expected, "{probe:?} with {padding} bytes more in the heap stopped elsewhere");
+        }
+    }
+}
+
+/// A script that runs out of its budget, or of memory, stops at the same
+/// point in a VM that has run anything before as in a new one: where the
+/// collector happens to be must not move it (each node's VM has its own
+/// history, and a node that restarted has a new one). The probes write as
+/// they go, so any difference in where they stop shows in the store.
+#[test]
+fn where_a_script_stops_does_not_depend_on_what_ran_before_in_its_vm() {
+    const BUDGET: u64 = 20_000_000;
+    let history = [
+        "return 1",
+        "local t = {} for i = 1, 20000 do t[i] = 'k' .. i end return #t",
+        "local s = string.rep('y', 2^20) return #s",
+        "local t = {} while true do t[#t + 1] = tostring(#t) end",
+        "local keep = {} for i = 1, 50000 do keep[i % 100] = {i} end return 1",
+        "return tostring({}) .. tostring(function() end)",
+        "local s = 'x' while true do s = s .. s end",
+    ];
+    for probe in STOPPED_PROBES {
+        let mut expected = HashMap::new();
+        let first = eval_fresh(&mut expected, probe, BUDGET);
+        assert!(matches!(&first, Reply::Error(_)), "{first:?}");
+        for before in history {
+            let _ = eval(before, &["k"], &["v"]);
+            for round in 0..3 {
+                let mut store = HashMap::new();
+                let reply = eval_budget(&mut store, probe, &[], &[], BUDGET);
+                assert_eq!(reply, first, "after {before:?}, round {round}");
+                assert_eq!(store, expected, "{probe:?} after {before:?} (round {round}) stopped elsewhere than in a new VM");
+            }
+        }
+    }
+}
+
+/// `pairs`, `next`, `cjson.encode` and `cmsgpack.pack` walk a table in one
+/// order on every node, whatever keys it held before: keys placed by their
+/// address (tables here), even once removed, moved the others to places
+/// that differed from node to node, and a script writing in that order left
+/// the replicas different.
+#[test]
+fn tables_are_walked_in_one_order_whatever_keys_they_held() {
+    let body = "
+        local t, held = {}, {}
+        for i = 1, 40 do local k = {} held[i] = k t[k] = i end
+        for i = 1, 40 do t['k' .. i] = i end
+        t[3], t[1.5], t[-2], t[true], t[false] = 'a', 'b', 'c', 'd', 'e'
+        for i = 1, 40 do t[held[i]] = nil end
+        local order = {}
+        for k in pairs(t) do order[#order + 1] = tostring(k) end
+        local via_next, k = {}, next(t)
+        while k ~= nil do via_next[#via_next + 1] = tostring(k) k = next(t, k) end
+        t[true], t[false] = nil, nil
+        return {table.concat(order, ','), table.concat(via_next, ','), cjson.encode(t), cmsgpack.pack({z = 1, a = 2, m = 3})}";
+    let mut strings: Vec<String> = (1..=40).map(|i| format!("k{i}")).collect();
+    strings.sort();
+    let walked = format!("false,true,-2,1.5,3,{}", strings.join(","));
+    let json = format!(
+        "{{\"-2\":\"c\",\"1.5\":\"b\",\"3\":\"a\",{}}}",
+        strings.iter().map(|k| format!("\"{k}\":{}", &k[1..])).collect::<Vec<_>>().join(",")
+    );
+    let packed = Bytes::from_static(b"\x83\xa1a\x02\xa1m\x03\xa1z\x01");
+    let expected = Reply::Array(vec![Reply::bulk(walked.clone()), Reply::bulk(walked), Reply::bulk(json), Reply::Bulk(packed)]);
+    for padding in [0, 24, 1_000, 40_000] {
+        assert_eq!(eval_padded(&mut HashMap::new(), body, INSTRUCTION_BUDGET, padding), expected, "padding {padding}");
+    }
+    assert_eq!(eval(body, &[], &[]), expected);
+    // Tables of more keys than mlua can hold references to at once.
+    let big = "local t = {} for i = 1, 10000 do t['k' .. i] = i end
+        local n, last, sorted = 0, '', true
+        for k in pairs(t) do n = n + 1 sorted = sorted and k > last last = k end
+        return {n, tostring(sorted), cjson.encode(t), #cmsgpack.pack(t), (next(t))}";
+    let mut keys: Vec<String> = (1..=10000).map(|i| format!("k{i}")).collect();
+    keys.sort();
+    let json = format!("{{{}}}", keys.iter().map(|k| format!("\"{k}\":{}", &k[1..])).collect::<Vec<_>>().join(","));
+    // A map16 header; each key a fixstr; each value a positive fixint, uint8 or uint16.
+    let packed: usize = 3 + keys.iter().map(|k| 1 + k.len()).sum::<usize>()
+        + (1..=10000).map(|i| if i < 128 { 1 } else if i < 256 { 2 } else { 3 }).sum::<usize>();
+    let Reply::Array(got) = eval(big, &[], &[]) else { panic!("not an array") };
+    assert_eq!(got[..2], [Reply::Int(10000), Reply::bulk("true")]);
+    assert_eq!(got[2], Reply::bulk(json));
+    assert_eq!(got[3..], [Reply::Int(packed as i64), Reply::bulk("k1")]);
+    // A table still holding such a key is refused, as before.
+    assert!(is_err(&eval("local t = {[{}] = 1, a = 2} for k in pairs(t) do end", &[], &[]), "cannot iterate"));
+    assert!(is_err(&eval("local t = {[{}] = 1} return next(t)", &[], &[]), "cannot iterate"));
+    assert!(is_err(&eval("return cmsgpack.pack({[{}] = 1})", &[], &[]), "cannot pack"));
+}
