@@ -25,9 +25,12 @@ use crate::protocol::{parse_i64, ArgError, Args, Reply};
 /// The RDB version `DUMP` writes and the newest `RESTORE` accepts (Redis 7.0's).
 pub const RDB_VERSION: u16 = 10;
 
-/// The most bytes the LZF-compressed strings of one payload may expand to
-/// (Redis's `proto-max-bulk-len`).
-const MAX_EXPANDED_BYTES: usize = 512 * 1024 * 1024;
+/// The most bytes the LZF-compressed strings of one payload may expand to:
+/// the longest string a command builds (`super::strings::MAX_BUILT_STRING_LEN`,
+/// 64 MiB). Redis allows its `proto-max-bulk-len` (512 MiB), which a 6 MB
+/// payload of back references reaches; here every replica, every replay of
+/// the log and every snapshot would hold it.
+const MAX_EXPANDED_BYTES: usize = super::MAX_REQUEST_BYTES;
 
 const TYPE_STRING: u8 = 0;
 const TYPE_LIST: u8 = 1;
@@ -820,6 +823,37 @@ mod tests {
         let mut list = vec![TYPE_LIST_ZIPLIST];
         list.extend(string(&miscounted));
         assert_eq!(deserialize(&with_footer(list, 9)).unwrap_err(), Refused::Format);
+    }
+
+    /// A few hundred KB of LZF back references may expand to any length:
+    /// up to the longest string a command builds, and no further.
+    #[test]
+    fn compressed_strings_expand_to_at_most_64_mib() {
+        let expanding_to = |n: usize| {
+            // One literal byte, then back references to it of 264 bytes
+            // (and one shorter), each three bytes long.
+            let mut lzf = vec![0, b'z'];
+            let mut made = 1;
+            while made < n {
+                let len = (n - made).min(264);
+                if len >= 9 {
+                    lzf.extend([0xe0, (len - 9) as u8, 0]);
+                } else {
+                    lzf.extend([((len - 2) << 5) as u8, 0]);
+                }
+                made += len;
+            }
+            let mut object = vec![TYPE_STRING, 0x80 | 0x40 | 3];
+            object.push(0x80);
+            object.extend((lzf.len() as u32).to_be_bytes());
+            object.push(0x80);
+            object.extend((n as u32).to_be_bytes());
+            object.extend(lzf);
+            deserialize(&with_footer(object, RDB_VERSION))
+        };
+        let Value::Str(s) = expanding_to(MAX_EXPANDED_BYTES).unwrap() else { panic!("not a string") };
+        assert_eq!(s.as_slice().len(), MAX_EXPANDED_BYTES);
+        assert_eq!(expanding_to(MAX_EXPANDED_BYTES + 1).unwrap_err(), Refused::Format);
     }
 
     #[test]

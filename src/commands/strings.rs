@@ -288,7 +288,13 @@ pub fn strlen(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 pub fn append(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let suffix = args.next_bytes()?;
-    let mut joined = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?.map_or_else(Vec::new, |s| s.to_vec());
+    let current = string_of(ks.get_mut(&key, ctx).map(|e| &*e))?;
+    // Each APPEND copies the whole value: past the longest string a command
+    // may build, a few bytes a command would grow every replica without end.
+    if current.map_or(0, |c| c.len()) as u64 + suffix.len() as u64 > MAX_BUILT_STRING_LEN {
+        return Err(CmdError::Other("ERR string exceeds maximum allowed size (proto-max-bulk-len)".into()));
+    }
+    let mut joined = current.map_or_else(Vec::new, |s| s.to_vec());
     joined.extend_from_slice(suffix);
     let len = joined.len();
     match ks.get_mut(&key, ctx) {
@@ -345,7 +351,8 @@ pub fn incrbyfloat(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdR
 /// range of the offsets `SETRANGE`, `SETBIT` and `GETBIT` parse.
 pub(super) const REDIS_MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
 
-/// The longest string `SETRANGE` and `SETBIT` build: the largest request
+/// The longest string `SETRANGE`, `SETBIT`, `BITFIELD` and `APPEND` build
+/// (and `RESTORE` expands): the largest request
 /// raftlock takes (64 MiB), a fixed bound, the same on every node. Redis
 /// lets these build 512 MiB from a command of a few bytes; here such a
 /// value would be copied into every replica and every snapshot.
@@ -797,9 +804,10 @@ pub fn bitop(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
 mod tests {
     use super::*;
 
-    /// README: strings built in place stop at 64 MiB, with Redis's errors.
+    /// README: strings built in place or appended to stop at 64 MiB, with
+    /// Redis's errors.
     #[test]
-    fn setrange_and_setbit_build_at_most_64_mib() {
+    fn setrange_setbit_and_append_build_at_most_64_mib() {
         let argv = |words: &[&str]| words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect::<Vec<_>>();
         let mut ks = Keyspace::new();
         let mut ctx = ExecCtx::new(1, 0, 0);
@@ -815,6 +823,25 @@ mod tests {
         // GETBIT reads Redis's whole range.
         let read = ReadCtx::at(0);
         assert_eq!(getbit(&ks, &read, Args::new(&argv(&["getbit", "k", &bit]))), Ok(Reply::Int(0)));
+        // APPEND up to the same length, and not a byte past it.
+        let e = append(&mut ks, &mut ctx, Args::new(&argv(&["append", "k", "y"]))).unwrap_err();
+        assert_eq!(e.to_string(), "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        assert_eq!(strlen_of(&ks, "k"), limit as usize);
+        let mut chunk = argv(&["append", "a", ""]);
+        chunk[2] = Bytes::from(vec![b'z'; (limit / 4) as usize]);
+        for n in 1..=4 {
+            assert_eq!(append(&mut ks, &mut ctx, Args::new(&chunk)), Ok(Reply::Int((limit / 4 * n) as i64)));
+        }
+        assert!(append(&mut ks, &mut ctx, Args::new(&chunk)).is_err());
+        assert_eq!(strlen_of(&ks, "a"), limit as usize);
+    }
+
+    fn strlen_of(ks: &Keyspace, key: &str) -> usize {
+        let read = ReadCtx::at(0);
+        match strlen(ks, &read, Args::new(&[Bytes::from_static(b"strlen"), Bytes::copy_from_slice(key.as_bytes())])) {
+            Ok(Reply::Int(n)) => n as usize,
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Redis refuses a relative expiry whose Unix time would not fit a

@@ -321,7 +321,7 @@ impl Vm {
             )));
         }
         match result {
-            Ok((true, value)) => Ok(lua_to_reply(&value)),
+            Ok((true, value)) => Ok(lua_to_reply(lua, &value)),
             // Redis 7's error reply: the message, then where the script failed.
             Ok((false, Value::Table(err))) => {
                 let msg: String = err
@@ -1097,9 +1097,38 @@ impl ReplyLimit {
 
 /// Lua -> RESP, as Redis converts a script's return value, bounded in depth
 /// and in size (see [`MAX_REPLY_DEPTH`], [`MAX_REPLY_VALUES`]).
-fn lua_to_reply(value: &Value) -> Reply {
+fn lua_to_reply(lua: &Lua, value: &Value) -> Reply {
     let mut size = ReplySize::default();
-    convert_lua_value(value, 0, &mut size).unwrap_or_else(ReplyLimit::reply)
+    let fields = match ReplyFields::new(lua) {
+        Ok(fields) => fields,
+        Err(e) => return Reply::Error(format!("ERR script engine: {e}")),
+    };
+    convert_lua_value(&fields, value, 0, &mut size).unwrap_or_else(ReplyLimit::reply)
+}
+
+/// The fields a table in a reply is looked up by, made once per reply: a
+/// reply may hold millions of tables, and a string made for each lookup
+/// cost more than the rest of the conversion.
+struct ReplyFields {
+    err: mlua::String,
+    ok: mlua::String,
+    double: mlua::String,
+    big_number: mlua::String,
+    map: mlua::String,
+    set: mlua::String,
+}
+
+impl ReplyFields {
+    fn new(lua: &Lua) -> mlua::Result<ReplyFields> {
+        Ok(ReplyFields {
+            err: lua.create_string("err")?,
+            ok: lua.create_string("ok")?,
+            double: lua.create_string("double")?,
+            big_number: lua.create_string("big_number")?,
+            map: lua.create_string("map")?,
+            set: lua.create_string("set")?,
+        })
+    }
 }
 
 /// What a reply holds so far.
@@ -1120,7 +1149,7 @@ impl ReplySize {
     }
 }
 
-fn convert_lua_value(value: &Value, depth: usize, size: &mut ReplySize) -> Result<Reply, ReplyLimit> {
+fn convert_lua_value(f: &ReplyFields, value: &Value, depth: usize, size: &mut ReplySize) -> Result<Reply, ReplyLimit> {
     size.add(match value {
         Value::String(s) => s.as_bytes().len(),
         _ => 0,
@@ -1135,42 +1164,42 @@ fn convert_lua_value(value: &Value, depth: usize, size: &mut ReplySize) -> Resul
         Value::Number(n) => Reply::Int(n.trunc() as i64),
         Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
         Value::Table(t) => {
-            if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+            if let Ok(Value::String(e)) = t.raw_get::<Value>(&f.err) {
                 let text = String::from_utf8_lossy(&e.as_bytes()).into_owned();
                 // An empty error would be a bare `-` line.
                 return Ok(Reply::Error(if text.trim().is_empty() { "ERR unknown error".into() } else { text }));
             }
-            if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+            if let Ok(Value::String(s)) = t.raw_get::<Value>(&f.ok) {
                 return Ok(Reply::Status(String::from_utf8_lossy(&s.as_bytes()).into_owned()));
             }
             // Redis 7's RESP3 forms, which RESP2 clients get as a bulk
             // string, a flat array and an array.
-            match t.raw_get::<Value>("double") {
+            match t.raw_get::<Value>(&f.double) {
                 Ok(Value::Number(n)) => return Ok(Reply::Double(n)),
                 Ok(Value::Integer(i)) => return Ok(Reply::Double(i as f64)),
                 _ => {}
             }
-            if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+            if let Ok(Value::String(s)) = t.raw_get::<Value>(&f.big_number) {
                 return Ok(Reply::BigNumber(String::from_utf8_lossy(&s.as_bytes()).into_owned()));
             }
             if depth >= MAX_REPLY_DEPTH {
                 return Err(ReplyLimit::Depth);
             }
-            if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
+            if let Ok(Value::Table(map)) = t.raw_get::<Value>(&f.map) {
                 let (mut pairs, mut by_address) = (Vec::new(), false);
                 for pair in map.pairs::<Value, Value>() {
                     let Ok((k, v)) = pair else { break };
                     by_address |= hashed_by_address(&k);
-                    pairs.push((convert_lua_value(&k, depth + 1, size)?, convert_lua_value(&v, depth + 1, size)?));
+                    pairs.push((convert_lua_value(f, &k, depth + 1, size)?, convert_lua_value(f, &v, depth + 1, size)?));
                 }
                 return Ok(Reply::Map(in_stable_order(pairs, by_address)));
             }
-            if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
+            if let Ok(Value::Table(set)) = t.raw_get::<Value>(&f.set) {
                 let (mut members, mut by_address) = (Vec::new(), false);
                 for pair in set.pairs::<Value, Value>() {
                     let Ok((k, _)) = pair else { break };
                     by_address |= hashed_by_address(&k);
-                    members.push(convert_lua_value(&k, depth + 1, size)?);
+                    members.push(convert_lua_value(f, &k, depth + 1, size)?);
                 }
                 return Ok(Reply::Set(in_stable_order(members, by_address)));
             }
@@ -1179,7 +1208,7 @@ fn convert_lua_value(value: &Value, depth: usize, size: &mut ReplySize) -> Resul
             for i in 1.. {
                 match t.raw_get::<Value>(i) {
                     Ok(Value::Nil) | Err(_) => break,
-                    Ok(v) => items.push(convert_lua_value(&v, depth + 1, size)?),
+                    Ok(v) => items.push(convert_lua_value(f, &v, depth + 1, size)?),
                 }
             }
             Reply::Array(items)
