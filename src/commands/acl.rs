@@ -276,6 +276,15 @@ impl Perms {
             return Ok(());
         }
         let sub = subcommand(spec, argv);
+        // A subcommand that does not exist is answered as such before any
+        // permission is looked at, as Redis does (redis-py 8 sends `CLIENT
+        // MAINT_NOTIFICATIONS` on connecting, which Redis 7 does not know:
+        // a refusal here wrote an `ACL LOG` entry for every connection).
+        if let (Some(sub), Some(known)) = (&sub, subcommands_with_own_categories(spec.name)) {
+            if !known.contains(&sub.as_str()) {
+                return Ok(());
+            }
+        }
         let allowed = match &sub {
             Some(sub) => {
                 let full = format!("{}|{sub}", spec.name);
@@ -760,6 +769,13 @@ mod tests {
         assert_eq!(check(&p, "CLIENT LIST"), Err(Denied::Command("client|list".into())));
         assert_eq!(check(&p, "ACL LIST"), Ok(()));
         assert_eq!(check(&p, "ACL SETUSER x"), Err(Denied::Command("acl|setuser".into())));
+        // A subcommand that does not exist is left to its command, which
+        // answers that it does not exist (no ACL refusal, no ACL LOG entry).
+        let p = user_with("-@all +get ~*");
+        assert_eq!(check(&p, "CLIENT MAINT_NOTIFICATIONS on"), Ok(()));
+        assert_eq!(check(&p, "ACL NOSUCH"), Ok(()));
+        assert_eq!(check(&p, "CLIENT ID"), Err(Denied::Command("client|id".into())));
+        assert_eq!(check(&p, "CLIENT SETINFO lib-name x"), Err(Denied::Command("client|setinfo".into())));
     }
 
     #[test]
