@@ -265,49 +265,145 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
             ks.hand_off(&mut ctx);
             vec![Applied { reply: Reply::ok(), events: ctx.events, is_publish: false, repeated: false }]
         }
-        Op::Commands(commands) => commands
-            .iter()
-            .map(|cmd| {
-                match ks.sessions().check(&cmd.origin.client, cmd.origin.seq) {
-                    Seen::New => {}
-                    // A retry of a command that ran: its reply, nothing else.
-                    Seen::Again(reply) => return Applied { reply, events: Vec::new(), is_publish: false, repeated: true },
-                    Seen::Stale => {
-                        let reply = Reply::error("ERR a newer command of this client already ran; this one did not");
-                        return Applied { reply, events: Vec::new(), is_publish: false, repeated: false };
+        Op::Commands(commands) => {
+            let mut room = ReplyRoom::entry();
+            commands
+                .iter()
+                .map(|cmd| {
+                    match ks.sessions().check(&cmd.origin.client, cmd.origin.seq) {
+                        Seen::New => {}
+                        // A retry of a command that ran: its reply, nothing else.
+                        Seen::Again(reply) => {
+                            let reply = room.take(reply);
+                            return Applied { reply, events: Vec::new(), is_publish: false, repeated: true };
+                        }
+                        Seen::Stale => {
+                            let reply = Reply::error("ERR a newer command of this client already ran; this one did not");
+                            return Applied { reply, events: Vec::new(), is_publish: false, repeated: false };
+                        }
                     }
+                    let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
+                    let (reply, is_publish) = run_request(ks, &mut ctx, index, &cmd.origin, &cmd.request, &mut room);
+                    ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
+                    Applied { reply, events: ctx.events, is_publish, repeated: false }
+                })
+                .collect()
+        }
+    }
+}
+
+/// The most values (each string, number, nil and container counts one) the
+/// replies of one log entry's commands may hold in all, every command of its
+/// transactions and pipelines counted.
+pub const ENTRY_REPLY_VALUES: usize = 16_000_000;
+
+/// The most bytes of strings the replies of one log entry may hold in all.
+pub const ENTRY_REPLY_BYTES: usize = 1 << 30;
+
+/// What is left of the room for the replies of one log entry
+/// ([`ENTRY_REPLY_VALUES`], [`ENTRY_REPLY_BYTES`]).
+///
+/// Every node makes the replies of every entry it applies, and holds them
+/// all until the entry is applied. Each command's reply is bounded (a
+/// script's, `SRANDMEMBER`'s with repetition), but many of them queued in
+/// one transaction, or sent together, asked for as much as a client wanted:
+/// twelve `SRANDMEMBER s -10000000` in one `MULTI` made 6 GB of replies, and
+/// a node stopped by that allocation stops again on the same entry after
+/// every restart, as does every other node. So each reply is charged as it
+/// is made, in the entry's order, and one that does not fit in what is left
+/// is replaced by an error saying that the command ran. The charge depends
+/// on the replies alone: every node drops the same ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplyRoom {
+    values: usize,
+    bytes: usize,
+}
+
+impl ReplyRoom {
+    /// The room of one entry.
+    pub fn entry() -> ReplyRoom {
+        ReplyRoom::new(ENTRY_REPLY_VALUES, ENTRY_REPLY_BYTES)
+    }
+
+    pub fn new(values: usize, bytes: usize) -> ReplyRoom {
+        ReplyRoom { values, bytes }
+    }
+
+    /// `reply`, charged to the room, if it fits in what is left; otherwise
+    /// an error in its place, charged nothing.
+    pub fn take(&mut self, reply: Reply) -> Reply {
+        let mut left = *self;
+        if left.charge(&reply) {
+            *self = left;
+            reply
+        } else {
+            Reply::error(format!(
+                "ERR the command ran, but its reply was dropped: the replies of commands applied together \
+                 (a transaction, a pipeline, one log entry) may hold at most {ENTRY_REPLY_VALUES} values \
+                 and {ENTRY_REPLY_BYTES} bytes"
+            ))
+        }
+    }
+
+    /// Takes `reply`'s values and bytes from the room; false (the room
+    /// then undefined) as soon as they do not fit.
+    fn charge(&mut self, reply: &Reply) -> bool {
+        let Some(values) = self.values.checked_sub(1) else { return false };
+        self.values = values;
+        let bytes = match reply {
+            Reply::Status(s) | Reply::Error(s) | Reply::Verbatim(s) | Reply::BigNumber(s) | Reply::DoubleText(s) => s.len(),
+            Reply::Bulk(b) => b.len(),
+            _ => 0,
+        };
+        let Some(bytes) = self.bytes.checked_sub(bytes) else { return false };
+        self.bytes = bytes;
+        match reply {
+            Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => items.iter().all(|r| self.charge(r)),
+            Reply::Map(pairs) | Reply::Pairs(pairs) => pairs.iter().all(|(k, v)| self.charge(k) && self.charge(v)),
+            Reply::ScorePairs(pairs) => pairs.iter().all(|(member, _)| {
+                match (self.values.checked_sub(2), self.bytes.checked_sub(member.len())) {
+                    (Some(values), Some(bytes)) => {
+                        (self.values, self.bytes) = (values, bytes);
+                        true
+                    }
+                    _ => false,
                 }
-                let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
-                let (reply, is_publish) = run_request(ks, &mut ctx, index, &cmd.origin, &cmd.request);
-                ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
-                Applied { reply, events: ctx.events, is_publish, repeated: false }
-            })
-            .collect(),
+            }),
+            _ => true,
+        }
     }
 }
 
 /// Runs one client request of an entry; the reply, and whether it was
 /// `PUBLISH` or `SPUBLISH`.
-fn run_request(ks: &mut Keyspace, ctx: &mut ExecCtx, index: u64, origin: &Origin, request: &Request) -> (Reply, bool) {
+fn run_request(
+    ks: &mut Keyspace,
+    ctx: &mut ExecCtx,
+    index: u64,
+    origin: &Origin,
+    request: &Request,
+    room: &mut ReplyRoom,
+) -> (Reply, bool) {
     match request {
         Request::Command(argv) => {
             // Only LOCK.ACQUIRE itself may wait; not one a script calls.
             if argv.first().is_some_and(|n| n.eq_ignore_ascii_case(b"lock.acquire")) {
                 ctx.blocking_origin = Some((origin.client, origin.seq));
             }
-            let reply = contain_panic(index, || command_name(argv), || execute_write(ks, ctx, argv));
+            let reply = room.take(contain_panic(index, || command_name(argv), || execute_write(ks, ctx, argv)));
             ks.hand_off(ctx);
             (reply, argv.first().is_some_and(|n| is_publish(&String::from_utf8_lossy(n))))
         }
         Request::Transaction { watched, commands } => {
-            let reply = contain_panic(index, || "exec", || transactions::exec(ks, ctx, watched, commands));
+            // Each command's reply is charged to the room as it is made.
+            let reply = contain_panic(index, || "exec", || transactions::exec(ks, ctx, watched, commands, room));
             // A panic may have left the undo record open.
             ks.keep_changes();
             ks.hand_off(ctx);
             (reply, false)
         }
         Request::Dequeue { key, owner, seq } => {
-            (locks::dequeue(ks, ctx, &origin.client, *seq, key, owner), false)
+            (room.take(locks::dequeue(ks, ctx, &origin.client, *seq, key, owner)), false)
         }
         Request::Pipeline(commands) => {
             let mut replies = Vec::with_capacity(commands.len());
@@ -327,7 +423,7 @@ fn run_request(ks: &mut Keyspace, ctx: &mut ExecCtx, index: u64, origin: &Origin
                     Ok(spec) => Reply::error(format!("ERR '{}' cannot be pipelined", spec.name)),
                     Err(reply) => reply,
                 };
-                replies.push(reply);
+                replies.push(room.take(reply));
             }
             (Reply::Array(replies), false)
         }
@@ -338,7 +434,7 @@ fn run_request(ks: &mut Keyspace, ctx: &mut ExecCtx, index: u64, origin: &Origin
             }
             let perms = acl::perms_of(ks, user);
             let perms = (!perms.unrestricted()).then_some(perms);
-            acl::with_user(perms, || run_request(ks, ctx, index, origin, request))
+            acl::with_user(perms, || run_request(ks, ctx, index, origin, request, room))
         }
     }
 }
@@ -699,6 +795,89 @@ mod tests {
     }
 
     const RELEASE: &str = "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+
+    fn dropped(reply: &Reply) -> bool {
+        matches!(reply, Reply::Error(e) if e.starts_with("ERR the command ran, but its reply was dropped"))
+    }
+
+    #[test]
+    fn a_reply_is_kept_while_it_fits_in_what_is_left_of_the_room() {
+        let bulk = |s: &str| Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
+        let mut room = ReplyRoom::new(5, 10);
+        assert_eq!(room.take(Reply::Int(1)), Reply::Int(1));
+        let two = Reply::Array(vec![bulk("abcd"), bulk("efgh")]);
+        assert_eq!(room.take(two.clone()), two, "3 values and 8 bytes fit in 4 and 10");
+        // One value and two bytes left.
+        assert!(dropped(&room.take(bulk("abc"))), "3 bytes kept where 2 were left");
+        assert!(dropped(&room.take(Reply::Array(vec![Reply::Nil]))), "2 values kept where 1 was left");
+        assert_eq!(room.take(bulk("ab")), bulk("ab"), "a refused reply took room");
+        assert!(dropped(&room.take(Reply::Nil)), "a value kept where none was left");
+        // Members with scores are two values each.
+        let pairs = |n: usize| Reply::ScorePairs((0..n).map(|i| (Bytes::from(vec![b'm'; i]), 1.0)).collect());
+        assert_eq!(ReplyRoom::new(5, 100).take(pairs(2)), pairs(2));
+        assert!(dropped(&ReplyRoom::new(5, 100).take(pairs(3))));
+        assert!(dropped(&ReplyRoom::new(100, 2).take(pairs(3))), "3 bytes of members kept where 2 were left");
+        // Maps and strings of every kind count.
+        let map = Reply::Map(vec![(bulk("k"), Reply::Status("OK".into()))]);
+        assert_eq!(ReplyRoom::new(3, 3).take(map.clone()), map);
+        assert!(dropped(&ReplyRoom::new(2, 3).take(map.clone())));
+        assert!(dropped(&ReplyRoom::new(3, 2).take(map)));
+    }
+
+    #[test]
+    fn the_replies_of_one_entry_are_bounded_and_the_commands_still_run() {
+        // Twelve `SRANDMEMBER s -10000000` queued in one MULTI made 6 GB of
+        // replies on every node, which stopped each of them on the same
+        // entry at every restart. Here with 1 KiB members: each reply
+        // repeats 410 MB of strings, three pass the entry's 1 GiB.
+        let mut ks = Keyspace::default();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        let member = "m".repeat(1024);
+        assert_eq!(execute_write(&mut ks, &mut ctx, &argv(&["SADD", "s", &member])), Reply::Int(1));
+        let draw = || argv(&["SRANDMEMBER", "s", "-400000"]);
+        let transaction = |commands| Request::Transaction { watched: vec![], commands };
+        let drawn = |reply: &Reply| matches!(reply, Reply::Array(items) if items.len() == 400_000);
+        let entry = |log_time: LogTime, requests: Vec<(u64, Request)>| {
+            let commands = requests.into_iter().map(|(n, request)| ClientCommand { origin: Origin::test(n), request });
+            Proposal { log_time, unix_ms: 0, op: Op::Commands(commands.collect()) }
+        };
+        let queued = vec![draw(), argv(&["SET", "after", "1"]), draw(), draw(), argv(&["SET", "after", "2"])];
+        let applied = apply(&mut ks, 2, &entry(2, vec![(1, transaction(queued))]));
+        let Reply::Array(replies) = &applied[0].reply else { panic!("{:?}", applied[0].reply) };
+        assert!(drawn(&replies[0]) && drawn(&replies[2]), "{:?}", &replies[0]);
+        assert_eq!(replies[1], Reply::ok());
+        assert!(dropped(&replies[3]), "{:?}", &replies[3]);
+        assert_eq!(replies[4], Reply::ok());
+        // The command whose reply was dropped, and those after it, ran.
+        let read = |ks: &mut Keyspace, key: &str| {
+            let mut ctx = ExecCtx::new(ks.next_version(100), 2, 0);
+            execute_write(ks, &mut ctx, &argv(&["GET", key]))
+        };
+        assert_eq!(read(&mut ks, "after"), Reply::Bulk(Bytes::from_static(b"2")));
+        // The room is the entry's: another client's command after it, in
+        // the same entry, is charged to what is left.
+        let last = Request::Command(argv(&["SET", "last", "2"]));
+        let applied = apply(&mut ks, 3, &entry(3, vec![(2, transaction(vec![draw(), draw()])), (3, Request::Command(draw())), (4, last)]));
+        assert!(matches!(&applied[0].reply, Reply::Array(r) if drawn(&r[0]) && drawn(&r[1])));
+        assert!(dropped(&applied[1].reply));
+        assert_eq!(applied[2].reply, Reply::ok());
+        assert_eq!(read(&mut ks, "last"), Reply::Bulk(Bytes::from_static(b"2")));
+        // Each entry has a room of its own.
+        let applied = apply(&mut ks, 4, &entry(4, (5..8).map(|n| (n, Request::Command(draw()))).collect()));
+        assert!(drawn(&applied[0].reply) && drawn(&applied[1].reply) && dropped(&applied[2].reply));
+        // A retry gets the reply kept for it: the error.
+        let applied = apply(&mut ks, 5, &entry(5, vec![(7, Request::Command(draw()))]));
+        assert!(applied[0].repeated && dropped(&applied[0].reply));
+        // Pipelined writes are charged one by one: a 60 MiB string read
+        // back by 18 GETEX is 1,080 MiB of replies (shared, here).
+        let mut ctx = ExecCtx::new(ks.next_version(100), 5, 0);
+        assert_eq!(execute_write(&mut ks, &mut ctx, &argv(&["SETRANGE", "big", "62914559", "x"])), Reply::Int(62914560));
+        let reads = vec![argv(&["GETEX", "big"]); 18];
+        let applied = apply(&mut ks, 6, &entry(6, vec![(8, Request::Pipeline(reads))]));
+        let Reply::Array(replies) = &applied[0].reply else { panic!("{:?}", applied[0].reply) };
+        assert!(replies[..17].iter().all(|r| matches!(r, Reply::Bulk(b) if b.len() == 62914560)));
+        assert!(dropped(&replies[17]), "{:?}", &replies[17]);
+    }
 
     #[test]
     fn only_commands_that_may_run_long_are_judged_long() {

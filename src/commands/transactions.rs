@@ -9,7 +9,7 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx, Version};
 use crate::protocol::{Args, Reply};
 
-use super::{execute_write, CmdResult};
+use super::{execute_write, CmdResult, ReplyRoom};
 
 /// ```text
 /// WATCH key [key ...]
@@ -22,8 +22,15 @@ pub fn watch(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
 
 /// Applies a transaction: a nil array if a watched key changed; `-STALE` (and
 /// nothing applied) if a `LOCK.FENCE` in it is stale; otherwise every
-/// command's reply.
-pub fn exec(ks: &mut Keyspace, ctx: &mut ExecCtx, watched: &[(Bytes, Version)], commands: &[Vec<Bytes>]) -> Reply {
+/// command's reply, each charged to `room` as it is made (one that does not
+/// fit is an error in its place; the command ran).
+pub fn exec(
+    ks: &mut Keyspace,
+    ctx: &mut ExecCtx,
+    watched: &[(Bytes, Version)],
+    commands: &[Vec<Bytes>],
+    room: &mut ReplyRoom,
+) -> Reply {
     if watched.iter().any(|(key, seen)| ks.modified(key, ctx.log_time) != *seen) {
         return Reply::NilArray;
     }
@@ -49,7 +56,7 @@ pub fn exec(ks: &mut Keyspace, ctx: &mut ExecCtx, watched: &[(Bytes, Version)], 
                 return Reply::Error(format!("{e}; the transaction was not applied"));
             }
         }
-        replies.push(reply);
+        replies.push(room.take(reply));
     }
     ks.keep_changes();
     Reply::Array(replies)
