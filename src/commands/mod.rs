@@ -255,6 +255,8 @@ pub struct Applied {
 /// `Expire`). Deterministic: the same keyspace, index and proposal give the
 /// same replies, events and resulting keyspace on every node.
 pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied> {
+    // The entry's scripts share one instruction budget.
+    let _budget = crate::scripting::EntryBudget::begin();
     let log_time = ks.advance_to(proposal.log_time);
     ks.sessions_mut().expire(log_time);
     match &proposal.op {
@@ -549,6 +551,36 @@ pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
     };
     // A missing script or argument is an error reply: quick.
     body.is_some_and(|b| !crate::scripting::runs_without_vm(b))
+}
+
+/// Whether the leader should propose `request` in a log entry of its own:
+/// it runs a script not known to be light (see
+/// [`crate::scripting::shares_entries`]) with `EVAL`, `EVALSHA` or their
+/// read-only forms, or runs `FCALL`, `FCALL_RO` or `FUNCTION`, alone or in
+/// a transaction or pipeline. The scripts of an entry share one budget
+/// (`scripting::EntryBudget`).
+pub fn proposed_alone(ks: &Keyspace, request: &Request) -> bool {
+    let command = |argv: &Vec<Bytes>| {
+        let Some(spec) = argv.first().and_then(|name| lookup(name)) else { return false };
+        match spec.name {
+            "fcall" | "fcall_ro" | "function" => true,
+            "eval" | "eval_ro" => argv.get(1).is_some_and(|body| !crate::scripting::shares_entries(body, None)),
+            "evalsha" | "evalsha_ro" => {
+                let Some(sha) = argv.get(1).map(|sha| String::from_utf8_lossy(sha).to_ascii_lowercase()) else {
+                    return false;
+                };
+                // A missing script is an error reply: quick.
+                ks.script(&sha).is_some_and(|body| !crate::scripting::shares_entries(body, Some(&sha)))
+            }
+            _ => false,
+        }
+    };
+    match request {
+        Request::Command(argv) => command(argv),
+        Request::Transaction { commands, .. } | Request::Pipeline(commands) => commands.iter().any(command),
+        Request::Dequeue { .. } | Request::Acl(_) => false,
+        Request::AsUser { request, .. } => proposed_alone(ks, request),
+    }
 }
 
 /// Whether `argv` may add data: a command flagged `denyoom` (as in Redis's

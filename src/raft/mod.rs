@@ -136,6 +136,10 @@ struct PendingWrite {
     /// its client waits anyway, so it may wait a moment for another command
     /// to share its entry (see [`DEFER_QUEUEING`]).
     deferrable: bool,
+    /// Proposed in an entry of its own (`commands::proposed_alone`): it
+    /// runs a script not known to be light, and the scripts of an entry
+    /// share one budget.
+    alone: bool,
 }
 
 /// Most commands in one log entry.
@@ -277,7 +281,17 @@ fn leader_of(m: &openraft::RaftMetrics<NodeId, NodeInfo>) -> (Option<NodeId>, u6
 async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<PendingWrite>) {
     let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     let mut last_batch = 0;
-    while let Some(first) = rx.recv().await {
+    // A request proposed alone, taken while a batch gathered: the first of
+    // the next batch, where it stands alone.
+    let mut carried: Option<PendingWrite> = None;
+    loop {
+        let first = match carried.take() {
+            Some(w) => w,
+            None => match rx.recv().await {
+                Some(w) => w,
+                None => return,
+            },
+        };
         let waited = in_flight.available_permits() == 0;
         let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
         if waited || last_batch > 1 {
@@ -299,24 +313,33 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
             }
         }
         let mut bytes = first.command.request.size();
+        let alone = first.alone;
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+        // Adds `w` to the batch, or carries it to the next if it goes
+        // alone; false once the batch is closed.
+        let mut add = |w: PendingWrite, batch: &mut Vec<PendingWrite>, bytes: &mut usize| {
+            if w.alone {
+                carried = Some(w);
+                return false;
+            }
+            *bytes += w.command.request.size();
+            batch.push(w);
+            true
+        };
+        let mut open = !alone;
+        while open && batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(w) => {
-                    bytes += w.command.request.size();
-                    batch.push(w);
-                }
+                Ok(w) => open = add(w, &mut batch, &mut bytes),
                 Err(_) => break,
             }
         }
-        if batch.iter().all(|w| w.deferrable) {
+        if open && batch.iter().all(|w| w.deferrable) {
             let until = tokio::time::Instant::now() + DEFER_QUEUEING;
-            while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+            while open && batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
                 match tokio::time::timeout_at(until, rx.recv()).await {
                     Ok(Some(w)) => {
                         let urgent = !w.deferrable;
-                        bytes += w.command.request.size();
-                        batch.push(w);
+                        open = add(w, &mut batch, &mut bytes);
                         if urgent {
                             break;
                         }
@@ -324,10 +347,9 @@ async fn write_batcher(proposer: Arc<Proposer>, mut rx: mpsc::UnboundedReceiver<
                     Ok(None) | Err(_) => break,
                 }
             }
-            while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+            while open && batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
                 let Ok(w) = rx.try_recv() else { break };
-                bytes += w.command.request.size();
-                batch.push(w);
+                open = add(w, &mut batch, &mut bytes);
             }
         }
         // Clients that gave up waiting get nothing proposed on their behalf.
@@ -646,14 +668,23 @@ impl Consensus {
 
     /// Runs a command on this node, which must be the leader.
     async fn execute_here(&self, command: ClientCommand) -> Result<Reply, ClusterError> {
+        let alone = |command: &ClientCommand| {
+            let applied = self.shared.lock();
+            crate::commands::proposed_alone(&applied.keyspace, &command.request)
+        };
         let (argv, user) = match &command.request {
-            Request::Transaction { .. } | Request::Pipeline(_) | Request::Dequeue { .. } | Request::Acl(_) => {
-                return self.write(command, false).await
+            Request::Transaction { .. } | Request::Pipeline(_) => {
+                let alone = alone(&command);
+                return self.write(command, false, alone).await;
             }
+            Request::Dequeue { .. } | Request::Acl(_) => return self.write(command, false, false).await,
             Request::Command(argv) => (argv, None),
             Request::AsUser { user, request } => match &**request {
                 Request::Command(argv) => (argv, Some(user.as_str())),
-                _ => return self.write(command, false).await,
+                _ => {
+                    let alone = alone(&command);
+                    return self.write(command, false, alone).await;
+                }
             },
         };
         match crate::commands::resolve(argv) {
@@ -666,11 +697,12 @@ impl Consensus {
                 if crate::commands::is_lock_attempt(argv) && self.refused_without_writing(argv).await? {
                     return Ok(Reply::Nil);
                 }
-                let deferrable = {
+                let (deferrable, alone) = {
                     let applied = self.shared.lock();
-                    crate::commands::queues_behind_holder(&applied.keyspace, argv)
+                    let ks = &applied.keyspace;
+                    (crate::commands::queues_behind_holder(ks, argv), crate::commands::proposed_alone(ks, &command.request))
                 };
-                self.write(command, deferrable).await
+                self.write(command, deferrable, alone).await
             }
             Ok(_) => {
                 self.read(move |ks, ctx| {
@@ -829,10 +861,10 @@ impl Consensus {
     /// Commits a client command through the log (sharing an entry with every
     /// command waiting at the same moment); the reply is the one the state
     /// machine produced when it applied the command. This node must lead.
-    async fn write(&self, command: ClientCommand, deferrable: bool) -> Result<Reply, ClusterError> {
+    async fn write(&self, command: ClientCommand, deferrable: bool, alone: bool) -> Result<Reply, ClusterError> {
         self.leader_term()?;
         let (tx, rx) = oneshot::channel();
-        let pending = PendingWrite { command, reply: tx, deferrable };
+        let pending = PendingWrite { command, reply: tx, deferrable, alone };
         self.writes.send(pending).map_err(|_| ClusterError::Fatal("write path stopped".into()))?;
         // A command still queued when this gives up is dropped by the batcher
         // (its waiter is gone), so a timed-out command is never proposed late.

@@ -57,8 +57,128 @@ pub fn runs_without_vm(body: &[u8]) -> bool {
     known::recognised(body)
 }
 
-/// Runs the script in this thread's idle VM, or in a new one.
+thread_local! {
+    /// The budget that the scripts of the log entry being applied on this
+    /// thread share (see [`EntryBudget`]); `None` outside an entry's apply.
+    static ENTRY_LEFT: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// While alive, every script run on this thread (`EVAL`, `FCALL`, their
+/// read-only forms inside a transaction, a library's load) draws its
+/// instructions from one budget of [`INSTRUCTION_BUDGET`], as well as from
+/// its own: the scripts of one log entry share it.
+///
+/// Each script has its own budget, but a `MULTI` may queue any number of
+/// them, and every node applies the entry, and applies it again after each
+/// restart: ten spinning scripts in one transaction held every node for
+/// about 50 s and made 2 GB of keyspace events, which a node could not
+/// allocate; a thousand, most of a day. So the scripts of an entry have one
+/// budget between them. What a script used depends only on what it did, so
+/// every node stops the same script at the same point. The leader gives a
+/// request whose scripts are not known to be light an entry of its own
+/// ([`shares_entries`]), so that another client's script does not find the
+/// budget spent by it.
+#[derive(Debug)]
+pub struct EntryBudget(());
+
+impl EntryBudget {
+    /// The scripts run on this thread share one budget until this is dropped.
+    pub fn begin() -> EntryBudget {
+        ENTRY_LEFT.with(|left| left.set(Some(INSTRUCTION_BUDGET)));
+        EntryBudget(())
+    }
+}
+
+impl Drop for EntryBudget {
+    fn drop(&mut self) {
+        ENTRY_LEFT.with(|left| left.set(None));
+    }
+}
+
+/// Runs the script in this thread's idle VM, or in a new one, within what
+/// the entry's budget has left (see [`EntryBudget`]).
 fn run_in_vm(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Reply {
+    let left = ENTRY_LEFT.with(Cell::get);
+    let given = budget.min(left.unwrap_or(u64::MAX));
+    // With nothing left, the script does not start (it would run to the
+    // budget's first check).
+    let (reply, used) = if given == 0 {
+        (Reply::Error(format!("{BUDGET_EXCEEDED} 0")), 0)
+    } else {
+        run_in_idle_vm(body, keys, argv, given, call)
+    };
+    // A script stopped by its budget is heavy, whatever it was given; one
+    // that never started says nothing.
+    let stopped = matches!(&reply, Reply::Error(e) if e.starts_with(BUDGET_EXCEEDED));
+    if given > 0 {
+        remember_weight(body, if stopped { u64::MAX } else { used });
+    }
+    if let Some(left) = left {
+        ENTRY_LEFT.with(|l| l.set(Some(left.saturating_sub(used.min(given)))));
+    }
+    match reply {
+        Reply::Error(e) if given < budget && e.starts_with(BUDGET_EXCEEDED) => Reply::Error(format!(
+            "{BUDGET_EXCEEDED} {given} Lua instructions, what the scripts before it in its log entry left of the \
+             {INSTRUCTION_BUDGET} they share, and was stopped (at the same point on every node); nothing after \
+             that point was applied"
+        )),
+        reply => reply,
+    }
+}
+
+/// Scripts (by SHA) whose last run on this node used at most
+/// [`LIGHT_BUDGET`]: the leader lets them share a log entry with other
+/// requests (see [`shares_entries`]).
+static LIGHT_SCRIPTS: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+/// What a run may use and still count as light: 1/64 of the budget.
+const LIGHT_BUDGET: u64 = INSTRUCTION_BUDGET / 64;
+/// Light scripts remembered at most; past it, the set starts again.
+const LIGHT_REMEMBERED: usize = 4096;
+
+/// Notes what the script `body` used in its last run here.
+fn remember_weight(body: &[u8], used: u64) {
+    let sha = sha1hex(body);
+    let Ok(mut light) = LIGHT_SCRIPTS.lock() else { return };
+    if used > LIGHT_BUDGET {
+        light.remove(&sha);
+        return;
+    }
+    if light.len() >= LIGHT_REMEMBERED && !light.contains(&sha) {
+        light.clear();
+    }
+    light.insert(sha);
+}
+
+/// Whether the leader may propose a request running `body` (whose SHA is
+/// `sha`, when the request named it) in a log entry with other requests:
+/// a lock script that runs without Lua, or a script whose last run on this
+/// node used at most 1/64 of the budget. Any other (not run here yet, or
+/// heavy last time) gets an entry of its own, so that the budget the scripts
+/// of an entry share (see [`EntryBudget`]) is never spent by one client's
+/// script before another's runs. Decides only how requests are grouped
+/// into entries, never what an entry does.
+pub fn shares_entries(body: &[u8], sha: Option<&str>) -> bool {
+    if runs_without_vm(body) {
+        return true;
+    }
+    let computed;
+    let sha = match sha {
+        Some(sha) => sha,
+        None => {
+            computed = sha1hex(body);
+            &computed
+        }
+    };
+    LIGHT_SCRIPTS.lock().is_ok_and(|light| light.contains(sha))
+}
+
+/// How the error of a script stopped by its budget begins.
+const BUDGET_EXCEEDED: &str = "ERR Script exceeded the budget of";
+
+/// Runs the script in this thread's idle VM, or in a new one; its reply and
+/// the budget it used.
+fn run_in_idle_vm(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> (Reply, u64) {
     // Taken out for the run: a script run from inside a script's command
     // (never today) would get a VM of its own.
     let vm = IDLE_VM.with(|idle| idle.borrow_mut().take());
@@ -66,14 +186,15 @@ fn run_in_vm(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         Some(vm) => vm,
         None => match Vm::new() {
             Ok(vm) => vm,
-            Err(e) => return Reply::Error(format!("ERR script engine: {e}")),
+            Err(e) => return (Reply::Error(format!("ERR script engine: {e}")), 0),
         },
     };
     let (reply, pristine) = vm.run(body, keys, argv, budget, call);
+    let used = vm.meter.used.get();
     if pristine {
         IDLE_VM.with(|idle| *idle.borrow_mut() = Some(vm));
     }
-    reply
+    (reply, used)
 }
 
 thread_local! {
@@ -245,6 +366,9 @@ impl Vm {
     /// Runs one script; also says whether the VM is as it was built (and so
     /// may run the next one).
     fn run(&self, body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> (Reply, bool) {
+        // What this run used is read from the meter after it; a run that
+        // fails before it starts the meter used nothing.
+        self.meter.used.set(0);
         let reply = self.run_script(body, keys, argv, budget, call);
         let pristine = self.clear().is_ok() && self.collect_to(self.baseline).unwrap_or(false);
         (reply, pristine)
@@ -316,7 +440,7 @@ impl Vm {
 
         if meter.exceeded.get() {
             return Err(Reply::Error(format!(
-                "ERR Script exceeded the budget of {budget} Lua instructions and was stopped \
+                "{BUDGET_EXCEEDED} {budget} Lua instructions and was stopped \
                  (at the same point on every node); nothing after that point was applied"
             )));
         }

@@ -529,3 +529,85 @@ fn tables_are_walked_in_one_order_whatever_keys_they_held() {
     assert!(is_err(&eval("local t = {[{}] = 1} return next(t)", &[], &[]), "cannot iterate"));
     assert!(is_err(&eval("return cmsgpack.pack({[{}] = 1})", &[], &[]), "cannot pack"));
 }
+
+#[test]
+fn the_scripts_of_one_entry_share_one_budget() {
+    let spin = "local i = 0 while true do i = i + 1 if i % 100 == 0 then redis.call('set', KEYS[1], i) end end";
+    let small = "redis.call('set', KEYS[1], 'done') return 1";
+    let budget_error = |r: &Reply| match r {
+        Reply::Error(e) if e.starts_with("ERR Script exceeded the budget of ") => e.clone(),
+        other => panic!("not stopped by its budget: {other:?}"),
+    };
+    // Outside an entry's apply (a read on the leader), every run has the
+    // whole budget, however many ran before.
+    let mut alone = HashMap::new();
+    let first = budget_error(&eval_with(&mut alone, spin, &["a"], &[]));
+    assert!(first.contains(&format!("budget of {INSTRUCTION_BUDGET} Lua instructions and was stopped")), "{first}");
+    // Within one entry, the first spinning script has the whole budget and
+    // stops where it stops alone; the scripts after it have what is left.
+    let mut shared = HashMap::new();
+    {
+        let _entry = super::EntryBudget::begin();
+        assert_eq!(eval_with(&mut shared, small, &["s1"], &[]), Reply::Int(1), "a small script within the budget");
+        budget_error(&eval_with(&mut shared, spin, &["a"], &[]));
+        let second = budget_error(&eval_with(&mut shared, spin, &["b"], &[]));
+        assert!(second.contains(&format!("left of the {INSTRUCTION_BUDGET} they share")), "{second}");
+        let third = budget_error(&eval_with(&mut shared, small, &["s2"], &[]));
+        assert!(third.contains("budget of 0 Lua instructions"), "{third}");
+    }
+    let writes = |store: &HashMap<Bytes, Bytes>, key: &'static [u8]| {
+        store.get(&Bytes::from_static(key)).map(|v| String::from_utf8_lossy(v).parse::<u64>().unwrap())
+    };
+    let (a_alone, a) = (writes(&alone, b"a").unwrap(), writes(&shared, b"a").unwrap());
+    // The small script before it used a little of the budget.
+    assert!(a <= a_alone && a + 1000 >= a_alone, "{a} writes in the entry, {a_alone} alone");
+    assert!(writes(&shared, b"b").unwrap_or(0) < 10_000, "the second script ran on: {:?}", writes(&shared, b"b"));
+    assert_eq!(shared.get(&Bytes::from_static(b"s2")), None, "a script with no budget left ran");
+    // Over again: the budget is the same in every entry, and a script stops
+    // at the same point there.
+    let mut again = HashMap::new();
+    {
+        let _entry = super::EntryBudget::begin();
+        eval_with(&mut again, small, &["s1"], &[]);
+        eval_with(&mut again, spin, &["a"], &[]);
+        eval_with(&mut again, spin, &["b"], &[]);
+    }
+    assert_eq!(again, { shared.remove(&Bytes::from_static(b"s2")); shared });
+    // And after the entry, a run has the whole budget again.
+    let mut after = HashMap::new();
+    budget_error(&eval_with(&mut after, spin, &["a"], &[]));
+    assert_eq!(writes(&after, b"a").unwrap(), a_alone);
+}
+
+#[test]
+fn a_script_shares_entries_once_it_ran_light_here_and_until_it_runs_heavy() {
+    // Distinct bodies: the set of light scripts is the process's.
+    let light = "return 'shares entries, light' .. #KEYS";
+    let heavy = "local i = 0 while true do i = i + 1 end return 'shares entries, heavy'";
+    let sha = sha1hex(light.as_bytes());
+    assert!(!super::shares_entries(light.as_bytes(), None), "a script never run here");
+    assert!(super::shares_entries(b"return redis.call('get', KEYS[1])", None) == super::runs_without_vm(b"return redis.call('get', KEYS[1])"));
+    eval(light, &[], &[]);
+    assert!(super::shares_entries(light.as_bytes(), None));
+    assert!(super::shares_entries(light.as_bytes(), Some(&sha)));
+    assert!(!super::shares_entries(b"return 'another'", Some(&sha1hex(b"return 'another'"))));
+    eval(heavy, &[], &[]);
+    assert!(!super::shares_entries(heavy.as_bytes(), None), "a script stopped by its budget");
+    // Stopped by a small budget is heavy too; a script given nothing (its
+    // entry's budget spent) does not start and counts for nothing.
+    let mut store = HashMap::new();
+    assert!(is_err(&eval_budget(&mut store, "local i = 0 while i < 1e6 do i = i + 1 end return 'bounded'", &[], &[], 1000), "budget"));
+    assert!(!super::shares_entries(b"local i = 0 while i < 1e6 do i = i + 1 end return 'bounded'", None));
+    {
+        let _entry = super::EntryBudget::begin();
+        eval(heavy, &[], &[]);
+        eval(light, &[], &[]);
+    }
+    assert!(super::shares_entries(light.as_bytes(), None), "a script that did not start was marked heavy");
+    // A light script that runs heavy once goes alone again.
+    let varies = "if ARGV[1] == 'spin' then while true do end end return 'shares entries, varies'";
+    eval(varies, &[], &["quick"]);
+    assert!(super::shares_entries(varies.as_bytes(), None));
+    eval(varies, &[], &["spin"]);
+    assert!(!super::shares_entries(varies.as_bytes(), None));
+}
