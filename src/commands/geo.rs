@@ -187,15 +187,21 @@ fn lat_distance(lat1: f64, lat2: f64) -> f64 {
 }
 
 /// The haversine distance in metres.
+///
+/// The sines and cosines here are the `libm` crate's, the same bits on every
+/// machine: a distance decides which members a `GEOSEARCHSTORE` stores, and
+/// its `STOREDIST` stores the distance itself, on every node and at every
+/// replay, and the C library's `sin`, `cos` and `asin` may differ in the last
+/// bit from one version or CPU to another (`sqrt` is exact everywhere).
 fn distance(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
-    let v = ((deg_rad(lon2) - deg_rad(lon1)) / 2.0).sin();
+    let v = libm::sin((deg_rad(lon2) - deg_rad(lon1)) / 2.0);
     if v == 0.0 {
         return lat_distance(lat1, lat2);
     }
     let (lat1r, lat2r) = (deg_rad(lat1), deg_rad(lat2));
-    let u = ((lat2r - lat1r) / 2.0).sin();
-    let a = u * u + lat1r.cos() * lat2r.cos() * v * v;
-    2.0 * EARTH_RADIUS * a.sqrt().asin()
+    let u = libm::sin((lat2r - lat1r) / 2.0);
+    let a = u * u + libm::cos(lat1r) * libm::cos(lat2r) * v * v;
+    2.0 * EARTH_RADIUS * libm::asin(a.sqrt())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -239,8 +245,8 @@ impl Search {
         };
         let (height, width) = (self.to_metres * half_height, self.to_metres * half_width);
         let lat_delta = rad_deg(height / EARTH_RADIUS);
-        let lon_delta_top = rad_deg(width / EARTH_RADIUS / deg_rad(self.lat + lat_delta).cos());
-        let lon_delta_bottom = rad_deg(width / EARTH_RADIUS / deg_rad(self.lat - lat_delta).cos());
+        let lon_delta_top = rad_deg(width / EARTH_RADIUS / libm::cos(deg_rad(self.lat + lat_delta)));
+        let lon_delta_bottom = rad_deg(width / EARTH_RADIUS / libm::cos(deg_rad(self.lat - lat_delta)));
         let lon_delta = if self.lat < 0.0 { lon_delta_bottom } else { lon_delta_top };
         (self.lon - lon_delta, self.lat - lat_delta, self.lon + lon_delta, self.lat + lat_delta)
     }
@@ -811,6 +817,23 @@ pub fn geosearchstore(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdRe
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn distances_are_the_same_bits_on_every_machine() {
+        // Computed with the `libm` crate's sine, cosine and arcsine, which
+        // do not depend on the C library: a GEOSEARCHSTORE ... STOREDIST
+        // stores these bits on every node.
+        let cases = [
+            ((13.361389, 38.115556, 15.087269, 37.502669), 166274.25779140723_f64),
+            ((-0.1278, 51.5074, 2.3522, 48.8566), 343652.9937778506),
+            ((139.6917, 35.6895, -74.0060, 40.7128), 10851868.96025862),
+            ((0.0, 0.0, 179.9999, 0.0001), 20020718.26950878),
+        ];
+        for ((lon1, lat1, lon2, lat2), metres) in cases {
+            let d = distance(lon1, lat1, lon2, lat2);
+            assert_eq!(d.to_bits(), metres.to_bits(), "{lon1},{lat1} to {lon2},{lat2}: {d:?}");
+        }
+    }
+
     use super::*;
 
     #[test]
