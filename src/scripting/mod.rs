@@ -445,7 +445,7 @@ impl Vm {
             )));
         }
         match result {
-            Ok((true, value)) => Ok(lua_to_reply(lua, &value)),
+            Ok((true, value)) => Ok(lua_to_reply(lua, &value, meter)),
             // Redis 7's error reply: the message, then where the script failed.
             Ok((false, Value::Table(err))) => {
                 let msg: String = err
@@ -1221,14 +1221,26 @@ impl ReplyLimit {
 
 /// Lua -> RESP, as Redis converts a script's return value, bounded in depth
 /// and in size (see [`MAX_REPLY_DEPTH`], [`MAX_REPLY_VALUES`]).
-fn lua_to_reply(lua: &Lua, value: &Value) -> Reply {
+///
+/// Each value converted is charged to `meter` as [`REPLY_VALUE_COST`]
+/// instructions, after the run: the script has ended, but what it used is
+/// taken from the budget its log entry's scripts share (a 60-byte script
+/// returning a table that holds itself twice, 30 deep, makes 4 M values in
+/// about 2 s, with a handful of instructions).
+fn lua_to_reply(lua: &Lua, value: &Value, meter: &Meter) -> Reply {
     let mut size = ReplySize::default();
     let fields = match ReplyFields::new(lua) {
         Ok(fields) => fields,
         Err(e) => return Reply::Error(format!("ERR script engine: {e}")),
     };
-    convert_lua_value(&fields, value, 0, &mut size).unwrap_or_else(ReplyLimit::reply)
+    let reply = convert_lua_value(&fields, value, 0, &mut size).unwrap_or_else(ReplyLimit::reply);
+    meter.used.set(meter.used.get().saturating_add(size.values as u64 * REPLY_VALUE_COST));
+    reply
 }
+
+/// Instructions one value of a script's reply costs (about the time Lua
+/// takes for four).
+const REPLY_VALUE_COST: u64 = 4;
 
 /// The fields a table in a reply is looked up by, made once per reply: a
 /// reply may hold millions of tables, and a string made for each lookup

@@ -611,3 +611,24 @@ fn a_script_shares_entries_once_it_ran_light_here_and_until_it_runs_heavy() {
     eval(varies, &[], &["spin"]);
     assert!(!super::shares_entries(varies.as_bytes(), None));
 }
+
+#[test]
+fn converting_a_reply_is_charged_to_the_entrys_budget() {
+    let spin = "local i = 0 while true do i = i + 1 if i % 100 == 0 then redis.call('set', KEYS[1], i) end end";
+    // One table held twice at each of 20 levels: a few instructions to
+    // build, 2 M values (tables and the empty ones at the bottom) to convert.
+    let wide = "local t = {} for i = 1, 20 do t = {t, t} end return t";
+    let written = |store: &HashMap<Bytes, Bytes>| String::from_utf8_lossy(&store[&Bytes::from_static(b"a")]).parse::<u64>().unwrap();
+    let mut alone = HashMap::new();
+    eval_with(&mut alone, spin, &["a"], &[]);
+    let mut shared = HashMap::new();
+    {
+        let _entry = super::EntryBudget::begin();
+        assert!(matches!(eval(wide, &[], &[]), Reply::Array(_)));
+        eval_with(&mut shared, spin, &["a"], &[]);
+    }
+    let (alone, shared) = (written(&alone), written(&shared));
+    // What the conversion cost (4 instructions a value) was not left to the
+    // spinning script after it: about a sixth of the budget.
+    assert!(shared * 10 < alone * 9 && shared * 10 > alone * 7, "{shared} writes after the reply, {alone} alone");
+}
