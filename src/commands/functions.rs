@@ -301,6 +301,9 @@ pub(super) fn renamed(reply: Reply, ran: &[u8], name: &str, source: &str) -> Rep
 /// FCALL function numkeys [key ...] [arg ...]
 /// ```
 pub fn fcall(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+    if scripting::entry_spent() {
+        return Ok(scripting::entry_spent_reply());
+    }
     let name = String::from_utf8_lossy(args.peek().map_or(&b""[..], |n| &n[..])).into_owned();
     let (body, flags, keys, argv) = prepare_call(ks, &mut args, false)?;
     let reply = super::scripts::run_writable(ks, ctx, &body, &keys, &argv, flags.no_writes);
@@ -312,6 +315,9 @@ pub fn fcall(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult 
 /// ```
 /// Only for functions flagged `no-writes`.
 pub fn fcall_ro(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
+    if scripting::entry_spent() {
+        return Ok(scripting::entry_spent_reply());
+    }
     let name = String::from_utf8_lossy(args.peek().map_or(&b""[..], |n| &n[..])).into_owned();
     let (body, _, keys, argv) = prepare_call(ks, &mut args, true)?;
     let reply = super::scripts::run_read_only(ks, ctx, &body, &keys, &argv);

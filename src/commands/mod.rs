@@ -557,7 +557,9 @@ pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
 /// it runs a script not known to be light (see
 /// [`crate::scripting::shares_entries`]) with `EVAL`, `EVALSHA` or their
 /// read-only forms, or runs `FCALL`, `FCALL_RO` or `FUNCTION`, alone or in
-/// a transaction or pipeline. The scripts of an entry share one budget
+/// a transaction or pipeline, or it is a transaction or pipeline with a
+/// command that [`may_run_long_command`]. The scripts of an entry, and the
+/// work of its commands on big values, share one budget
 /// (`scripting::EntryBudget`).
 pub fn proposed_alone(ks: &Keyspace, request: &Request) -> bool {
     let command = |argv: &Vec<Bytes>| {
@@ -577,7 +579,11 @@ pub fn proposed_alone(ks: &Keyspace, request: &Request) -> bool {
     };
     match request {
         Request::Command(argv) => command(argv),
-        Request::Transaction { commands, .. } | Request::Pipeline(commands) => commands.iter().any(command),
+        // Many commands on big values may spend the entry's budget (their
+        // work is charged to it too), where one alone cannot.
+        Request::Transaction { commands, .. } | Request::Pipeline(commands) => {
+            commands.iter().any(|argv| command(argv) || may_run_long_command(ks, argv))
+        }
         Request::Dequeue { .. } | Request::Acl(_) => false,
         Request::AsUser { request, .. } => proposed_alone(ks, request),
     }
@@ -644,15 +650,76 @@ fn contain_panic(index: u64, name: impl FnOnce() -> &'static str, run: impl FnOn
 pub(crate) fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]) -> Reply {
     match resolve(argv) {
         Err(reply) => reply,
-        Ok(spec) => match spec.handler {
-            Handler::Write(f) => run_write(f, spec, ks, ctx, argv),
-            Handler::Read(f) => {
-                let read = ctx.read_ctx();
-                f(ks, &read, Args::new(argv)).unwrap_or_else(Reply::from)
+        Ok(spec) => {
+            let charged = charged_for_work(spec);
+            if charged && crate::scripting::entry_spent() {
+                return Reply::error(ENTRY_SPENT);
             }
-            Handler::Local => Reply::error(format!("ERR '{}' cannot be replicated", spec.name)),
-        },
+            let reply = match spec.handler {
+                Handler::Write(f) => run_write(f, spec, ks, ctx, argv),
+                Handler::Read(f) => {
+                    let read = ctx.read_ctx();
+                    f(ks, &read, Args::new(argv)).unwrap_or_else(Reply::from)
+                }
+                Handler::Local => Reply::error(format!("ERR '{}' cannot be replicated", spec.name)),
+            };
+            if charged {
+                crate::scripting::charge_entry(work_of(ks, spec, argv));
+            }
+            reply
+        }
     }
+}
+
+/// The reply of a command not run because its log entry's budget was spent.
+const ENTRY_SPENT: &str = "ERR this log entry's budget of 50000000 instructions (its scripts, and its \
+    commands' work on big values) is spent; this command did not run";
+
+/// Whether a command's work is charged to its log entry's budget (see
+/// [`work_of`]): every command but those Redis flags `fast`, `SET`, the
+/// `LOCK.*` commands (each O(1) or O(log n)) and the scripts (charged by
+/// their own instructions).
+pub(crate) fn charged_for_work(spec: &CommandSpec) -> bool {
+    !(spec.flags.contains(&"fast")
+        || spec.name == "set"
+        || spec.name.starts_with("lock.")
+        || spec.name.starts_with("eval")
+        || spec.name.starts_with("fcall"))
+}
+
+/// The work a command did (for [`charged_for_work`] commands), in script
+/// instructions, from what its keys hold once it ran: a string's bytes / 16
+/// (as a script's `redis.call` arguments are charged), 4 per element of a
+/// container, `LCS` the product of its strings' lengths / 16, and a command
+/// without keys that walks the keyspace (`KEYS`, `SCAN`, `FLUSHALL`) 1 per
+/// key. Its entry's commands and scripts share one budget
+/// (`scripting::EntryBudget`); before it, a transaction of sixty
+/// `SETRANGE key 67108764 x` (3 KB) built 3.8 GB on every node at every
+/// replay, and a script calling `LCS` on two 4 KB strings in a loop would
+/// have held every node for days. Depends only on the keyspace: the same on
+/// every node.
+pub(crate) fn work_of(ks: &Keyspace, spec: &CommandSpec, argv: &[Bytes]) -> u64 {
+    let now = ks.log_time();
+    let size = |key: &Bytes| -> u64 {
+        ks.get(key, now).map_or(0, |e| match &e.value {
+            crate::keyspace::Value::Str(s) => s.as_slice().len() as u64 / 16,
+            other => other.weight() as u64 * 4,
+        })
+    };
+    if spec.name == "lcs" {
+        let mut keys = spec.keys(argv);
+        let mut len = || {
+            keys.next().and_then(|k| ks.get(k, now)).map_or(0, |e| match &e.value {
+                crate::keyspace::Value::Str(s) => s.as_slice().len() as u64,
+                _ => 0,
+            })
+        };
+        return len().saturating_mul(len()) / 16;
+    }
+    if matches!(spec.name, "keys" | "scan" | "flushall" | "flushdb") {
+        return ks.len(now) as u64;
+    }
+    spec.keys(argv).map(size).sum()
 }
 
 /// The connection commands that mean the same inside a script or a
@@ -854,6 +921,46 @@ mod tests {
         assert_eq!(ReplyRoom::new(3, 3).take(map.clone()), map);
         assert!(dropped(&ReplyRoom::new(2, 3).take(map.clone())));
         assert!(dropped(&ReplyRoom::new(3, 2).take(map)));
+    }
+
+    #[test]
+    fn the_work_of_an_entrys_commands_on_big_values_is_bounded_with_its_scripts() {
+        // A 16 MiB string: each write to it costs 1,048,576 of the entry's
+        // 50,000,000 (a byte in 16), so 48 run (the last overshoots), and
+        // nothing charged runs after them. (Sixty `SETRANGE k<i> 67108764 x` in one MULTI built 3.8 GB.)
+        let mut ks = Keyspace::default();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        assert_eq!(execute_write(&mut ks, &mut ctx, &argv(&["SETRANGE", "big", "16777215", "x"])), Reply::Int(16 << 20));
+        let spent = |r: &Reply| matches!(r, Reply::Error(e) if e.as_str() == ENTRY_SPENT);
+        let mut queued = vec![argv(&["SETRANGE", "big", "0", "y"]); 60];
+        queued.push(argv(&["SET", "plain", "1"]));
+        queued.push(argv(&["SETRANGE", "grown", "10", "x"]));
+        queued.push(argv(&["EVAL", "redis.call('set', 'scripted', '1') return 1", "0"]));
+        let transaction = Request::Transaction { watched: vec![], commands: queued };
+        let applied = apply(&mut ks, 2, &entry(vec![transaction.clone()]));
+        let Reply::Array(replies) = &applied[0].reply else { panic!("{:?}", applied[0].reply) };
+        let ran = replies[..60].iter().take_while(|r| **r == Reply::Int(16 << 20)).count();
+        assert_eq!(ran, 48, "{:?}", &replies[ran]);
+        assert!(replies[ran..60].iter().all(spent), "{:?}", &replies[ran]);
+        // SET is never charged, nor refused; the others did not run.
+        assert_eq!(replies[60], Reply::ok());
+        assert!(spent(&replies[61]));
+        assert!(matches!(&replies[62], Reply::Error(e) if e.contains("budget of 0 Lua instructions")), "{:?}", replies[62]);
+        let mut read = ExecCtx::new(ks.next_version(10), 2, 0);
+        for (key, present) in [("plain", 1), ("grown", 0), ("scripted", 0)] {
+            assert_eq!(execute_write(&mut ks, &mut read, &argv(&["EXISTS", key])), Reply::Int(present), "{key}");
+        }
+        // The next entry has a budget of its own; a script calling the same
+        // command in a loop stops at it, at the same call every time.
+        let looped = "local n = 0 while true do redis.call('setrange', 'big', 0, 'z') n = n + 1 redis.call('set', 'calls', n) end";
+        for index in [3, 4] {
+            let eval = Request::Command(argv(&["EVAL", looped, "0"]));
+            let one = ClientCommand { origin: Origin::test(index), request: eval };
+            let applied = apply(&mut ks, index, &Proposal { log_time: 3, unix_ms: 0, op: Op::Commands(vec![one]) });
+            assert!(matches!(&applied[0].reply, Reply::Error(e) if e.contains("budget of 50000000")), "{:?}", applied[0].reply);
+            let mut read = ExecCtx::new(ks.next_version(10), 3, 0);
+            assert_eq!(execute_write(&mut ks, &mut read, &argv(&["GET", "calls"])), Reply::Bulk(Bytes::from_static(b"47")));
+        }
     }
 
     #[test]

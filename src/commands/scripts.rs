@@ -100,8 +100,8 @@ pub(super) fn run_writable(
             Ok(spec) => spec,
             Err(reply) => return reply,
         };
-        match spec.handler {
-            Handler::Write(_) if no_writes => Reply::error(READ_ONLY_SCRIPT),
+        let reply = match spec.handler {
+            Handler::Write(_) if no_writes => return Reply::error(READ_ONLY_SCRIPT),
             Handler::Write(f) => {
                 if version_used {
                     ctx.version = ks.next_version(ctx.version);
@@ -113,8 +113,13 @@ pub(super) fn run_writable(
                 let read = ctx.read_ctx();
                 f(ks, &read, Args::new(cmd)).unwrap_or_else(Reply::from)
             }
-            Handler::Local => not_allowed(),
+            Handler::Local => return not_allowed(),
+        };
+        // The script pays for the command's work on big values.
+        if super::charged_for_work(spec) {
+            scripting::charge_call(super::work_of(ks, spec, cmd));
         }
+        reply
     };
     scripting::run(body, keys, argv, INSTRUCTION_BUDGET, &mut call)
 }
@@ -128,7 +133,13 @@ pub(super) fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[
         match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
             Err(reply) => reply,
             Ok(spec) => match spec.handler {
-                Handler::Read(f) => f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from),
+                Handler::Read(f) => {
+                    let reply = f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from);
+                    if super::charged_for_work(spec) {
+                        scripting::charge_call(super::work_of(ks, spec, cmd));
+                    }
+                    reply
+                }
                 Handler::Write(_) => Reply::error(READ_ONLY_SCRIPT),
                 Handler::Local => not_allowed(),
             },

@@ -44,7 +44,12 @@ pub type CallFn<'a> = dyn FnMut(&[Bytes]) -> Reply + 'a;
 /// A script clients send word for word (see [`known`]) runs without Lua; any
 /// other runs in this thread's idle VM (see [`Vm`]), or in a new one.
 pub fn run(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Reply {
-    match known::run(body, keys, argv, call) {
+    CALL_WORK.with(|work| work.set(0));
+    let known = known::run(body, keys, argv, call);
+    // The work of the commands a lock script made without Lua goes to the
+    // entry (a few key lookups).
+    charge_entry(CALL_WORK.with(|work| work.replace(0)));
+    match known {
         Some(reply) => reply,
         None => run_in_vm(body, keys, argv, budget, call),
     }
@@ -66,7 +71,8 @@ thread_local! {
 /// While alive, every script run on this thread (`EVAL`, `FCALL`, their
 /// read-only forms inside a transaction, a library's load) draws its
 /// instructions from one budget of [`INSTRUCTION_BUDGET`], as well as from
-/// its own: the scripts of one log entry share it.
+/// its own: the scripts of one log entry share it, and so does the work of
+/// its other commands on big values ([`charge_entry`]).
 ///
 /// Each script has its own budget, but a `MULTI` may queue any number of
 /// them, and every node applies the entry, and applies it again after each
@@ -117,13 +123,25 @@ fn run_in_vm(body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mu
         ENTRY_LEFT.with(|l| l.set(Some(left.saturating_sub(used.min(given)))));
     }
     match reply {
-        Reply::Error(e) if given < budget && e.starts_with(BUDGET_EXCEEDED) => Reply::Error(format!(
-            "{BUDGET_EXCEEDED} {given} Lua instructions, what the scripts before it in its log entry left of the \
-             {INSTRUCTION_BUDGET} they share, and was stopped (at the same point on every node); nothing after \
-             that point was applied"
-        )),
+        Reply::Error(e) if given < budget && e.starts_with(BUDGET_EXCEEDED) => entry_budget_error(given),
         reply => reply,
     }
+}
+
+/// The error of a script stopped by what its log entry's budget had left.
+fn entry_budget_error(given: u64) -> Reply {
+    Reply::Error(format!(
+        "{BUDGET_EXCEEDED} {given} Lua instructions, what the scripts before it in its log entry left of the \
+         {INSTRUCTION_BUDGET} they share, and was stopped (at the same point on every node); nothing after \
+         that point was applied"
+    ))
+}
+
+/// The reply of a script not started because its log entry's budget is
+/// spent ([`entry_spent`]): for a caller that would first do work to run it
+/// (`FCALL` builds its library's body).
+pub fn entry_spent_reply() -> Reply {
+    entry_budget_error(0)
 }
 
 /// Scripts (by SHA) whose last run on this node used at most
@@ -413,8 +431,19 @@ impl Vm {
         // The seed and the `tostring` numbering were reset by the last `clear`.
         let meter = &self.meter;
         meter.start(budget, lua.used_memory());
+        // Compiling costs by the size of the body, which may be megabytes of
+        // comment (and is compiled again at each run): an instruction for
+        // every 4 bytes (an 8 MB body took 40 ms to compile, here).
+        if meter.charge(body.len() as u64 / COMPILED_BYTES_PER_INSTRUCTION).is_err() {
+            self.allocator.limit.set(u64::MAX);
+            lua.gc_restart();
+            return Err(Reply::Error(format!(
+                "{BUDGET_EXCEEDED} {budget} Lua instructions and was stopped \
+                 (at the same point on every node); nothing after that point was applied"
+            )));
+        }
 
-        let sha = sha1hex(body);
+        let sha = || sha1hex(body);
         let function = lua
             .load(body)
             .set_name("@user_script")
@@ -456,8 +485,8 @@ impl Vm {
                     .unwrap_or_else(|| "ERR unknown error".into());
                 let line: Option<i64> = err.raw_get("line").ok();
                 match line {
-                    Some(line) if line > 0 => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script:{line}."))),
-                    _ => Err(Reply::Error(format!("{msg} script: {sha}, on @user_script."))),
+                    Some(line) if line > 0 => Err(Reply::Error(format!("{msg} script: {}, on @user_script:{line}.", sha()))),
+                    _ => Err(Reply::Error(format!("{msg} script: {}, on @user_script.", sha()))),
                 }
             }
             // Not an error table (Lua raises memory errors as a bare string,
@@ -468,10 +497,10 @@ impl Vm {
                     _ => "execution failure".to_string(),
                 };
                 let msg: String = msg.chars().take(100).collect();
-                Err(Reply::Error(format!("ERR Error running script f_{sha}, {msg}")))
+                Err(Reply::Error(format!("ERR Error running script f_{}, {msg}", sha())))
             }
             Err(e) if matches!(root(&e), mlua::Error::MemoryError(_)) => {
-                Err(Reply::Error(format!("ERR Error running script f_{sha}, not enough memory")))
+                Err(Reply::Error(format!("ERR Error running script f_{}, not enough memory", sha())))
             }
             Err(e) => Err(Reply::Error(format!("ERR Error running script: {}", lua_message(&e)))),
         }
@@ -503,10 +532,45 @@ fn redis_command(lua: &Lua, meter: &Meter, call: &mut CallFn, args: MultiValue) 
         let err = "ERR Please specify at least one argument for this redis lib call";
         return Ok((true, Value::Table(error_table(lua, err)?)));
     }
-    match call(&argv) {
+    let reply = call(&argv);
+    // The work the command did beyond its arguments (see `charge_call`).
+    meter.charge(CALL_WORK.with(|work| work.replace(0)))?;
+    match reply {
         Reply::Error(e) => Ok((true, Value::Table(error_table(lua, &e)?))),
         reply => Ok((false, reply_to_lua(lua, &reply)?)),
     }
+}
+
+thread_local! {
+    /// The work of the command a script is calling, in instructions (see
+    /// [`charge_call`]).
+    static CALL_WORK: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Charges the script calling a command with the command's work, in
+/// instructions: what it did to values that its arguments do not show (a
+/// `SETRANGE` at a large offset, an `LCS`, a `SUNIONSTORE`). The script
+/// stops at that call if it passes its budget. Called by the command layer
+/// from inside a script's `redis.call`.
+pub fn charge_call(work: u64) {
+    CALL_WORK.with(|w| w.set(w.get().saturating_add(work)));
+}
+
+/// Whether the budget of the log entry being applied is spent (see
+/// [`EntryBudget`]): a command that would add to the work is then not run.
+/// Never outside an entry's apply.
+pub fn entry_spent() -> bool {
+    ENTRY_LEFT.with(Cell::get) == Some(0)
+}
+
+/// Charges the log entry being applied with the work of a command run
+/// outside any script (see [`charge_call`] for one a script calls).
+pub fn charge_entry(work: u64) {
+    ENTRY_LEFT.with(|left| {
+        if let Some(l) = left.get() {
+            left.set(Some(l.saturating_sub(work)));
+        }
+    });
 }
 
 /// How many bytes a script may hold beyond its fresh state before each of its
@@ -520,6 +584,8 @@ const MEMORY_WEIGHT_BYTES: u64 = 32 * 1024;
 const ALLOCATED_BYTES_PER_INSTRUCTION: u64 = 64;
 /// Bytes of `redis.call` arguments that cost one instruction.
 const CALL_BYTES_PER_INSTRUCTION: u64 = 16;
+/// Bytes of a script's body that cost one instruction to compile.
+const COMPILED_BYTES_PER_INSTRUCTION: u64 = 4;
 
 /// One run's budget, charged by the instruction hook, by `redis.call`
 /// arguments, and by the library functions that do work in C (the pattern
