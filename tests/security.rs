@@ -362,6 +362,18 @@ fn a_slow_subscriber_is_disconnected_past_its_output_limit() {
     }
     assert!(gone, "the slow subscriber's connection is still open");
 
+    // Small messages count what they hold in the queue, not only their
+    // bytes: 30,000 one-byte messages pass 2 MB (they were counted 1.5 MB,
+    // and a subscriber held 170 MB of them under a 32 MB limit).
+    let mut slow = RawConn::connect(&s.addr());
+    slow.send(&RawConn::encode(&[b"SUBSCRIBE", b"confetti"]));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(busy.cmd(&["PUBLISH", "confetti", "x"]), Resp::Int(1));
+    let script = "for i = 1, 30000 do redis.call('publish', 'confetti', 'x') end return 1";
+    assert_eq!(busy.cmd(&["EVAL", script, "0"]), Resp::Int(1));
+    assert_eq!(busy.cmd(&["PUBLISH", "confetti", "x"]), Resp::Int(0), "30,000 small messages kept under 2 MB");
+    drop(slow);
+
     // Soft limit: over 100 KB for 1 s is too long.
     let set = q(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 0 100kb 1"]);
     assert_eq!(set.unwrap(), Value::Okay);
