@@ -541,16 +541,24 @@ pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
         }
         return false;
     }
-    let body = match spec.name {
-        "eval" | "eval_ro" => argv.get(1).map(|b| &b[..]),
-        "evalsha" | "evalsha_ro" => argv
-            .get(1)
-            .and_then(|sha| ks.script(&String::from_utf8_lossy(sha).to_ascii_lowercase()))
-            .map(|b| &b[..]),
-        _ => return true,
-    };
+    if !matches!(spec.name, "eval" | "eval_ro" | "evalsha" | "evalsha_ro") {
+        return true;
+    }
     // A missing script or argument is an error reply: quick.
-    body.is_some_and(|b| !crate::scripting::runs_without_vm(b))
+    script_of(ks, spec, argv).is_some_and(|(body, _)| !crate::scripting::runs_without_vm(body))
+}
+
+/// The script that an `EVAL` or `EVALSHA` (`spec`, or its read-only form)
+/// runs: its argument, or the body cached for its SHA, with that SHA
+/// (lowercased). `None` when the argument is missing or the SHA unknown
+/// (the command then replies an error at once).
+fn script_of<'a>(ks: &'a Keyspace, spec: &CommandSpec, argv: &'a [Bytes]) -> Option<(&'a [u8], Option<String>)> {
+    let arg = argv.get(1)?;
+    if spec.name.starts_with("evalsha") {
+        let sha = String::from_utf8_lossy(arg).to_ascii_lowercase();
+        return ks.script(&sha).map(|body| (&body[..], Some(sha)));
+    }
+    Some((&arg[..], None))
 }
 
 /// Whether the leader should propose `request` in a log entry of its own:
@@ -566,14 +574,9 @@ pub fn proposed_alone(ks: &Keyspace, request: &Request) -> bool {
         let Some(spec) = argv.first().and_then(|name| lookup(name)) else { return false };
         match spec.name {
             "fcall" | "fcall_ro" | "function" => true,
-            "eval" | "eval_ro" => argv.get(1).is_some_and(|body| !crate::scripting::shares_entries(body, None)),
-            "evalsha" | "evalsha_ro" => {
-                let Some(sha) = argv.get(1).map(|sha| String::from_utf8_lossy(sha).to_ascii_lowercase()) else {
-                    return false;
-                };
-                // A missing script is an error reply: quick.
-                ks.script(&sha).is_some_and(|body| !crate::scripting::shares_entries(body, Some(&sha)))
-            }
+            // A missing script is an error reply: quick.
+            "eval" | "eval_ro" | "evalsha" | "evalsha_ro" => script_of(ks, spec, argv)
+                .is_some_and(|(body, sha)| !crate::scripting::shares_entries(body, sha.as_deref())),
             _ => false,
         }
     };
@@ -598,16 +601,11 @@ pub fn may_add_data(ks: &Keyspace, argv: &[Bytes]) -> bool {
     if spec.flags.contains(&"denyoom") {
         return true;
     }
-    let body = match spec.name {
-        "eval" => argv.get(1).map(|b| &b[..]),
-        "evalsha" => argv
-            .get(1)
-            .and_then(|sha| ks.script(&String::from_utf8_lossy(sha).to_ascii_lowercase()))
-            .map(|b| &b[..]),
-        _ => return false,
-    };
+    if !matches!(spec.name, "eval" | "evalsha") {
+        return false;
+    }
     // An unknown script is a `NOSCRIPT` error: it adds nothing.
-    body.is_some_and(|b| !crate::scripting::runs_without_vm(b))
+    script_of(ks, spec, argv).is_some_and(|(body, _)| !crate::scripting::runs_without_vm(body))
 }
 
 /// [`may_add_data`] of any command of `request`.
@@ -932,6 +930,7 @@ mod tests {
         let mut ctx = ExecCtx::new(1, 0, 0);
         assert_eq!(execute_write(&mut ks, &mut ctx, &argv(&["SETRANGE", "big", "16777215", "x"])), Reply::Int(16 << 20));
         let spent = |r: &Reply| matches!(r, Reply::Error(e) if e.as_str() == ENTRY_SPENT);
+        assert!(ENTRY_SPENT.contains(&format!(" {} ", crate::scripting::INSTRUCTION_BUDGET)), "{ENTRY_SPENT}");
         let mut queued = vec![argv(&["SETRANGE", "big", "0", "y"]); 60];
         queued.push(argv(&["SET", "plain", "1"]));
         queued.push(argv(&["SETRANGE", "grown", "10", "x"]));
