@@ -44,7 +44,7 @@ use common::{parse, RawConn, Resp, TestServer};
 /// The families, one `#[test]` each (kept in step with the data directory by
 /// `every_recorded_family_has_a_test`).
 const FAMILIES: &[&str] =
-    &["bitfield", "bitmaps", "config", "functions", "geo", "hashes2", "hyperloglog", "lists2", "server", "sets", "sets_resp3", "sort", "strings2", "zsets2"];
+    &["bitfield", "bitmaps", "config", "functions", "geo", "hashes2", "hyperloglog", "lists2", "server", "sets", "sets_resp3", "sort", "streams", "strings2", "zsets2"];
 
 #[test]
 fn bitfield() {
@@ -69,6 +69,11 @@ fn server() {
 #[test]
 fn sets() {
     replay("sets");
+}
+
+#[test]
+fn streams() {
+    replay("streams");
 }
 
 #[test]

@@ -100,6 +100,7 @@ pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
             "bitmap" => cats.push("bitmap"),
             "hyperloglog" => cats.push("hyperloglog"),
             "geo" => cats.push("geo"),
+            "stream" => cats.push("stream"),
             "generic" => cats.push("keyspace"),
             "pubsub" => cats.push("pubsub"),
             "scripting" => cats.push("scripting"),

@@ -454,6 +454,7 @@ fn redis_encoding(value: &Value) -> &'static str {
         Value::Set(_) => "hashtable",
         Value::ZSet(z) if z.len() <= SMALL && z.keys().all(|m| m.len() <= SMALL_ITEM) => "listpack",
         Value::ZSet(_) => "skiplist",
+        Value::Stream(_) => "stream",
     }
 }
 
@@ -473,6 +474,11 @@ fn approximate_usage(key: &[u8], value: &Value) -> usize {
             Value::Set(s) => s.iter().map(|m| m.len() + ELEMENT).sum(),
             Value::Hash(h) => h.iter().map(|(f, v)| f.len() + v.len() + ELEMENT).sum(),
             Value::ZSet(z) => z.keys().map(|m| m.len() + 8 + ELEMENT).sum(),
+            Value::Stream(st) => {
+                let entries: usize = st.entries.values().map(|e| e.fields.iter().map(|b| b.len() + 16).sum::<usize>() + ELEMENT).sum();
+                let groups: usize = st.groups.values().map(|g| ELEMENT * (1 + g.pending.len() * 2 + g.consumers.len())).sum();
+                entries + groups
+            }
         }
 }
 

@@ -24,6 +24,7 @@ mod scripts;
 mod server;
 mod sets;
 pub mod sort;
+mod streams;
 mod strings;
 mod table;
 mod transactions;
@@ -36,6 +37,7 @@ use crate::keyspace::{ClientId, Event, ExecCtx, Keyspace, LogTime, ReadCtx, Seen
 use crate::protocol::{ArgError, Args, Reply};
 
 pub use lists::parse_block_timeout;
+pub use streams::read_layout as stream_read_layout;
 pub use table::{command_docs, command_info, lookup, CommandSpec, Handler, COMMANDS};
 
 /// Why a command failed; turned into Redis's error text in one place.
@@ -361,7 +363,9 @@ impl ReplyRoom {
         self.bytes = bytes;
         match reply {
             Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => items.iter().all(|r| self.charge(r)),
-            Reply::Map(pairs) | Reply::Pairs(pairs) => pairs.iter().all(|(k, v)| self.charge(k) && self.charge(v)),
+            Reply::Map(pairs) | Reply::Pairs(pairs) | Reply::NestedMap(pairs) => {
+                pairs.iter().all(|(k, v)| self.charge(k) && self.charge(v))
+            }
             Reply::ScorePairs(pairs) => pairs.iter().all(|(member, _)| {
                 match (self.values.checked_sub(2), self.bytes.checked_sub(member.len())) {
                     (Some(values), Some(bytes)) => {

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
 use crate::protocol::{Args, Reply};
 
-use super::{bitfield, dump, functions, geo, hashes, hll, keys, lists, locks, pubsub, scripts, server, sets, sort, strings, transactions, zsets, CmdResult};
+use super::{bitfield, dump, functions, geo, hashes, hll, keys, lists, locks, pubsub, scripts, server, sets, sort, streams, strings, transactions, zsets, CmdResult};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -75,8 +75,12 @@ impl CommandSpec {
         let first = self.first_key;
         let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };
         let step = self.key_step.max(1);
-        let fixed = if first > 0 && first <= last { (first..=last).step_by(step as usize) } else { (1..=0).step_by(1) };
+        // No fixed keys: an empty range (`last` below `first`).
+        let (first, last) = if first > 0 { (first, last) } else { (1, 0) };
+        let fixed = (first..=last).step_by(step as usize);
         let counted = match self.numkeys_at {
+            // The streams named after STREAMS.
+            0 if matches!(self.name, "xread" | "xreadgroup") => super::streams::read_key_positions(argv),
             0 => 0..0,
             at => {
                 let n = argv.get(at).and_then(|n| crate::protocol::parse_i64(n)).unwrap_or(0).max(0) as usize;
@@ -346,6 +350,22 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("zdiffstore", -4, ["write", "denyoom", "movablekeys"], (1, 1, 1, numkeys 2), "sorted-set", "6.2.0", "ZDIFFSTORE destination numkeys key [key ...]: stores a difference; its size.", Write(zsets::zdiffstore)),
     cmd!("zrandmember", -2, ["readonly"], (1, 1, 1), "sorted-set", "6.2.0", "ZRANDMEMBER key [count [WITHSCORES]]: members chosen at random (negative count: with repeats).", Read(zsets::zrandmember)),
     cmd!("zscan", -3, ["readonly"], (1, 1, 1), "sorted-set", "2.8.0", "ZSCAN key cursor [MATCH pattern] [COUNT count]: iterates the members and scores of a sorted set.", Read(zsets::zscan)),
+    // streams
+    cmd!("xadd", -5, ["write", "denyoom", "fast"], (1, 1, 1), "stream", "5.0.0", "XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]: appends an entry; its ID.", Write(streams::xadd)),
+    cmd!("xlen", 2, ["readonly", "fast"], (1, 1, 1), "stream", "5.0.0", "XLEN key: the number of entries.", Read(streams::xlen)),
+    cmd!("xrange", -4, ["readonly"], (1, 1, 1), "stream", "5.0.0", "XRANGE key start end [COUNT count]: the entries between two IDs.", Read(streams::xrange)),
+    cmd!("xrevrange", -4, ["readonly"], (1, 1, 1), "stream", "5.0.0", "XREVRANGE key end start [COUNT count]: the entries between two IDs, newest first.", Read(streams::xrevrange)),
+    cmd!("xdel", -3, ["write", "fast"], (1, 1, 1), "stream", "5.0.0", "XDEL key id [id ...]: deletes entries; how many.", Write(streams::xdel)),
+    cmd!("xtrim", -4, ["write"], (1, 1, 1), "stream", "5.0.0", "XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]: deletes the oldest entries; how many.", Write(streams::xtrim)),
+    cmd!("xread", -4, ["readonly", "blocking", "movablekeys"], (0, 0, 0), "stream", "5.0.0", "XREAD [COUNT count] [BLOCK ms] STREAMS key [key ...] id [id ...]: the entries after each ID, waiting for one with BLOCK.", Read(streams::xread)),
+    cmd!("xreadgroup", -7, ["write", "blocking", "movablekeys"], (0, 0, 0), "stream", "5.0.0", "XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [NOACK] STREAMS key [key ...] id [id ...]: entries for a consumer of a group.", Write(streams::xreadgroup)),
+    cmd!("xgroup", -2, ["write", "denyoom"], (2, 2, 1), "stream", "5.0.0", "XGROUP CREATE|SETID|DESTROY|CREATECONSUMER|DELCONSUMER|HELP: manages consumer groups.", Write(streams::xgroup)),
+    cmd!("xack", -4, ["write", "fast"], (1, 1, 1), "stream", "5.0.0", "XACK key group id [id ...]: acknowledges pending entries; how many.", Write(streams::xack)),
+    cmd!("xpending", -3, ["readonly"], (1, 1, 1), "stream", "5.0.0", "XPENDING key group [[IDLE min-idle-time] start end count [consumer]]: a group's pending entries.", Read(streams::xpending)),
+    cmd!("xclaim", -6, ["write", "fast"], (1, 1, 1), "stream", "5.0.0", "XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME ms] [RETRYCOUNT n] [FORCE] [JUSTID] [LASTID id]: takes over pending entries.", Write(streams::xclaim)),
+    cmd!("xautoclaim", -6, ["write", "fast"], (1, 1, 1), "stream", "6.2.0", "XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID]: takes over pending entries idle long enough, from a cursor.", Write(streams::xautoclaim)),
+    cmd!("xinfo", -2, ["readonly"], (2, 2, 1), "stream", "5.0.0", "XINFO STREAM key [FULL [COUNT count]] | GROUPS key | CONSUMERS key group | HELP.", Read(streams::xinfo)),
+    cmd!("xsetid", -3, ["write", "denyoom", "fast"], (1, 1, 1), "stream", "5.0.0", "XSETID key last-id [ENTRIESADDED n] [MAXDELETEDID id]: sets a stream's last ID.", Write(streams::xsetid)),
     // locks
     cmd!("lock.acquire", -4, ["write", "denyoom", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.ACQUIRE key owner ttl-ms [WAIT ms]: the fencing token, or nil if held by another owner (with WAIT, queues and blocks until granted or timed out).", Write(locks::acquire)),
     cmd!("lock.renew", 5, ["write", "fast"], (1, 1, 1), "generic", "0.1.0", "LOCK.RENEW key owner token ttl-ms: extends the lease from now.", Write(locks::renew)),

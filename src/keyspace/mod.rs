@@ -14,6 +14,7 @@ mod glob;
 mod key;
 mod map;
 mod sessions;
+pub mod stream;
 mod waiters;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -46,8 +47,10 @@ pub enum Value {
     List(Box<VecDeque<Bytes>>),
     /// Sorted set: member -> score.
     ZSet(BTreeMap<Bytes, f64>),
-    /// Set (last, so that snapshots written before sets existed decode).
+    /// Set (after the others, so that snapshots written before sets existed decode).
     Set(BTreeSet<Bytes>),
+    /// Stream (last, for the same reason); boxed, as it is large.
+    Stream(Box<stream::Stream>),
 }
 
 impl Value {
@@ -59,6 +62,7 @@ impl Value {
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
             Value::Set(_) => "set",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -72,6 +76,7 @@ impl Value {
             Value::List(l) => l.len(),
             Value::ZSet(z) => z.len(),
             Value::Set(s) => s.len(),
+            Value::Stream(s) => s.weight(),
         }
     }
 
@@ -83,6 +88,8 @@ impl Value {
             Value::List(l) => l.is_empty(),
             Value::ZSet(z) => z.is_empty(),
             Value::Set(s) => s.is_empty(),
+            // Redis keeps an empty stream (its last ID, its groups).
+            Value::Stream(_) => false,
         }
     }
 }

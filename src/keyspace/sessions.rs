@@ -145,7 +145,7 @@ fn values_in(reply: &Reply, limit: usize) -> usize {
     };
     match reply {
         Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => items.iter().for_each(|r| add(r, &mut count)),
-        Reply::Map(pairs) | Reply::Pairs(pairs) => pairs.iter().for_each(|(k, v)| {
+        Reply::Map(pairs) | Reply::Pairs(pairs) | Reply::NestedMap(pairs) => pairs.iter().for_each(|(k, v)| {
             add(k, &mut count);
             add(v, &mut count);
         }),

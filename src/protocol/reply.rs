@@ -46,6 +46,9 @@ pub enum Reply {
     /// writes with `%.17Lf`'s digits, not the shortest); a bulk string in
     /// RESP2. (After `BigNumber`, for the same reason.)
     DoubleText(String),
+    /// RESP3 map; in RESP2 an array of `[key, value]` arrays, as Redis
+    /// answers `XREAD` and `XREADGROUP`. (Last, for the same reason.)
+    NestedMap(Vec<(Reply, Reply)>),
 }
 
 impl Reply {
@@ -116,6 +119,16 @@ pub fn encode_reply(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 header(out, b'*', 2 * pairs.len() as i64);
             }
             for (k, v) in pairs {
+                encode_reply(k, resp3, out);
+                encode_reply(v, resp3, out);
+            }
+        }
+        Reply::NestedMap(pairs) => {
+            header(out, if resp3 { b'%' } else { b'*' }, pairs.len() as i64);
+            for (k, v) in pairs {
+                if !resp3 {
+                    header(out, b'*', 2);
+                }
                 encode_reply(k, resp3, out);
                 encode_reply(v, resp3, out);
             }

@@ -1245,6 +1245,17 @@ fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
             }
             Value::Table(t)
         }
+        // As a script sees it in RESP2: `[key, value]` arrays.
+        Reply::NestedMap(pairs) => {
+            let t = lua.create_table_with_capacity(pairs.len(), 0)?;
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                let pair = lua.create_table_with_capacity(2, 0)?;
+                pair.raw_set(1, reply_to_lua(lua, k)?)?;
+                pair.raw_set(2, reply_to_lua(lua, v)?)?;
+                t.raw_set(i + 1, pair)?;
+            }
+            Value::Table(t)
+        }
         Reply::Map(pairs) | Reply::Pairs(pairs) => {
             let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
             for (i, (k, v)) in pairs.iter().enumerate() {

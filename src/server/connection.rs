@@ -648,6 +648,12 @@ impl Connection {
             // The blocking commands' futures (a read buffer for the hang-up
             // watch among them) are boxed: held inline they made every
             // command's future 14 KB, copied as each command began.
+            _ if matches!(spec.name, "xread" | "xreadgroup") => {
+                match Box::pin(self.blocking_stream_read(spec, argv, frames)).await {
+                    Some(reply) => (Some(reply), Next::Continue),
+                    None => (None, Next::Close),
+                }
+            }
             _ if spec.flags.contains(&"blocking") => match Box::pin(self.blocking_pop(spec, argv, frames)).await {
                 Some(reply) => (Some(reply), Next::Continue),
                 None => (None, Next::Close),
@@ -1322,6 +1328,70 @@ impl Connection {
             }
         }
         None
+    }
+
+    /// `XREAD` and `XREADGROUP`: without `BLOCK`, one attempt. With it, while
+    /// an attempt finds nothing (a nil reply), waits for an `XADD` to one of
+    /// the streams (applied on this node, whoever made it) and tries again,
+    /// until the timeout (milliseconds; 0 waits forever). `XREAD`'s `$` is
+    /// the stream's last ID when the wait begins. `None` if the client went
+    /// away while blocked.
+    async fn blocking_stream_read(&mut self, spec: &CommandSpec, mut argv: Vec<Bytes>, frames: &mut Frames) -> Option<Reply> {
+        let Some((Some(block_at), streams_at)) = commands::stream_read_layout(&argv) else {
+            return Some(self.on_leader(Request::Command(argv)).await);
+        };
+        let timeout = match parse_i64(&argv[block_at + 1]) {
+            None => return Some(Reply::error("ERR timeout is not an integer or out of range")),
+            Some(ms) if ms < 0 => return Some(Reply::error("ERR timeout is negative")),
+            Some(ms) => ms as u64,
+        };
+        let keys: Vec<Bytes> = spec.keys(&argv).cloned().collect();
+        let node = self.node.clone();
+        // Listening before the first attempt: no XADD in between is missed.
+        let waiter = node.hub.wait_for_lists(&keys);
+        let _blocked = Blocked::new(&node, self.id);
+        if spec.name == "xread" {
+            // `$`: the last ID now, read from the leader (a missing stream's is
+            // 0-0; a key of another type keeps `$`, and the attempt says so).
+            for (i, key) in keys.iter().enumerate() {
+                let at = streams_at + 1 + keys.len() + i;
+                if argv.get(at).is_some_and(|id| &id[..] == b"$") {
+                    let info = Request::Command(vec![Bytes::from_static(b"XINFO"), Bytes::from_static(b"STREAM"), key.clone()]);
+                    match self.on_leader(info).await {
+                        Reply::Map(fields) => {
+                            let last = fields.into_iter().find(|(k, _)| matches!(k, Reply::Bulk(b) if &b[..] == b"last-generated-id"));
+                            if let Some((_, Reply::Bulk(id))) = last {
+                                argv[at] = id;
+                            }
+                        }
+                        Reply::Error(e) if e == "ERR no such key" => argv[at] = Bytes::from_static(b"0-0"),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        // A deadline over a year away is no deadline at all.
+        const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
+        let deadline = (timeout > 0 && timeout < YEAR_MS)
+            .then(|| tokio::time::Instant::now() + std::time::Duration::from_millis(timeout));
+        loop {
+            let reply = self.on_leader(Request::Command(argv.clone())).await;
+            if !matches!(reply, Reply::NilArray) {
+                return Some(reply);
+            }
+            tokio::select! {
+                _ = waiter.wake.notify.notified() => { waiter.wake.take_first(); }
+                _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
+                    return Some(Reply::NilArray);
+                }
+                _ = closed(frames, self.node.config.max_request_len) => return None,
+                _ = self.kill.notified() => return None,
+                reason = self.unblock.wait() => return Some(match reason {
+                    super::clients::Unblocked::Timeout => Reply::NilArray,
+                    super::clients::Unblocked::Error => Reply::error(super::clients::Unblocked::ERROR),
+                }),
+            }
+        }
     }
 
     /// `WATCH key [key ...]`: remembers the version of each key's last write.

@@ -675,6 +675,8 @@ fn may_feed_a_blocked_pop(class: char, name: &str) -> bool {
         'l' => name.ends_with("push") || name == "linsert" || name == "sortstore",
         'z' => matches!(name, "zadd" | "zincr") || name.ends_with("store"),
         'g' => matches!(name, "rename_to" | "copy_to" | "restore"),
+        // A blocked XREAD or XREADGROUP tries again.
+        't' => name == "xadd",
         _ => false,
     }
 }
