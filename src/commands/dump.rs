@@ -170,7 +170,17 @@ pub enum Refused {
     Footer,
     /// Anything wrong inside.
     Format,
+    /// More elements than [`MAX_RESTORED_ELEMENTS`].
+    TooMany,
 }
+
+/// The most elements (members, fields and values, list items) one
+/// `RESTORE` may create. A listpack, ziplist or intset packs an element in 2
+/// bytes and LZF compresses them further: 760 KB of payload made 33.5 M list
+/// items, several GB in memory, on every node and at every replay (an entry
+/// that cannot be applied). 4 M is about what one request of the shortest
+/// arguments gives `RPUSH`.
+pub const MAX_RESTORED_ELEMENTS: usize = 4 << 20;
 
 /// A cursor over a payload's object; every read checks the bytes are there.
 struct Reader<'a> {
@@ -178,11 +188,19 @@ struct Reader<'a> {
     at: usize,
     /// What LZF may still expand to.
     budget: usize,
+    /// How many more elements the value may have ([`MAX_RESTORED_ELEMENTS`]).
+    elements: usize,
 }
 
 type Parsed<T> = Result<T, Refused>;
 
 impl<'a> Reader<'a> {
+    /// Counts `n` more elements against [`Reader::elements`].
+    fn elements(&mut self, n: usize) -> Parsed<()> {
+        self.elements = self.elements.checked_sub(n).ok_or(Refused::TooMany)?;
+        Ok(())
+    }
+
     fn take(&mut self, n: usize) -> Parsed<&'a [u8]> {
         let end = self.at.checked_add(n).filter(|end| *end <= self.data.len()).ok_or(Refused::Format)?;
         let bytes = &self.data[self.at..end];
@@ -326,7 +344,7 @@ fn le(bytes: &[u8]) -> u64 {
 
 /// The items of a listpack: a 6-byte header (total bytes, count), entries
 /// each followed by its length backwards in 1-5 bytes, and 0xff.
-fn listpack(blob: &[u8]) -> Parsed<Vec<Item<'_>>> {
+fn listpack(blob: &[u8], max: usize) -> Parsed<Vec<Item<'_>>> {
     if blob.len() < 7 || le(&blob[..4]) != blob.len() as u64 || blob[blob.len() - 1] != 0xff {
         return Err(Refused::Format);
     }
@@ -370,6 +388,9 @@ fn listpack(blob: &[u8]) -> Parsed<Vec<Item<'_>>> {
         };
         field(at, size + backlen)?;
         at += size + backlen;
+        if items.len() == max {
+            return Err(Refused::TooMany);
+        }
         items.push(item);
     }
     if declared != 65535 && declared != items.len() as u64 {
@@ -380,7 +401,7 @@ fn listpack(blob: &[u8]) -> Parsed<Vec<Item<'_>>> {
 
 /// The items of a ziplist (Redis before 7.0): a 10-byte header, entries
 /// each after the previous one's length (1 or 5 bytes), and 0xff.
-fn ziplist(blob: &[u8]) -> Parsed<Vec<Item<'_>>> {
+fn ziplist(blob: &[u8], max: usize) -> Parsed<Vec<Item<'_>>> {
     if blob.len() < 11 || le(&blob[..4]) != blob.len() as u64 || blob[blob.len() - 1] != 0xff {
         return Err(Refused::Format);
     }
@@ -417,6 +438,9 @@ fn ziplist(blob: &[u8]) -> Parsed<Vec<Item<'_>>> {
             _ => return Err(Refused::Format),
         };
         at += size;
+        if items.len() == max {
+            return Err(Refused::TooMany);
+        }
         items.push(item);
     }
     if declared != 65535 && declared != items.len() as u64 {
@@ -427,7 +451,7 @@ fn ziplist(blob: &[u8]) -> Parsed<Vec<Item<'_>>> {
 
 /// The members of an intset: its width (2, 4 or 8 bytes), count, and the
 /// integers in ascending order.
-fn intset(blob: &[u8]) -> Parsed<Vec<i64>> {
+fn intset(blob: &[u8], max: usize) -> Parsed<Vec<i64>> {
     if blob.len() < 8 {
         return Err(Refused::Format);
     }
@@ -435,6 +459,9 @@ fn intset(blob: &[u8]) -> Parsed<Vec<i64>> {
     let count = le(&blob[4..8]) as usize;
     if !matches!(width, 2 | 4 | 8) || (blob.len() - 8) / width != count || (blob.len() - 8) % width != 0 {
         return Err(Refused::Format);
+    }
+    if count > max {
+        return Err(Refused::TooMany);
     }
     Ok(blob[8..].chunks(width).map(|c| sign_extend(le(c), 8 * width as u32)).collect())
 }
@@ -494,26 +521,30 @@ pub fn deserialize(payload: &[u8]) -> Result<Value, Refused> {
     if version > RDB_VERSION || crc64(&payload[..payload.len() - 8]).to_le_bytes() != footer[2..] {
         return Err(Refused::Footer);
     }
-    let mut r = Reader { data: object, at: 0, budget: MAX_EXPANDED_BYTES };
+    let mut r = Reader { data: object, at: 0, budget: MAX_EXPANDED_BYTES, elements: MAX_RESTORED_ELEMENTS };
     let kind = r.byte()?;
     let value = match kind {
         TYPE_STRING => Value::Str(Str::new(&r.string()?)),
         TYPE_LIST => {
             let n = r.count()?;
+            r.elements(n)?;
             let list = (0..n).map(|_| r.bytes()).collect::<Parsed<VecDeque<Bytes>>>()?;
             Value::List(Box::new(list))
         }
         TYPE_SET => {
             let n = r.count()?;
+            r.elements(n)?;
             set_of((0..n).map(|_| r.bytes()).collect::<Parsed<Vec<Bytes>>>()?)?
         }
         TYPE_HASH => {
             let n = r.count()?;
+            r.elements(n.saturating_mul(2))?;
             let pairs = (0..n).map(|_| Ok((r.bytes()?, r.bytes()?))).collect::<Parsed<Vec<_>>>()?;
             hash_of(pairs)?
         }
         TYPE_ZSET | TYPE_ZSET_2 => {
             let n = r.count()?;
+            r.elements(n)?;
             let mut members = Vec::new();
             for _ in 0..n {
                 let member = r.bytes()?;
@@ -545,20 +576,27 @@ pub fn deserialize(payload: &[u8]) -> Result<Value, Refused> {
                 if blob.is_empty() {
                     return Err(Refused::Format);
                 }
-                match container {
-                    Ok(1) => list.push_back(Bytes::from(blob)),
-                    Ok(2) if kind == TYPE_LIST_QUICKLIST_2 => list.extend(listpack(&blob)?.iter().map(Item::bytes)),
-                    Ok(2) => list.extend(ziplist(&blob)?.iter().map(Item::bytes)),
+                let items = match container {
+                    Ok(1) => {
+                        r.elements(1)?;
+                        list.push_back(Bytes::from(blob));
+                        continue;
+                    }
+                    Ok(2) if kind == TYPE_LIST_QUICKLIST_2 => listpack(&blob, r.elements)?,
+                    Ok(2) => ziplist(&blob, r.elements)?,
                     _ => return Err(Refused::Format),
-                }
+                };
+                r.elements(items.len())?;
+                list.extend(items.iter().map(Item::bytes));
             }
             Value::List(Box::new(list))
         }
-        TYPE_LIST_ZIPLIST => Value::List(Box::new(ziplist(&r.string()?)?.iter().map(Item::bytes).collect())),
-        TYPE_SET_INTSET => set_of(intset(&r.string()?)?.into_iter().map(|n| Bytes::from(n.to_string())))?,
+        TYPE_LIST_ZIPLIST => Value::List(Box::new(ziplist(&r.string()?, r.elements)?.iter().map(Item::bytes).collect())),
+        TYPE_SET_INTSET => set_of(intset(&r.string()?, r.elements)?.into_iter().map(|n| Bytes::from(n.to_string())))?,
         TYPE_HASH_LISTPACK | TYPE_HASH_ZIPLIST | TYPE_ZSET_LISTPACK | TYPE_ZSET_ZIPLIST => {
             let blob = r.string()?;
-            let items = if matches!(kind, TYPE_HASH_LISTPACK | TYPE_ZSET_LISTPACK) { listpack(&blob)? } else { ziplist(&blob)? };
+            let max = r.elements;
+            let items = if matches!(kind, TYPE_HASH_LISTPACK | TYPE_ZSET_LISTPACK) { listpack(&blob, max)? } else { ziplist(&blob, max)? };
             let pairs = pairs(items)?;
             if matches!(kind, TYPE_HASH_LISTPACK | TYPE_HASH_ZIPLIST) {
                 hash_of(pairs.iter().map(|(f, v)| (f.bytes(), v.bytes())))?
@@ -606,7 +644,7 @@ pub fn deserialize_functions(payload: &[u8]) -> Result<Vec<Bytes>, &'static str>
     if version > RDB_VERSION || crc64(&payload[..payload.len() - 8]).to_le_bytes() != footer[2..] {
         return Err(BAD_FOOTER);
     }
-    let mut r = Reader { data: body, at: 0, budget: MAX_EXPANDED_BYTES };
+    let mut r = Reader { data: body, at: 0, budget: MAX_EXPANDED_BYTES, elements: MAX_RESTORED_ELEMENTS };
     let mut codes = Vec::new();
     while r.at < body.len() {
         match r.byte() {
@@ -682,6 +720,11 @@ pub fn restore(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
         Ok(value) => value,
         Err(Refused::Footer) => return Err(CmdError::Other("ERR DUMP payload version or checksum are wrong".into())),
         Err(Refused::Format) => return Err(CmdError::Other("ERR Bad data format".into())),
+        Err(Refused::TooMany) => {
+            return Err(CmdError::Other(format!(
+                "ERR DUMP payload holds more than {MAX_RESTORED_ELEMENTS} elements: raftlock restores at most that many in one value"
+            )))
+        }
     };
     let expires_at = match ttl {
         0 => None,
@@ -946,5 +989,44 @@ mod tests {
         }
         // Some of them still decode: the mangling reached inside.
         assert!(kinds[1] > 1000 && kinds[0] > 1000, "{kinds:?}");
+    }
+
+    #[test]
+    fn a_payload_makes_at_most_the_most_elements() {
+        // An intset of one more member than allowed (8 MB): refused before a
+        // member is made (they repeat, which would be refused later).
+        let n = MAX_RESTORED_ELEMENTS + 1;
+        let mut blob = Vec::with_capacity(8 + 2 * n);
+        blob.extend(2u32.to_le_bytes());
+        blob.extend((n as u32).to_le_bytes());
+        (0..n).for_each(|i| blob.extend(((i % 30000) as u16).to_le_bytes()));
+        let mut object = vec![TYPE_SET_INTSET];
+        put_len(&mut object, blob.len());
+        object.extend(&blob);
+        assert_eq!(deserialize(&with_footer(object, RDB_VERSION)).unwrap_err(), Refused::TooMany);
+        // A quicklist of two listpacks of one-byte integers, each within the
+        // bound and the two past it.
+        let half = MAX_RESTORED_ELEMENTS / 2 + 1;
+        let mut pack = Vec::with_capacity(7 + 2 * half);
+        pack.extend(((7 + 2 * half) as u32).to_le_bytes());
+        pack.extend(65535u16.to_le_bytes());
+        (0..half).for_each(|_| pack.extend([0x01, 0x01]));
+        pack.push(0xff);
+        let mut object = vec![TYPE_LIST_QUICKLIST_2];
+        put_len(&mut object, 2);
+        for _ in 0..2 {
+            put_len(&mut object, 2);
+            put_len(&mut object, pack.len());
+            object.extend(&pack);
+        }
+        assert_eq!(deserialize(&with_footer(object.clone(), RDB_VERSION)).unwrap_err(), Refused::TooMany);
+        // One of them alone restores.
+        let mut one = vec![TYPE_LIST_QUICKLIST_2];
+        put_len(&mut one, 1);
+        put_len(&mut one, 2);
+        put_len(&mut one, pack.len());
+        one.extend(&pack);
+        let Value::List(list) = deserialize(&with_footer(one, RDB_VERSION)).unwrap() else { panic!() };
+        assert_eq!(list.len(), half);
     }
 }

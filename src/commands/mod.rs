@@ -531,10 +531,10 @@ const QUICK_WEIGHT: usize = 1024;
 /// [`may_run_long`] for one command; also for reads (`raft::Consensus`).
 pub fn may_run_long_command(ks: &Keyspace, argv: &[Bytes]) -> bool {
     let Some(spec) = argv.first().and_then(|name| lookup(name)) else { return false };
-    if spec.flags.contains(&"fast") || spec.name == "set" {
+    if fast_here(spec) || spec.name == "set" {
         return false;
     }
-    if spec.bounded_by_keys {
+    if spec.bounded_by_keys || LINEAR_HERE.contains(&spec.name) {
         let now = ks.log_time();
         let mut weight = 0usize;
         for key in spec.keys(argv) {
@@ -657,6 +657,15 @@ pub(crate) fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]
             if charged && crate::scripting::entry_spent() {
                 return Reply::error(ENTRY_SPENT);
             }
+            // Charged once it ran, a command naming one big key many times
+            // would first run for hours (64,000 repeats of a 1 M-member set
+            // in one SUNIONSTORE): it runs only if its work fits what is left.
+            if charged
+                && repeats_a_key(spec, argv)
+                && crate::scripting::entry_left().is_some_and(|left| work_of(ks, spec, argv) > left)
+            {
+                return Reply::error(ENTRY_SPENT);
+            }
             let reply = match spec.handler {
                 Handler::Write(f) => run_write(f, spec, ks, ctx, argv),
                 Handler::Read(f) => {
@@ -677,12 +686,34 @@ pub(crate) fn execute_write(ks: &mut Keyspace, ctx: &mut ExecCtx, argv: &[Bytes]
 const ENTRY_SPENT: &str = "ERR this log entry's budget of 50000000 instructions (its scripts, and its \
     commands' work on big values) is spent; this command did not run";
 
+/// Commands Redis flags `fast` that take time here in proportion to the
+/// value at their key: `APPEND` copies the string, `SPOP` and `ZPOPMIN`
+/// list the members, `ZRANK` and `ZCOUNT` count them. A transaction of
+/// 200 `APPEND`s to a 32 MiB string held every node's apply for 18 s (and
+/// would again at every replay).
+const LINEAR_HERE: &[&str] =
+    &["append", "spop", "zpopmin", "zpopmax", "bzpopmin", "bzpopmax", "zrank", "zrevrank", "zcount", "zlexcount"];
+
+/// Whether a command is quick whatever its key holds: Redis flags it `fast`
+/// and it is not one of [`LINEAR_HERE`].
+fn fast_here(spec: &CommandSpec) -> bool {
+    spec.flags.contains(&"fast") && !LINEAR_HERE.contains(&spec.name)
+}
+
+/// Whether `argv` names one key twice or more (`SUNIONSTORE d s s s ...`):
+/// its work is then the key's size times the repeats, which its arguments
+/// alone do not show.
+fn repeats_a_key(spec: &CommandSpec, argv: &[Bytes]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    spec.keys(argv).any(|k| !seen.insert(&k[..]))
+}
+
 /// Whether a command's work is charged to its log entry's budget (see
-/// [`work_of`]): every command but those Redis flags `fast`, `SET`, the
-/// `LOCK.*` commands (each O(1) or O(log n)) and the scripts (charged by
+/// [`work_of`]): every command but the quick ones ([`fast_here`]), `SET`,
+/// the `LOCK.*` commands (each O(1) or O(log n)) and the scripts (charged by
 /// their own instructions).
 pub(crate) fn charged_for_work(spec: &CommandSpec) -> bool {
-    !(spec.flags.contains(&"fast")
+    !(fast_here(spec)
         || spec.name == "set"
         || spec.name.starts_with("lock.")
         || spec.name.starts_with("eval")
@@ -721,7 +752,15 @@ pub(crate) fn work_of(ks: &Keyspace, spec: &CommandSpec, argv: &[Bytes]) -> u64 
     if matches!(spec.name, "keys" | "scan" | "flushall" | "flushdb") {
         return ks.len(now) as u64;
     }
-    spec.keys(argv).map(size).sum()
+    if spec.name == "randomkey" {
+        // It walks to a random key among at most this many.
+        return (ks.len(now) as u64).min(100_000);
+    }
+    let named: u64 = spec.keys(argv).map(size).sum();
+    if matches!(spec.name, "sort" | "sort_ro") {
+        return named.saturating_add(sort::pattern_work(ks, now, argv));
+    }
+    named
 }
 
 /// The connection commands that mean the same inside a script or a
@@ -923,6 +962,84 @@ mod tests {
         assert_eq!(ReplyRoom::new(3, 3).take(map.clone()), map);
         assert!(dropped(&ReplyRoom::new(2, 3).take(map.clone())));
         assert!(dropped(&ReplyRoom::new(3, 2).take(map)));
+    }
+
+    #[test]
+    fn commands_redis_calls_fast_that_are_linear_here_and_repeated_keys_are_bounded() {
+        let mut ks = Keyspace::default();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        let mut zadd = vec!["ZADD".to_string(), "z".to_string()];
+        let mut sadd = vec!["SADD".to_string(), "s".to_string()];
+        for i in 0..100_000 {
+            zadd.extend([i.to_string(), format!("m{i}")]);
+            sadd.push(format!("m{i}"));
+        }
+        let owned = |words: &[String]| words.iter().map(|w| Bytes::from(w.clone())).collect::<Vec<_>>();
+        assert_eq!(execute_write(&mut ks, &mut ctx, &owned(&zadd)), Reply::Int(100_000));
+        assert_eq!(execute_write(&mut ks, &mut ctx, &owned(&sadd)), Reply::Int(100_000));
+        assert_eq!(execute_write(&mut ks, &mut ctx, &argv(&["SETRANGE", "big", "16777215", "x"])), Reply::Int(16 << 20));
+        let spent = |r: &Reply| matches!(r, Reply::Error(e) if e.as_str() == ENTRY_SPENT);
+        // Each ZCOUNT walks 100,000 members (400,000 of the 50,000,000);
+        // each APPEND copies 16 MiB (1,048,576); each RANDOMKEY walks up to
+        // the 20,000 keys there are.
+        let mut mset = vec!["MSET".to_string()];
+        (0..19_997).for_each(|i| mset.extend([format!("k{i}"), "v".to_string()]));
+        assert_eq!(execute_write(&mut ks, &mut ctx, &owned(&mset)), Reply::ok());
+        let checks = [(vec!["ZCOUNT", "z", "-inf", "+inf"], 125), (vec!["APPEND", "big", "y"], 48), (vec!["RANDOMKEY"], 2500)];
+        for (index, (command, fit)) in (10..).zip(checks) {
+            let queued = vec![argv(&command); fit + 10];
+            let transaction = Request::Transaction { watched: vec![], commands: queued };
+            let one = ClientCommand { origin: Origin::test(index), request: transaction };
+            let applied = apply(&mut ks, index, &Proposal { log_time: 1, unix_ms: 0, op: Op::Commands(vec![one]) });
+            let Reply::Array(replies) = &applied[0].reply else { panic!("{:?}", applied[0].reply) };
+            let ran = replies.iter().take_while(|r| !spent(r)).count();
+            assert_eq!(ran, fit, "{command:?}: {:?}", &replies[..3]);
+            assert!(replies[ran..].iter().all(spent), "{command:?}");
+        }
+        // One SUNIONSTORE naming the set 200 times (80,000,000 of work) does
+        // not run at all; naming it 100 times (40,000,000) runs.
+        let union = |times: usize| {
+            let mut words = vec!["SUNIONSTORE", "d"];
+            words.extend(std::iter::repeat("s").take(times));
+            Request::Command(argv(&words))
+        };
+        let one = |index: u64, request: Request| Proposal {
+            log_time: 1,
+            unix_ms: 0,
+            op: Op::Commands(vec![ClientCommand { origin: Origin::test(index), request }]),
+        };
+        let applied = apply(&mut ks, 20, &one(20, union(200)));
+        assert!(spent(&applied[0].reply), "{:?}", applied[0].reply);
+        let applied = apply(&mut ks, 21, &one(21, union(100)));
+        assert_eq!(applied[0].reply, Reply::Int(100_000));
+    }
+
+    #[test]
+    fn a_sort_may_not_build_or_return_more_than_its_bounds() {
+        let mut ks = Keyspace::default();
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        let element = "e".repeat(1 << 20);
+        assert_eq!(execute_write(&mut ks, &mut ctx, &argv(&["RPUSH", "src", &element])), Reply::Int(1));
+        // 600 copies of a 1 MiB element: past the 512 MiB a SORT may return
+        // or store (they would share one buffer, and no DUMP or snapshot
+        // could hold them).
+        let mut words = vec!["SORT", "src", "BY", "nosort"];
+        (0..600).for_each(|_| words.extend(["GET", "#"]));
+        words.extend(["STORE", "dst"]);
+        let reply = execute_write(&mut ks, &mut ctx, &argv(&words));
+        assert_eq!(reply, Reply::error("ERR SORT would return more than 536870912 bytes"));
+        assert_eq!(execute_write(&mut ks, &mut ctx, &argv(&["EXISTS", "dst"])), Reply::Int(0));
+        // 500 copies fit.
+        let mut words = vec!["SORT", "src", "BY", "nosort"];
+        (0..500).for_each(|_| words.extend(["GET", "#"]));
+        words.extend(["STORE", "dst"]);
+        assert_eq!(execute_write(&mut ks, &mut ctx, &argv(&words)), Reply::Int(500));
+        // 1,100 GET patterns with the 1 MiB element in place of their `*`:
+        // over 1 GiB of key names.
+        let mut words = vec!["SORT", "src", "BY", "nosort"];
+        (0..1100).for_each(|_| words.extend(["GET", "k*"]));
+        let reply = execute_write(&mut ks, &mut ctx, &argv(&words));
+        assert!(matches!(&reply, Reply::Error(e) if e.contains("bytes of key names")), "{reply:?}");
     }
 
     #[test]

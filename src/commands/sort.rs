@@ -27,9 +27,54 @@ use crate::protocol::{parse_i64, ArgError, Args, Reply};
 const MAX_EXTRA_ITEMS: usize = 10_000_000;
 
 /// The most bytes of key names the `BY` and `GET` patterns may build in
-/// one `SORT` (each pattern once per element): a long pattern over a long
-/// list would otherwise hold up every node's apply path.
+/// one `SORT` (each pattern once per element it is used with, with that
+/// element in place of its `*`): a long pattern, or a long element, over a
+/// long list would otherwise hold up every node's apply path (2,000 `GET *`
+/// over one 8 MB element built 16 GB of names: 35 s).
 const MAX_PATTERN_BYTES: u64 = 1 << 30;
+
+/// The most bytes one `SORT` may return or store. `GET #` repeats an
+/// element without copying it, so 1,000 of them over one 8 MB element stored
+/// an 8 GB list in a few MB of memory, which no `DUMP`, snapshot or reply
+/// could then hold (Redis's largest string is 512 MB).
+const MAX_RESULT_BYTES: u64 = 512 << 20;
+
+/// The bytes of the key names `pattern` builds for elements of these
+/// lengths (none if it names no key: no `*`).
+fn names_built(pattern: &[u8], elements: impl Iterator<Item = usize>) -> u64 {
+    if !c_str(pattern).contains(&b'*') {
+        return 0;
+    }
+    elements.map(|e| (pattern.len() + e) as u64).sum()
+}
+
+/// The lengths of the elements of a sortable value.
+fn element_lengths(value: Option<&Value>) -> Box<dyn Iterator<Item = usize> + '_> {
+    match value {
+        Some(Value::List(l)) => Box::new(l.iter().map(Bytes::len)),
+        Some(Value::Set(s)) => Box::new(s.iter().map(Bytes::len)),
+        Some(Value::ZSet(z)) => Box::new(z.keys().map(Bytes::len)),
+        _ => Box::new(std::iter::empty()),
+    }
+}
+
+/// A `SORT`'s work for the entry's budget (`commands::work_of`), in the
+/// same units (a byte in 16): the key names its patterns build, each GET's
+/// counted over as many elements as its `LIMIT` picks, of the mean length.
+pub(super) fn pattern_work(ks: &Keyspace, now: LogTime, argv: &[Bytes]) -> u64 {
+    let Some(key) = argv.get(1) else { return 0 };
+    let Ok(q) = parse(argv.get(2..).unwrap_or(&[]), false, true) else { return 0 };
+    let value = ks.get(key, now).map(|e| &e.value);
+    let len = element_lengths(value).count();
+    let total: u64 = element_lengths(value).map(|e| e as u64).sum();
+    let (start, end) = window(len, q.limit_start, q.limit_count);
+    let picked = if end >= start { (end - start + 1) as u64 } else { 0 };
+    let mean = total.checked_div(len as u64).unwrap_or(0);
+    let by = q.by.filter(|_| !q.dont_sort).map_or(0, |p| names_built(p, element_lengths(value)));
+    let gets: u64 =
+        q.gets.iter().filter(|g| c_str(g).contains(&b'*')).map(|g| picked * (g.len() as u64 + mean)).sum();
+    by.saturating_add(gets) / 16
+}
 
 /// What the options of one `SORT` ask for.
 struct Query<'a> {
@@ -205,14 +250,14 @@ fn run(ks: &Keyspace, now: LogTime, key: &Bytes, mut q: Query) -> Result<Vec<Opt
         )));
     }
     // The key names the patterns build: a pattern with `*` once for every
-    // element it is used with (BY: all of them when sorting; GET: those chosen).
-    let named = |p: &[u8]| c_str(p).contains(&b'*');
-    let by_bytes = q.by.filter(|p| !q.dont_sort && named(p)).map_or(0, |p| p.len() as u64) * len as u64;
-    let get_bytes = q.gets.iter().filter(|p| named(p)).map(|p| p.len() as u64).sum::<u64>() * picked as u64;
-    if by_bytes.saturating_add(get_bytes) > MAX_PATTERN_BYTES {
-        return Err(CmdError::Other(format!(
-            "ERR SORT's BY and GET patterns would build more than {MAX_PATTERN_BYTES} bytes of key names"
-        )));
+    // element it is used with (BY: all of them when sorting; GET: those
+    // chosen, counted once they are).
+    let too_many_names = || {
+        CmdError::Other(format!("ERR SORT's BY and GET patterns would build more than {MAX_PATTERN_BYTES} bytes of key names"))
+    };
+    let by_bytes = q.by.filter(|_| !q.dont_sort).map_or(0, |p| names_built(p, element_lengths(value)));
+    if by_bytes > MAX_PATTERN_BYTES {
+        return Err(too_many_names());
     }
     let chosen: Vec<Bytes> = if q.dont_sort {
         // The list's or the sorted set's own order, from the tail for DESC.
@@ -276,12 +321,26 @@ fn run(ks: &Keyspace, now: LogTime, key: &Bytes, mut q: Query) -> Result<Vec<Opt
         items.sort_by(order);
         items.into_iter().skip(start.max(0) as usize).take(picked).map(|i| i.element).collect()
     };
+    let get_bytes: u64 = q.gets.iter().map(|g| names_built(g, chosen.iter().map(Bytes::len))).sum();
+    if by_bytes.saturating_add(get_bytes) > MAX_PATTERN_BYTES {
+        return Err(too_many_names());
+    }
+    // What the reply or the stored list holds, counted as it is built.
+    let mut result_bytes = 0u64;
     let mut out = Vec::with_capacity(out_len);
     for element in chosen {
         if q.gets.is_empty() {
+            result_bytes += element.len() as u64;
             out.push(Some(element));
         } else {
-            out.extend(q.gets.iter().map(|pattern| lookup(ks, now, pattern, &element)));
+            for pattern in &q.gets {
+                let found = lookup(ks, now, pattern, &element);
+                result_bytes += found.as_ref().map_or(0, |v| v.len() as u64);
+                out.push(found);
+            }
+        }
+        if result_bytes > MAX_RESULT_BYTES {
+            return Err(CmdError::Other(format!("ERR SORT would return more than {MAX_RESULT_BYTES} bytes")));
         }
     }
     Ok(out)

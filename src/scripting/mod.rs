@@ -563,6 +563,12 @@ pub fn entry_spent() -> bool {
     ENTRY_LEFT.with(Cell::get) == Some(0)
 }
 
+/// What the budget of the log entry being applied has left (`None` outside
+/// an entry's apply: no bound).
+pub fn entry_left() -> Option<u64> {
+    ENTRY_LEFT.with(Cell::get)
+}
+
 /// Charges the log entry being applied with the work of a command run
 /// outside any script (see [`charge_call`] for one a script calls).
 pub fn charge_entry(work: u64) {
