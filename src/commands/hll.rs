@@ -149,7 +149,10 @@ impl Hll {
         }
         z += m * sigma(f64::from(histogram[0]) / m);
         const ALPHA_INF: f64 = 0.721_347_520_444_481_7;
-        (ALPHA_INF * m * m / z).round() as u64
+        let estimate = (ALPHA_INF * m * m / z).round();
+        // Past what a signed 64-bit integer holds (registers all 50 or
+        // more), Redis's `llroundl` gives its minimum, which PFCOUNT replies.
+        if estimate < 9_223_372_036_854_775_808.0 { estimate as u64 } else { 1 << 63 }
     }
 }
 
@@ -410,6 +413,20 @@ mod tests {
         assert_eq!(big.serialize(false)[4], DENSE);
         // The stale bit is the top bit of the header's last byte.
         assert_eq!(Hll::empty().serialize(true)[15], 0x80);
+    }
+
+    #[test]
+    fn an_estimate_past_the_signed_range_is_its_minimum_as_in_redis() {
+        // Redis 7.0.15 answers -9223372036854775808 for registers all 50,
+        // 51 or 63 (its `llroundl` overflows).
+        for value in [50u8, 51, 63] {
+            let mut hll = Hll::empty();
+            hll.registers.fill(value);
+            assert_eq!(hll.count() as i64, i64::MIN, "{value}");
+        }
+        let mut hll = Hll::empty();
+        hll.registers.fill(20);
+        assert!(hll.count() < 1 << 40);
     }
 
     #[test]

@@ -179,7 +179,7 @@ impl Stream {
         }
         let first = self.first_id()?;
         if self.max_deleted.is_zero() || self.max_deleted < first {
-            let before_first = self.added - self.entries.len() as u64;
+            let before_first = self.added.saturating_sub(self.entries.len() as u64);
             if id < first {
                 return Some(before_first);
             }
