@@ -688,11 +688,13 @@ const ENTRY_SPENT: &str = "ERR this log entry's budget of 50000000 instructions 
 
 /// Commands Redis flags `fast` that take time here in proportion to the
 /// value at their key: `APPEND` copies the string, `SPOP` and `ZPOPMIN`
-/// list the members, `ZRANK` and `ZCOUNT` count them. A transaction of
+/// list the members, `ZRANK` and `ZCOUNT` count them, `XAUTOCLAIM` scans up
+/// to ten times its `COUNT` of pending entries. A transaction of
 /// 200 `APPEND`s to a 32 MiB string held every node's apply for 18 s (and
 /// would again at every replay).
-const LINEAR_HERE: &[&str] =
-    &["append", "spop", "zpopmin", "zpopmax", "bzpopmin", "bzpopmax", "zrank", "zrevrank", "zcount", "zlexcount"];
+const LINEAR_HERE: &[&str] = &[
+    "append", "spop", "zpopmin", "zpopmax", "bzpopmin", "bzpopmax", "zrank", "zrevrank", "zcount", "zlexcount", "xautoclaim",
+];
 
 /// Whether a command is quick whatever its key holds: Redis flags it `fast`
 /// and it is not one of [`LINEAR_HERE`].
@@ -755,6 +757,9 @@ pub(crate) fn work_of(ks: &Keyspace, spec: &CommandSpec, argv: &[Bytes]) -> u64 
     if spec.name == "randomkey" {
         // It walks to a random key among at most this many.
         return (ks.len(now) as u64).min(100_000);
+    }
+    if let Some(elements) = streams::work(ks, now, spec.name, argv) {
+        return elements.saturating_mul(4);
     }
     let named: u64 = spec.keys(argv).map(size).sum();
     if matches!(spec.name, "sort" | "sort_ro") {

@@ -70,6 +70,13 @@ fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpe
     if spec.flags.contains(&"noscript") {
         return Err(not_allowed());
     }
+    // A script cannot wait: Redis refuses XREAD's and XREADGROUP's BLOCK there.
+    if matches!(spec.name, "xread" | "xreadgroup") && super::streams::read_layout(cmd).is_some_and(|(block, _)| block.is_some()) {
+        return Err(Reply::error(format!(
+            "ERR {} command is not allowed with BLOCK option from scripts",
+            String::from_utf8_lossy(name)
+        )));
+    }
     // MEMORY's other subcommands read this node's process (its resident
     // set): a script runs on every node, and must see the same there.
     let usage_or_help = |sub: &Bytes| sub.eq_ignore_ascii_case(b"usage") || sub.eq_ignore_ascii_case(b"help");

@@ -24,9 +24,8 @@ use super::{CmdError, CmdResult};
 /// What `~` trims at most without `LIMIT` (Redis: 100 nodes).
 const DEFAULT_APPROX_LIMIT: u64 = 100 * NODE_ENTRIES;
 
-/// `XAUTOCLAIM`'s `COUNT` at most (Redis: `LONG_MAX / 10`-ish, kept so that
-/// its scan of `COUNT * 10` entries is bounded).
-const MAX_AUTOCLAIM_COUNT: i64 = (i64::MAX / 10) as i64;
+/// `XAUTOCLAIM`'s `COUNT` at most (Redis 7's `LONG_MAX / 16`).
+const MAX_AUTOCLAIM_COUNT: i64 = i64::MAX / 16;
 
 fn err(text: &str) -> CmdError {
     CmdError::Other(text.to_string())
@@ -396,10 +395,11 @@ pub fn xrevrange(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
 /// The number of entries deleted.
 pub fn xdel(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
-    let ids = args.rest().iter().map(|raw| parse_id(raw)).collect::<Result<Vec<_>, _>>()?;
+    // As Redis: a missing key or another type before the IDs are checked.
     if !check_stream(ks, ctx, &key)? {
         return Ok(Reply::Int(0));
     }
+    let ids = args.rest().iter().map(|raw| parse_id(raw)).collect::<Result<Vec<_>, _>>()?;
     let Some(stream) = stream_mut(ks, ctx, &key) else { return Ok(Reply::Int(0)) };
     let mut deleted = 0;
     for id in ids {
@@ -457,7 +457,6 @@ struct ReadArgs<'a> {
 }
 
 fn parse_read(argv: &[Bytes], xreadgroup: bool) -> Result<ReadArgs<'_>, CmdError> {
-    let name = if xreadgroup { "xreadgroup" } else { "xread" };
     let mut out = ReadArgs { count: 0, group: None, noack: false, keys: &[], ids: &[] };
     let mut streams = None;
     let mut i = 1;
@@ -479,11 +478,10 @@ fn parse_read(argv: &[Bytes], xreadgroup: bool) -> Result<ReadArgs<'_>, CmdError
             "STREAMS" if more > 0 => {
                 let rest = &argv[i + 1..];
                 if rest.len() % 2 != 0 {
-                    let symbol = if xreadgroup { '>' } else { '$' };
-                    return Err(CmdError::Other(format!(
-                        "ERR Unbalanced {} list of streams: for each stream key an ID or '{symbol}' must be specified.",
-                        name.to_ascii_uppercase()
-                    )));
+                    // Redis 7.0's words, for XREADGROUP too.
+                    return Err(err(
+                        "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+                    ));
                 }
                 let (keys, ids) = rest.split_at(rest.len() / 2);
                 (out.keys, out.ids) = (keys, ids);
@@ -684,11 +682,12 @@ pub fn xreadgroup(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult
 pub fn xack(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let group_name = args.next_bytes()?.clone();
-    let ids = args.rest().iter().map(|raw| parse_id(raw)).collect::<Result<Vec<_>, _>>()?;
+    // As Redis 7.0: the type, then a missing key or group (0), then the IDs.
     let has_group = read_stream(ks, ctx.log_time, &key)?.is_some_and(|s| s.groups.contains_key(&group_name));
     if !has_group {
         return Ok(Reply::Int(0));
     }
+    let ids = args.rest().iter().map(|raw| parse_id(raw)).collect::<Result<Vec<_>, _>>()?;
     let Some(stream) = stream_mut(ks, ctx, &key) else { return Ok(Reply::Int(0)) };
     let Some(group) = stream.groups.get_mut(&group_name) else { return Ok(Reply::Int(0)) };
     let mut acked = 0;
@@ -811,6 +810,11 @@ pub fn xclaim(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
     let key = args.next_bytes()?.clone();
     let group_name = args.next_bytes()?.clone();
     let consumer_name = args.next_bytes()?.clone();
+    // As Redis: the type and the group first.
+    let exists = read_stream(ks, ctx.log_time, &key)?.is_some_and(|s| s.groups.contains_key(&group_name));
+    if !exists {
+        return Err(no_group(&key, &group_name, ""));
+    }
     let min_idle = parse_i64(args.next_bytes()?)
         .ok_or_else(|| err("ERR Invalid min-idle-time argument for XCLAIM"))?
         .max(0) as u64;
@@ -820,41 +824,40 @@ pub fn xclaim(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult
     let ids: Vec<StreamId> = rest[..split].iter().filter_map(|raw| parse_id(raw).ok()).collect();
     let now = ctx.unix_ms;
     let (mut delivered_at, mut retry, mut force, mut justid, mut lastid) = (now, None, false, false, None);
-    let mut options = rest[split..].iter();
-    while let Some(option) = options.next() {
+    let options = &rest[split..];
+    let mut i = 0;
+    while i < options.len() {
+        let option = &options[i];
+        let value = options.get(i + 1);
+        let unrecognized =
+            || CmdError::Other(format!("ERR Unrecognized XCLAIM option '{}'", String::from_utf8_lossy(option)));
         let word = upper(option);
-        let mut value = || options.next().ok_or(CmdError::Arg(ArgError::Syntax));
-        match word.as_str() {
-            "FORCE" => force = true,
-            "JUSTID" => justid = true,
-            "IDLE" => {
-                let ms = parse_i64(value()?).ok_or_else(|| err("ERR Invalid IDLE option argument for XCLAIM"))?;
-                delivered_at = now.saturating_sub(ms.max(0) as u64);
+        match (word.as_str(), value) {
+            ("FORCE", _) => force = true,
+            ("JUSTID", _) => justid = true,
+            ("IDLE", Some(v)) => {
+                let ms = parse_i64(v).ok_or_else(|| err("ERR Invalid IDLE option argument for XCLAIM"))?;
+                // Longer ago than 1970, or in the future: now, as Redis has it.
+                delivered_at = u64::try_from(ms).ok().and_then(|ms| now.checked_sub(ms)).unwrap_or(now);
+                i += 1;
             }
-            "TIME" => {
-                let at = parse_i64(value()?).ok_or_else(|| err("ERR Invalid TIME option argument for XCLAIM"))?;
-                delivered_at = u64::try_from(at).unwrap_or(now);
+            ("TIME", Some(v)) => {
+                let at = parse_i64(v).ok_or_else(|| err("ERR Invalid TIME option argument for XCLAIM"))?;
+                delivered_at = u64::try_from(at).ok().filter(|at| *at <= now).unwrap_or(now);
+                i += 1;
             }
-            "RETRYCOUNT" => {
-                let n = parse_i64(value()?).ok_or_else(|| err("ERR Invalid RETRYCOUNT option argument for XCLAIM"))?;
+            ("RETRYCOUNT", Some(v)) => {
+                let n = parse_i64(v).ok_or_else(|| err("ERR Invalid RETRYCOUNT option argument for XCLAIM"))?;
                 retry = Some(n.max(0) as u64);
+                i += 1;
             }
-            "LASTID" => lastid = Some(parse_id(value()?)?),
-            _ => {
-                return Err(CmdError::Other(format!(
-                    "ERR Unrecognized XCLAIM option '{}'",
-                    String::from_utf8_lossy(option)
-                )))
+            ("LASTID", Some(v)) => {
+                lastid = Some(parse_id(v)?);
+                i += 1;
             }
+            _ => return Err(unrecognized()),
         }
-    }
-    // A time in the future, or before 1970, is now (as Redis has it).
-    if delivered_at > now {
-        delivered_at = now;
-    }
-    let exists = read_stream(ks, ctx.log_time, &key)?.is_some_and(|s| s.groups.contains_key(&group_name));
-    if !exists {
-        return Err(no_group(&key, &group_name, ""));
+        i += 1;
     }
     let Some(stream) = stream_mut(ks, ctx, &key) else { return Err(no_group(&key, &group_name, "")) };
     let Some(group) = stream.groups.get_mut(&group_name) else { return Err(no_group(&key, &group_name, "")) };
@@ -1034,9 +1037,12 @@ fn subcommand_arity(command: &str, sub: &str) -> CmdError {
     ))
 }
 
-/// Options a subcommand does not take.
-fn subcommand_syntax(command: &str, sub: &str) -> CmdError {
-    CmdError::Other(format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {command} HELP."))
+/// Options a subcommand does not take (`sub` as the client wrote it).
+fn subcommand_syntax(command: &str, sub: &[u8]) -> CmdError {
+    CmdError::Other(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {command} HELP.",
+        String::from_utf8_lossy(sub)
+    ))
 }
 
 /// `ENTRIESREAD n` after `XGROUP CREATE`'s or `SETID`'s ID.
@@ -1083,7 +1089,7 @@ pub fn xgroup(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
                     entries_read = entries_read_option(&argv[i + 1])?;
                     i += 2;
                 }
-                _ => return Err(subcommand_syntax("XGROUP", &sub)),
+                _ => return Err(subcommand_syntax("XGROUP", &argv[1])),
             }
         }
     }
@@ -1118,10 +1124,11 @@ pub fn xgroup(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
             Ok(Reply::ok())
         }
         "SETID" => {
-            let id = target(&argv[4])?;
+            // As Redis: the group first; `-` and `+` are IDs here.
             if !has_group {
                 return Err(missing_group());
             }
+            let id = if &argv[4][..] == b"$" { last } else { parse_id_with(&argv[4], 0, true)? };
             let Some(s) = stream_mut(ks, ctx, &key) else { return Err(CmdError::WrongType) };
             if let Some(g) = s.groups.get_mut(&group_name) {
                 g.last_delivered = id;
@@ -1225,6 +1232,10 @@ fn opt_int(v: Option<u64>) -> Reply {
     v.map_or(Reply::Nil, |n| Reply::Int(n as i64))
 }
 
+fn opt_signed(v: Option<i64>) -> Reply {
+    v.map_or(Reply::Nil, Reply::Int)
+}
+
 /// `XINFO GROUPS`'s map for one group.
 fn group_info(stream: &Stream, name: &Bytes, g: &Group) -> Reply {
     Reply::Map(vec![
@@ -1233,7 +1244,7 @@ fn group_info(stream: &Stream, name: &Bytes, g: &Group) -> Reply {
         (text("pending"), Reply::Int(g.pending.len() as i64)),
         (text("last-delivered-id"), id_reply(g.last_delivered)),
         (text("entries-read"), opt_int(g.entries_read)),
-        (text("lag"), opt_int(stream.lag(g))),
+        (text("lag"), opt_signed(stream.lag(g))),
     ])
 }
 
@@ -1292,10 +1303,15 @@ pub fn xinfo(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
                     }
                     "COUNT" if full && i + 1 < n => {
                         let c = parse_i64(&argv[i + 1]).ok_or(CmdError::Arg(ArgError::NotInteger))?;
-                        count = if c <= 0 { usize::MAX } else { c as usize };
+                        // 0: every entry; below 0: the default, as Redis.
+                        count = match c {
+                            0 => usize::MAX,
+                            c if c < 0 => 10,
+                            c => c as usize,
+                        };
                         i += 2;
                     }
-                    _ => return Err(CmdError::Arg(ArgError::Syntax)),
+                    _ => return Err(subcommand_syntax("XINFO", &argv[1])),
                 }
             }
             let nodes = stream.nodes() as i64;
@@ -1345,7 +1361,7 @@ pub fn xinfo(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
                     (text("name"), Reply::Bulk(name.clone())),
                     (text("last-delivered-id"), id_reply(g.last_delivered)),
                     (text("entries-read"), opt_int(g.entries_read)),
-                    (text("lag"), opt_int(stream.lag(g))),
+                    (text("lag"), opt_signed(stream.lag(g))),
                     (text("pel-count"), Reply::Int(g.pending.len() as i64)),
                     (text("pending"), Reply::Array(pel.collect())),
                     (text("consumers"), Reply::Array(consumers.collect())),
@@ -1354,6 +1370,46 @@ pub fn xinfo(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
             info.push((text("groups"), Reply::Array(groups.collect())));
             Ok(Reply::Map(info))
         }
+    }
+}
+
+/// How many elements a stream command touches at most, for the entry's
+/// budget (`commands::work_of`), where that is less than the whole stream:
+/// a read with `COUNT` (`XRANGE`, `XREAD`, `XREADGROUP`), `XAUTOCLAIM`'s
+/// scan (`COUNT` x 10), `XINFO` without `FULL`. `None` for the others (the
+/// stream's size).
+pub(super) fn work(ks: &Keyspace, now: LogTime, name: &str, argv: &[Bytes]) -> Option<u64> {
+    let size = |key: &Bytes, of: fn(&Stream) -> usize| -> u64 {
+        match ks.get(key, now).map(|e| &e.value) {
+            Some(Value::Stream(s)) => of(s) as u64,
+            _ => 0,
+        }
+    };
+    let at_most = |n: usize| if n == 0 { u64::MAX } else { n as u64 };
+    match name {
+        "xrange" | "xrevrange" => {
+            let count = range_count(Args::new(argv.get(3..)?)).ok()?.map_or(u64::MAX, |c| c as u64);
+            Some(size(argv.get(1)?, |s| s.entries.len()).min(count).max(1))
+        }
+        "xread" | "xreadgroup" => {
+            let a = parse_read(argv, name == "xreadgroup").ok()?;
+            let per = at_most(a.count);
+            Some(a.keys.iter().map(|k| size(k, |s| s.entries.len()).min(per).max(1)).sum())
+        }
+        "xautoclaim" => {
+            let mut count = 100u64;
+            let mut i = 6;
+            while i + 1 < argv.len() {
+                if argv[i].eq_ignore_ascii_case(b"count") {
+                    count = parse_i64(&argv[i + 1]).map_or(100, |c| c.max(1) as u64);
+                }
+                i += 1;
+            }
+            let pending = |s: &Stream| s.groups.values().map(|g| g.pending.len()).max().unwrap_or(0);
+            Some(size(argv.get(1)?, pending).min(count.saturating_mul(10)).max(1))
+        }
+        "xinfo" if !argv.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"full")) => Some(1),
+        _ => None,
     }
 }
 

@@ -191,14 +191,17 @@ impl Stream {
     }
 
     /// A group's lag: entries added that it has not read, when known.
-    pub fn lag(&self, group: &Group) -> Option<u64> {
+    /// (Below 0 when `XGROUP SETID ... ENTRIESREAD` set more than were added,
+    /// as Redis shows it.)
+    pub fn lag(&self, group: &Group) -> Option<i64> {
         if self.added == 0 {
             return Some(0);
         }
+        let lag = |read: u64| (self.added as i64).wrapping_sub(read as i64);
         if let Some(read) = group.entries_read.filter(|_| !self.has_tombstones_from(group.last_delivered)) {
-            return Some(self.added.saturating_sub(read));
+            return Some(lag(read));
         }
-        self.entries_up_to(group.last_delivered).map(|read| self.added.saturating_sub(read))
+        self.entries_up_to(group.last_delivered).map(lag)
     }
 
     /// The group has been given `id` (above its last delivered ID): its

@@ -648,16 +648,21 @@ impl Connection {
             // The blocking commands' futures (a read buffer for the hang-up
             // watch among them) are boxed: held inline they made every
             // command's future 14 KB, copied as each command began.
-            _ if matches!(spec.name, "xread" | "xreadgroup") => {
+            // With BLOCK (without it, a read or write like any other).
+            _ if matches!(spec.name, "xread" | "xreadgroup")
+                && commands::stream_read_layout(&argv).is_some_and(|(block, _)| block.is_some()) =>
+            {
                 match Box::pin(self.blocking_stream_read(spec, argv, frames)).await {
                     Some(reply) => (Some(reply), Next::Continue),
                     None => (None, Next::Close),
                 }
             }
-            _ if spec.flags.contains(&"blocking") => match Box::pin(self.blocking_pop(spec, argv, frames)).await {
-                Some(reply) => (Some(reply), Next::Continue),
-                None => (None, Next::Close),
-            },
+            _ if spec.flags.contains(&"blocking") && !matches!(spec.name, "xread" | "xreadgroup") => {
+                match Box::pin(self.blocking_pop(spec, argv, frames)).await {
+                    Some(reply) => (Some(reply), Next::Continue),
+                    None => (None, Next::Close),
+                }
+            }
             _ if spec.name == "lock.acquire" && super::waiting::waits(&argv) => {
                 let limit = self.node.config.max_request_len;
                 let unblock = self.unblock.clone();
@@ -1348,7 +1353,7 @@ impl Connection {
         let keys: Vec<Bytes> = spec.keys(&argv).cloned().collect();
         let node = self.node.clone();
         // Listening before the first attempt: no XADD in between is missed.
-        let waiter = node.hub.wait_for_lists(&keys);
+        let waiter = node.hub.wait_for_streams(&keys);
         let _blocked = Blocked::new(&node, self.id);
         if spec.name == "xread" {
             // `$`: the last ID now, read from the leader (a missing stream's is
@@ -1374,8 +1379,21 @@ impl Connection {
         const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
         let deadline = (timeout > 0 && timeout < YEAR_MS)
             .then(|| tokio::time::Instant::now() + std::time::Duration::from_millis(timeout));
-        loop {
+        for attempt in 0u64.. {
             let reply = self.on_leader(Request::Command(argv.clone())).await;
+            // A blocked XREADGROUP whose stream or group went away: Redis's
+            // words for it (the key's type tells which).
+            if let (true, Reply::Error(e)) = (attempt > 0 && spec.name == "xreadgroup", &reply) {
+                if e.starts_with("NOGROUP") || e.starts_with("WRONGTYPE") {
+                    let kind = Request::Command(vec![Bytes::from_static(b"TYPE"), keys[0].clone()]);
+                    let stream = keys.len() == 1 && matches!(self.on_leader(kind).await, Reply::Status(t) if t == "stream");
+                    return Some(Reply::error(if stream {
+                        "NOGROUP the consumer group this client was blocked on no longer exists"
+                    } else {
+                        "UNBLOCKED the stream key no longer exists"
+                    }));
+                }
+            }
             if !matches!(reply, Reply::NilArray) {
                 return Some(reply);
             }
@@ -1392,6 +1410,7 @@ impl Connection {
                 }),
             }
         }
+        None
     }
 
     /// `WATCH key [key ...]`: remembers the version of each key's last write.

@@ -6,7 +6,7 @@
 //! subscribers, so notifications arrive in log order on any node.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -244,6 +244,9 @@ pub struct Hub {
     notify_flags: AtomicU32,
     /// Clients blocked in BLPOP/BRPOP, by list key: woken by pushes.
     list_waiters: Mutex<HashMap<Bytes, Vec<Arc<ListWake>>>>,
+    /// How many of them are stream readers (every key event looks for them
+    /// while there are any).
+    stream_waiters: AtomicUsize,
     /// Connections of this node blocked in `LOCK.ACQUIRE ... WAIT`: where
     /// the end of their wait (command number, outcome) is sent.
     lock_waits: Mutex<HashMap<keyspace::ClientId, mpsc::UnboundedSender<(u64, WaitStep)>>>,
@@ -282,6 +285,10 @@ pub struct ListWaiter<'a> {
 pub struct ListWake {
     pub notify: Notify,
     first: Mutex<Option<Bytes>>,
+    /// A blocked `XREAD` or `XREADGROUP`: woken by any change to its keys
+    /// (a deleted stream or destroyed group answers `XREADGROUP` with an
+    /// error), not only by what feeds a pop.
+    streams: bool,
 }
 
 impl ListWake {
@@ -299,6 +306,9 @@ impl ListWake {
 
 impl Drop for ListWaiter<'_> {
     fn drop(&mut self) {
+        if self.wake.streams {
+            self.hub.stream_waiters.fetch_sub(1, Ordering::Relaxed);
+        }
         let mut waiters = self.hub.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
         for key in &self.keys {
             if let Some(list) = waiters.get_mut(key) {
@@ -323,6 +333,7 @@ impl Hub {
             subs: Mutex::new(Subscriptions::default()),
             notify_flags: AtomicU32::new(parse_notify_flags(DEFAULT_NOTIFY).unwrap_or(0)),
             list_waiters: Mutex::new(HashMap::new()),
+            stream_waiters: AtomicUsize::new(0),
             lock_waits: Mutex::new(HashMap::new()),
             pubsub_limit: Arc::default(),
             normal_limit: Arc::new(OutputLimit::new(0, 0, 0)),
@@ -359,7 +370,18 @@ impl Hub {
     /// Registers interest in pushes to `keys`. Register before trying to pop,
     /// so a push in between is not missed.
     pub fn wait_for_lists(&self, keys: &[Bytes]) -> ListWaiter<'_> {
-        let wake = Arc::new(ListWake::default());
+        self.register_waiter(keys, false)
+    }
+
+    /// Registers a blocked `XREAD` or `XREADGROUP`: woken by any change to
+    /// `keys` (see [`ListWake`]).
+    pub fn wait_for_streams(&self, keys: &[Bytes]) -> ListWaiter<'_> {
+        self.stream_waiters.fetch_add(1, Ordering::Relaxed);
+        self.register_waiter(keys, true)
+    }
+
+    fn register_waiter(&self, keys: &[Bytes], streams: bool) -> ListWaiter<'_> {
+        let wake = Arc::new(ListWake { streams, ..ListWake::default() });
         let mut waiters = self.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
         for key in keys {
             waiters.entry(key.clone()).or_default().push(wake.clone());
@@ -367,10 +389,20 @@ impl Hub {
         ListWaiter { hub: self, keys: keys.to_vec(), wake }
     }
 
-    fn wake_list_waiters(&self, key: &Bytes) {
+    /// Wakes the clients blocked on `key`: all if the event `feeds_pop`,
+    /// else the stream readers.
+    fn wake_list_waiters(&self, key: &Bytes, feeds_pop: bool) {
         let waiters = self.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
-        for w in waiters.get(key).into_iter().flatten() {
+        for w in waiters.get(key).into_iter().flatten().filter(|w| feeds_pop || w.streams) {
             w.wake(key);
+        }
+    }
+
+    /// Wakes every stream reader (`FLUSHALL`).
+    fn wake_all_stream_waiters(&self) {
+        let waiters = self.list_waiters.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, list) in waiters.iter() {
+            list.iter().filter(|w| w.streams).for_each(|w| w.wake(key));
         }
     }
 
@@ -497,8 +529,9 @@ impl Hub {
                 Event::Publish { channel, message } => published += self.publish(&channel, &message),
                 Event::SPublish { channel, message } => published += self.spublish(&channel, &message),
                 Event::Key { class, name, key } => {
-                    if may_feed_a_blocked_pop(class, name) {
-                        self.wake_list_waiters(&key);
+                    let feeds_pop = may_feed_a_blocked_pop(class, name);
+                    if feeds_pop || self.stream_waiters.load(Ordering::Relaxed) > 0 {
+                        self.wake_list_waiters(&key, feeds_pop);
                     }
                     self.notify_key(flags, class, name, &key);
                     changed.push(key);
@@ -512,6 +545,9 @@ impl Hub {
                     changed.push(key);
                 }
                 Event::Flushed => {
+                    if self.stream_waiters.load(Ordering::Relaxed) > 0 {
+                        self.wake_all_stream_waiters();
+                    }
                     let all = self.tracking.flushed();
                     self.invalidate(all);
                 }
@@ -675,7 +711,8 @@ fn may_feed_a_blocked_pop(class: char, name: &str) -> bool {
         'l' => name.ends_with("push") || name == "linsert" || name == "sortstore",
         'z' => matches!(name, "zadd" | "zincr") || name.ends_with("store"),
         'g' => matches!(name, "rename_to" | "copy_to" | "restore"),
-        // A blocked XREAD or XREADGROUP tries again.
+        // A blocked XREAD or XREADGROUP is woken by any change to its keys
+        // (`ListWake::streams`).
         't' => name == "xadd",
         _ => false,
     }

@@ -269,8 +269,32 @@ def main():
                 got = results.get(name)
                 flat = got if isinstance(got, list) else list(got.items()) if isinstance(got, dict) else None
                 expect(flat and repr(added) in repr(flat), "%s after XADD %r: %r" % (name, added, got))
+            # XGROUP DESTROY answers a blocked XREADGROUP with NOGROUP (as Redis).
+            blocked = threading.Thread(target=reader, args=("destroyed", lambda: redis.Redis(
+                host="127.0.0.1", port=args.port, protocol=args.protocol, socket_timeout=15).xreadgroup(
+                g, "c", {b: ">"}, block=10000)))
+            blocked.start()
+            time.sleep(0.5)
+            check.xgroup_destroy(b, g)
+            blocked.join(15)
+            got = results.get("destroyed")
+            expect(isinstance(got, redis.ResponseError) and str(got).startswith("NOGROUP"),
+                   "a blocked XREADGROUP after XGROUP DESTROY: %r" % (got,))
+            # And DEL of its stream with UNBLOCKED.
+            ours.xgroup_create(b, g, id="$")
+            blocked = threading.Thread(target=reader, args=("deleted", lambda: redis.Redis(
+                host="127.0.0.1", port=args.port, protocol=args.protocol, socket_timeout=15).xreadgroup(
+                g, "c", {b: ">"}, block=10000)))
+            blocked.start()
+            time.sleep(0.5)
+            check.delete(b)
+            blocked.join(15)
+            got = results.get("deleted")
+            expect(isinstance(got, redis.ResponseError) and str(got).startswith("UNBLOCKED"),
+                   "a blocked XREADGROUP after DEL of its stream: %r" % (got,))
             start = time.monotonic()
             expect(ours.xread({b: "$"}, block=300) in ([], {}, None), "XREAD BLOCK 300 with nothing new")
+            expect(ours.xread({b: "$"}, block=300) in ([], {}, None), "XREAD BLOCK 300 of a missing stream")
             expect(time.monotonic() - start >= 0.25, "XREAD BLOCK 300 returned early")
 
         for name, fn in [("geo", geo), ("bitfield", bitfield), ("sharded pub/sub", sharded), ("functions", functions),
