@@ -1357,7 +1357,9 @@ impl Connection {
         let _blocked = Blocked::new(&node, self.id);
         if spec.name == "xread" {
             // `$`: the last ID now, read from the leader (a missing stream's is
-            // 0-0; a key of another type keeps `$`, and the attempt says so).
+            // 0-0). Any other error (a key of another type, no leader) is the
+            // reply: a `$` left in place would be read again at each attempt,
+            // and no entry would ever come after it.
             for (i, key) in keys.iter().enumerate() {
                 let at = streams_at + 1 + keys.len() + i;
                 if argv.get(at).is_some_and(|id| &id[..] == b"$") {
@@ -1370,6 +1372,7 @@ impl Connection {
                             }
                         }
                         Reply::Error(e) if e == "ERR no such key" => argv[at] = Bytes::from_static(b"0-0"),
+                        Reply::Error(e) => return Some(Reply::Error(e)),
                         _ => {}
                     }
                 }
