@@ -1313,26 +1313,37 @@ impl Connection {
                 deadline = (timeout > 0.0 && timeout < YEAR_SECS)
                     .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs_f64(timeout));
             }
-            tokio::select! {
-                _ = waiter.wake.notify.notified() => {
-                    retry = waiter.wake.take_first().and_then(|key| spec.with_key_first(&argv, &key));
-                }
-                // As Redis, a blocked list or sorted-set pop that times out
-                // answers a nil array, whatever it answers when not blocking.
-                _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
-                    return Some(Reply::NilArray);
-                }
-                // A blocked client that disconnects is unblocked, as in Redis
-                // (and nothing is popped for a client that has gone).
-                _ = closed(frames, self.node.config.max_request_len) => return None,
-                _ = self.kill.notified() => return None,
-                reason = self.unblock.wait() => return Some(match reason {
-                    super::clients::Unblocked::Timeout => Reply::NilArray,
-                    super::clients::Unblocked::Error => Reply::error(super::clients::Unblocked::ERROR),
-                }),
+            if let Some(end) = self.wait_blocked(&waiter.wake, deadline, frames).await {
+                return end;
             }
+            retry = waiter.wake.take_first().and_then(|key| spec.with_key_first(&argv, &key));
         }
         None
+    }
+
+    /// A blocked command's wait for `wake`: `None` when woken (try again),
+    /// else how the command ends. As Redis: a timeout answers a nil array
+    /// (whatever the command answers when not blocking); a client that
+    /// disconnects or is killed is unblocked with no reply (and nothing is
+    /// taken for it); `CLIENT UNBLOCK` answers as a timeout or an error.
+    async fn wait_blocked(
+        &mut self,
+        wake: &super::hub::ListWake,
+        deadline: Option<tokio::time::Instant>,
+        frames: &mut Frames,
+    ) -> Option<Option<Reply>> {
+        tokio::select! {
+            _ = wake.notify.notified() => None,
+            _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
+                Some(Some(Reply::NilArray))
+            }
+            _ = closed(frames, self.node.config.max_request_len) => Some(None),
+            _ = self.kill.notified() => Some(None),
+            reason = self.unblock.wait() => Some(Some(match reason {
+                super::clients::Unblocked::Timeout => Reply::NilArray,
+                super::clients::Unblocked::Error => Reply::error(super::clients::Unblocked::ERROR),
+            })),
+        }
     }
 
     /// `XREAD` and `XREADGROUP`: without `BLOCK`, one attempt. With it, while
@@ -1400,18 +1411,10 @@ impl Connection {
             if !matches!(reply, Reply::NilArray) {
                 return Some(reply);
             }
-            tokio::select! {
-                _ = waiter.wake.notify.notified() => { waiter.wake.take_first(); }
-                _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
-                    return Some(Reply::NilArray);
-                }
-                _ = closed(frames, self.node.config.max_request_len) => return None,
-                _ = self.kill.notified() => return None,
-                reason = self.unblock.wait() => return Some(match reason {
-                    super::clients::Unblocked::Timeout => Reply::NilArray,
-                    super::clients::Unblocked::Error => Reply::error(super::clients::Unblocked::ERROR),
-                }),
+            if let Some(end) = self.wait_blocked(&waiter.wake, deadline, frames).await {
+                return end;
             }
+            waiter.wake.take_first();
         }
         None
     }
