@@ -81,7 +81,7 @@ pub fn key_access<'a>(spec: &CommandSpec, argv: &'a [Bytes]) -> Vec<(&'a Bytes, 
 }
 
 /// Commands with subcommands: permissions may name `command|subcommand`.
-const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "object", "memory", "slowlog", "raft.node"];
+const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "object", "memory", "slowlog", "module", "raft.node"];
 
 /// The categories of a command (of one subcommand, for `ACL`).
 pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {

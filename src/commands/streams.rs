@@ -441,7 +441,10 @@ pub fn read_layout(argv: &[Bytes]) -> Option<(Option<usize>, usize)> {
 /// `STREAMS`): their positions in `argv`.
 pub fn read_key_positions(argv: &[Bytes]) -> std::ops::Range<usize> {
     match read_layout(argv) {
-        Some((_, at)) if (argv.len() - at - 1) % 2 == 0 => at + 1..at + 1 + (argv.len() - at - 1) / 2,
+        // Half of what follows STREAMS, rounded down, as Redis's key spec
+        // counts them (an odd count is the command's syntax error, after
+        // the ACL check of those keys).
+        Some((_, at)) => at + 1..at + 1 + (argv.len() - at - 1) / 2,
         _ => 0..0,
     }
 }

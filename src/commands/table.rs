@@ -175,6 +175,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("readonly", 1, ["loading", "stale", "fast"], (0, 0, 0), "cluster", "3.0.0", "Answers as a Redis without cluster mode (every node serves linearizable reads).", Local),
     cmd!("readwrite", 1, ["loading", "stale", "fast"], (0, 0, 0), "cluster", "3.0.0", "Answers as a Redis without cluster mode.", Local),
     cmd!("asking", 1, ["fast"], (0, 0, 0), "cluster", "3.0.0", "Answers as a Redis without cluster mode.", Local),
+    cmd!("module", -2, ["admin", "noscript"], (0, 0, 0), "server", "4.0.0", "MODULE LIST | LOAD | LOADEX | UNLOAD | HELP: no module is loaded (LIST is empty), and loading one is refused, as by a Redis with enable-module-command no (its default).", Local),
+    cmd!("lolwut", -1, ["readonly", "fast"], (0, 0, 0), "server", "5.0.0", "LOLWUT [VERSION v]: the version line Redis ends its drawing with (raftlock draws nothing).", Local),
     cmd!("debug", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "1.0.0", "Refused, as by a Redis with enable-debug-command no (its default).", Local),
     cmd!("role", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "server", "2.8.12", "Returns master, as INFO replication does: every node takes writes (a follower forwards them).", Local),
     cmd!("wait", 3, ["noscript"], (0, 0, 0), "connection", "3.0.0", "WAIT numreplicas timeout: 0 at once. No node is a Redis replica (ROLE, INFO replication); a write is on a majority of the Raft cluster before it is acknowledged, which WAIT cannot add to.", Local),
@@ -279,8 +281,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("blmove", 6, ["write", "denyoom", "noscript", "blocking"], (1, 2, 1), "list", "6.2.0", "BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout: LMOVE, waiting for a push.", Write(lists::blmove)),
     cmd!("rpoplpush", 3, ["write", "denyoom"], (1, 2, 1), "list", "1.2.0", "Moves the last element of a list to the head of another.", Write(lists::rpoplpush)),
     cmd!("brpoplpush", 4, ["write", "denyoom", "noscript", "blocking"], (1, 2, 1), "list", "2.2.0", "BRPOPLPUSH source destination timeout: RPOPLPUSH, waiting for a push.", Write(lists::brpoplpush)),
-    cmd!("lmpop", -4, ["write"], (0, 0, 0, numkeys 1), "list", "7.0.0", "LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT n]: pops from the first non-empty list.", Write(lists::lmpop)),
-    cmd!("blmpop", -5, ["write", "blocking"], (0, 0, 0, numkeys 2), "list", "7.0.0", "BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT n]: LMPOP, waiting for a push.", Write(lists::blmpop)),
+    cmd!("lmpop", -4, ["write", "movablekeys"], (0, 0, 0, numkeys 1), "list", "7.0.0", "LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT n]: pops from the first non-empty list.", Write(lists::lmpop)),
+    cmd!("blmpop", -5, ["write", "blocking", "movablekeys"], (0, 0, 0, numkeys 2), "list", "7.0.0", "BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT n]: LMPOP, waiting for a push.", Write(lists::blmpop)),
     cmd!("lset", 4, ["write", "denyoom"], (1, 1, 1), "list", "1.0.0", "Sets the element at an index.", Write(lists::lset), bounded_by_keys),
     cmd!("linsert", 5, ["write", "denyoom"], (1, 1, 1), "list", "2.2.0", "LINSERT key BEFORE|AFTER pivot element: inserts next to the first pivot.", Write(lists::linsert), bounded_by_keys),
     cmd!("ltrim", 4, ["write"], (1, 1, 1), "list", "1.0.0", "Keeps only a range of elements.", Write(lists::ltrim), bounded_by_keys),
@@ -339,8 +341,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("zpopmax", -2, ["write", "fast"], (1, 1, 1), "sorted-set", "5.0.0", "ZPOPMAX key [count]: removes and returns the highest-scored members.", Write(zsets::zpopmax)),
     cmd!("bzpopmin", -3, ["write", "noscript", "blocking", "fast"], (1, -2, 1), "sorted-set", "5.0.0", "BZPOPMIN key [key ...] timeout: pops the lowest-scored member of the first non-empty set, waiting for one.", Write(zsets::bzpopmin)),
     cmd!("bzpopmax", -3, ["write", "noscript", "blocking", "fast"], (1, -2, 1), "sorted-set", "5.0.0", "BZPOPMAX key [key ...] timeout: pops the highest-scored member of the first non-empty set, waiting for one.", Write(zsets::bzpopmax)),
-    cmd!("zmpop", -4, ["write"], (0, 0, 0, numkeys 1), "sorted-set", "7.0.0", "ZMPOP numkeys key [key ...] MIN|MAX [COUNT n]: pops from the first non-empty sorted set.", Write(zsets::zmpop)),
-    cmd!("bzmpop", -5, ["write", "blocking"], (0, 0, 0, numkeys 2), "sorted-set", "7.0.0", "BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT n]: ZMPOP, waiting for an add.", Write(zsets::bzmpop)),
+    cmd!("zmpop", -4, ["write", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "7.0.0", "ZMPOP numkeys key [key ...] MIN|MAX [COUNT n]: pops from the first non-empty sorted set.", Write(zsets::zmpop)),
+    cmd!("bzmpop", -5, ["write", "blocking", "movablekeys"], (0, 0, 0, numkeys 2), "sorted-set", "7.0.0", "BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT n]: ZMPOP, waiting for an add.", Write(zsets::bzmpop)),
     cmd!("zunion", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES].", Read(zsets::zunion)),
     cmd!("zinter", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES].", Read(zsets::zinter)),
     cmd!("zdiff", -3, ["readonly", "movablekeys"], (0, 0, 0, numkeys 1), "sorted-set", "6.2.0", "ZDIFF numkeys key [key ...] [WITHSCORES]: the members of the first set missing from the others.", Read(zsets::zdiff)),
@@ -499,6 +501,17 @@ mod tests {
         }
         let Reply::Array(info) = command_info(lookup(b"lock.acquire").unwrap()) else { unreachable!() };
         assert!(matches!(&info[6], Reply::Set(c) if c.contains(&Reply::Status("@lock".into()))));
+    }
+
+    #[test]
+    fn commands_whose_keys_the_positions_cannot_give_are_flagged_movablekeys() {
+        // Clients that read COMMAND to find a command's keys (redis-py's
+        // CommandsParser, cluster clients) ask COMMAND GETKEYS for these.
+        for c in COMMANDS {
+            let movable = c.numkeys_at > 0
+                || matches!(c.name, "xread" | "xreadgroup" | "sort" | "sort_ro" | "georadius" | "georadiusbymember");
+            assert_eq!(c.flags.contains(&"movablekeys"), movable, "{}", c.name);
+        }
     }
 
     #[test]

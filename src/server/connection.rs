@@ -975,6 +975,8 @@ impl Connection {
                 "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
             ),
             "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
+            "module" => module(argv),
+            "lolwut" => Reply::Verbatim(format!("Redis ver. {REDIS_VERSION}\n")),
             "wait" => wait(argv, false),
             "waitaof" => wait(argv, true),
             "time" => {
@@ -2194,6 +2196,38 @@ fn command(argv: &[Bytes]) -> Reply {
     }
 }
 
+/// `MODULE`, as a Redis with no module loaded and `enable-module-command
+/// no` (its default) answers it: code that probes for modules finds none.
+fn module(argv: &[Bytes]) -> Reply {
+    const REFUSED: &str = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+    let sub = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
+    match (sub.as_str(), argv.len()) {
+        ("list", 2) => Reply::Array(Vec::new()),
+        ("load" | "loadex", n) if n >= 3 => Reply::error(REFUSED),
+        ("unload", 3) => Reply::error(REFUSED),
+        ("help", 2) => Reply::Array(
+            [
+                "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "LIST",
+                "    Return a list of loaded modules.",
+                "LOAD <path> [<arg> ...]",
+                "    Load a module library from <path>, passing to it any optional arguments.",
+                "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+                "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+                "UNLOAD <name>",
+                "    Unload a module.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|l| Reply::Status((*l).into()))
+            .collect(),
+        ),
+        ("list" | "load" | "loadex" | "unload" | "help", _) => arity_error(&format!("module|{sub}")),
+        _ => Reply::error(format!("ERR unknown subcommand '{}'. Try MODULE HELP.", String::from_utf8_lossy(&argv[1]))),
+    }
+}
+
 /// `COMMAND GETKEYS command arg ...`: the keys of a command as the table
 /// finds them (ACLs, tracking and blocking use the same), with Redis's
 /// errors for an unknown command, one without keys, a wrong argument count,
@@ -2202,7 +2236,7 @@ fn command_getkeys(argv: &[Bytes]) -> Reply {
     let Some(spec) = commands::lookup(&argv[0]) else {
         return Reply::error("ERR Invalid command specified");
     };
-    if spec.first_key == 0 && spec.numkeys_at == 0 {
+    if spec.first_key == 0 && !spec.flags.contains(&"movablekeys") {
         return Reply::error("ERR The command has no key arguments");
     }
     if !spec.arity_ok(argv.len()) {
