@@ -98,3 +98,7 @@ pub mod status;
 pub mod storage;
 #[cfg(feature = "server")]
 pub mod tls;
+
+/// The Redis version clients are told (`INFO`, `HELLO`, a script's
+/// `redis.REDIS_VERSION`): raftlock implements Redis 7 behaviour.
+pub const REDIS_VERSION: &str = "7.2.4";

@@ -325,6 +325,117 @@ fn lua_pcall_around_redis_call_sees_the_redis_error() {
     );
 }
 
+/// What Redis 7 gives scripts besides `redis.call`, as scripts written for
+/// it use them: `replicate_commands` (a rate limiter's first line, with
+/// `TIME`), `set_repl` and its flags, the version, `acl_check_cmd`, the
+/// debugger's calls. Replies and error texts as Redis 7.0.15's (the version
+/// is the one raftlock tells clients).
+#[test]
+fn redis_7_script_helpers() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let eval = |c: &mut RawConn, script: &str| c.cmd(&["EVAL", script, "0"]);
+    assert_eq!(eval(&mut c, "return redis.replicate_commands()"), Resp::Int(1));
+    assert_eq!(eval(&mut c, "return redis.set_repl(redis.REPL_ALL)"), Resp::Bulk(None));
+    assert_eq!(eval(&mut c, "redis.set_repl(redis.REPL_NONE) return redis.call('SET', 'r', 'v')"), st("OK"));
+    assert_eq!(c.cmd(&["GET", "r"]), b("v"), "REPL_NONE changes nothing here: every node runs the script");
+    assert_eq!(
+        eval(&mut c, "return {redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL}"),
+        arr(vec![Resp::Int(0), Resp::Int(1), Resp::Int(2), Resp::Int(2), Resp::Int(3)])
+    );
+    for (script, text) in [
+        ("return redis.set_repl()", "ERR redis.set_repl() requires two arguments."),
+        ("return redis.set_repl(1, 2)", "ERR redis.set_repl() requires two arguments."),
+        ("return redis.set_repl(4)", "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."),
+        ("return redis.set_repl(-1)", "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."),
+        ("return redis.acl_check_cmd('nosuch')", "ERR Invalid command passed to redis.acl_check_cmd()"),
+        ("return redis.acl_check_cmd()", "ERR Please specify at least one argument for this redis lib call"),
+        ("return redis.call('TIME', 'x')", "ERR Wrong number of args calling Redis command from script"),
+    ] {
+        // A tail call still names the script's line, as Redis's C functions do.
+        let e = err(eval(&mut c, script), script);
+        assert!(e.starts_with(text) && e.ends_with("on @user_script:1."), "{script}: {e}");
+    }
+    // Lua's 2.5 is 2, anything else not a number is 0 (REPL_NONE), as in Redis.
+    assert_eq!(eval(&mut c, "return redis.set_repl(2.5)"), Resp::Bulk(None));
+    assert_eq!(eval(&mut c, "return redis.set_repl('x')"), Resp::Bulk(None));
+    // No script reaches the question's marker through redis.call.
+    assert_eq!(
+        eval(&mut c, "return redis.pcall('\\0acl_check_cmd', 'get', 'k')"),
+        Resp::Error("ERR Unknown Redis command called from script".into())
+    );
+    let Resp::Bulk(Some(info)) = c.cmd(&["INFO", "server"]) else { panic!("INFO") };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    let version = info.lines().find_map(|l| l.strip_prefix("redis_version:")).expect("redis_version").trim().to_string();
+    assert_eq!(eval(&mut c, "return redis.REDIS_VERSION"), b(&version));
+    let number = version.split('.').map(|p| p.parse::<i64>().unwrap()).fold(0, |n, p| n * 256 + p);
+    assert_eq!(eval(&mut c, "return redis.REDIS_VERSION_NUM"), Resp::Int(number));
+    assert_eq!(eval(&mut c, "return redis.breakpoint()"), Resp::Bulk(None));
+    assert_eq!(eval(&mut c, "return redis.debug('x')"), Resp::Bulk(None));
+    // acl_check_cmd answers for the script's caller.
+    assert_eq!(eval(&mut c, "return redis.acl_check_cmd('set', 'k', 'v')"), Resp::Int(1));
+    assert_eq!(c.cmd(&["ACL", "SETUSER", "reader", "on", "nopass", "+eval", "+get", "~app:*"]), st("OK"));
+    let mut r = s.raw();
+    assert_eq!(r.cmd(&["AUTH", "reader", "x"]), st("OK"));
+    let checks = "return {redis.acl_check_cmd('get', 'app:1'), redis.acl_check_cmd('set', 'app:1', 'v'), \
+                  redis.acl_check_cmd('get', 'other'), redis.acl_check_cmd('get')}";
+    // true, false, false, true: Lua's booleans, as Redis converts them.
+    assert_eq!(eval(&mut r, checks), arr(vec![Resp::Int(1), Resp::Bulk(None), Resp::Bulk(None), Resp::Int(1)]));
+    pong(&mut c);
+}
+
+/// A script's `TIME` is the time the leader stamped on its entry, so every
+/// node, each applying the entry at its own moment and with its own clock,
+/// computes the same (a node that read its own clock would store another
+/// value than the leader's). A read-only script reads the leader's clock.
+#[test]
+fn a_scripts_time_is_the_same_on_every_node() {
+    use cluster_support::{as_text, err_text, q as cq, serial, Cluster, Opts};
+    let _g = serial();
+    // Node 3's wall clock runs 5 s ahead: no node may read its own.
+    let node_args = std::collections::BTreeMap::from([(3u64, vec!["--wall-clock-offset-ms=5000".to_string()])]);
+    let c = Cluster::start(3, Opts { node_args, ..Opts::default() });
+    let leader = c.wait_leader(&[1, 2, 3], Duration::from_secs(20));
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let script = "local t = redis.call('TIME') redis.call('SET', KEYS[1], t[1] .. '.' .. t[2]) return t";
+    for (round, id) in [leader, leader % 3 + 1].into_iter().enumerate() {
+        let key = format!("stamp{round}");
+        let mut con = c.node(id).client();
+        let before = now();
+        let r = cq(&mut con, &["EVAL", script, "1", &key]).unwrap_or_else(|e| panic!("EVAL on node {id}: {}", err_text(&e)));
+        let Value::Array(t) = r else { panic!("TIME in a script: {r:?}") };
+        let (secs, micros) = (as_text(&t[0]).unwrap(), as_text(&t[1]).unwrap());
+        let at: f64 = secs.parse::<f64>().unwrap() + micros.parse::<f64>().unwrap() / 1e6;
+        let skew = if leader == 3 { 5.0 } else { 0.0 };
+        assert!((at - before - skew).abs() < 30.0, "TIME {at} against {before} (leader {leader})");
+        let stored = format!("{secs}.{micros}");
+        let got = cq(&mut con, &["GET", &key]).unwrap();
+        assert_eq!(as_text(&got).as_deref(), Some(stored.as_str()));
+    }
+    // Every node's own keyspace (reads go to the leader): the same digest
+    // once each has applied the same index.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let digests: Vec<Value> = [1u64, 2, 3]
+            .iter()
+            .map(|id| cq(&mut c.node(*id).client(), &["RAFT.DIGEST"]).unwrap())
+            .collect();
+        let index = |d: &Value| match d {
+            Value::Array(parts) => format!("{:?}", parts[0]),
+            other => panic!("RAFT.DIGEST: {other:?}"),
+        };
+        if digests.iter().all(|d| index(d) == index(&digests[0])) {
+            assert!(digests.iter().all(|d| *d == digests[0]), "the nodes stored different times: {digests:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the nodes never applied the same index: {digests:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut con = c.node(leader).client();
+    let r = cq(&mut con, &["EVAL_RO", "return redis.call('TIME')", "0"]).unwrap();
+    assert!(matches!(&r, Value::Array(t) if t.len() == 2), "{r:?}");
+}
+
 /// Commands Redis 7 allows inside scripts that are deterministic: PING, ECHO.
 #[test]
 fn ping_and_echo_from_scripts() {

@@ -57,6 +57,44 @@ fn not_allowed() -> Reply {
     Reply::error("ERR This Redis command is not allowed from script")
 }
 
+/// What a script's `redis.call('TIME')` answers: the time the leader
+/// stamped on the entry (`unix_ms`), so every node answers alike (a
+/// rate limiter's script reads TIME). A read-only script on the leader reads
+/// the leader's clock.
+fn script_time(cmd: &[Bytes], unix_ms: u64) -> Option<Reply> {
+    if !cmd.first().is_some_and(|n| n.eq_ignore_ascii_case(b"time")) {
+        return None;
+    }
+    let spec = match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
+        Ok(spec) => spec,
+        Err(reply) => return Some(reply),
+    };
+    debug_assert_eq!(spec.name, "time");
+    Some(Reply::Array(vec![
+        Reply::Bulk(Bytes::from((unix_ms / 1000).to_string())),
+        Reply::Bulk(Bytes::from((unix_ms % 1000 * 1000).to_string())),
+    ]))
+}
+
+/// `redis.acl_check_cmd(command, arg...)`: whether the script's user may
+/// run it (`Int` 1 or 0), as Redis answers it (unknown commands are an
+/// error; the argument count is not checked).
+fn acl_check_cmd(cmd: &[Bytes]) -> Reply {
+    match cmd.first().and_then(|name| super::table::lookup(name)) {
+        None => Reply::error("ERR Invalid command passed to redis.acl_check_cmd()"),
+        Some(spec) => Reply::Int(i64::from(super::acl::script_check(spec, cmd).is_ok())),
+    }
+}
+
+/// The calls a script makes that are not commands of the table run as
+/// commands: `redis.acl_check_cmd`'s question and `TIME`.
+fn script_special(cmd: &[Bytes], unix_ms: u64) -> Option<Reply> {
+    if cmd.first().is_some_and(|n| n == scripting::ACL_CHECK) {
+        return Some(acl_check_cmd(&cmd[1..]));
+    }
+    script_time(cmd, unix_ms)
+}
+
 /// Looks up a command a script calls, with the error texts Redis 7 gives
 /// scripts (not those it gives clients).
 fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpec, Reply> {
@@ -100,7 +138,7 @@ pub(super) fn run_writable(
     // the next one, so keys created by one script still have distinct tokens.
     let mut version_used = false;
     let mut call = |cmd: &[Bytes]| -> Reply {
-        if let Some(reply) = super::execute_local(cmd) {
+        if let Some(reply) = super::execute_local(cmd).or_else(|| script_special(cmd, ctx.unix_ms)) {
             return reply;
         }
         let spec = match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
@@ -134,7 +172,7 @@ pub(super) fn run_writable(
 /// Runs a read-only script on the leader.
 pub(super) fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
     let mut call = |cmd: &[Bytes]| -> Reply {
-        if let Some(reply) = super::execute_local(cmd) {
+        if let Some(reply) = super::execute_local(cmd).or_else(|| script_special(cmd, ctx.unix_ms)) {
             return reply;
         }
         match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {

@@ -36,6 +36,13 @@ pub fn sha1hex(body: &[u8]) -> String {
 /// Runs a Redis command for the script; errors come back as `Reply::Error`.
 pub type CallFn<'a> = dyn FnMut(&[Bytes]) -> Reply + 'a;
 
+/// The first argument `redis.acl_check_cmd` puts before the command it asks
+/// about, when it hands it to [`CallFn`]: the command layer answers whether
+/// the script's user may run it (`Int` 1 or 0), or an error for an unknown
+/// command. No script can send it itself (`redis.call` refuses it: a
+/// command name never holds a NUL).
+pub const ACL_CHECK: &[u8] = b"\0acl_check_cmd";
+
 /// Runs `body` with `KEYS` and `ARGV`, executing `redis.call`/`redis.pcall`
 /// through `call`, stopping after `budget` Lua instructions (the server always
 /// passes [`INSTRUCTION_BUDGET`]). Returns the script's reply (errors as
@@ -323,12 +330,48 @@ impl Vm {
                 // cleared before `run` returns. Calls do not nest: a command
                 // never runs a script in this VM (it is taken out while it runs).
                 let call = unsafe { &mut *call };
-                redis_command(lua, &meter, call, args)
+                redis_command(lua, &meter, call, args, false)
             })?
         };
+        let acl = {
+            let slot = call_slot.clone();
+            let meter = meter.clone();
+            lua.create_function(move |lua, args: MultiValue| {
+                let Some(call) = slot.get() else {
+                    return Err(mlua::Error::RuntimeError("redis.acl_check_cmd outside a script run".into()));
+                };
+                // SAFETY: as for `raw` above.
+                let call = unsafe { &mut *call };
+                redis_command(lua, &meter, call, args, true)
+            })?
+        };
+        let set_repl = lua.create_function(|lua, args: MultiValue| {
+            let failed = |text: &str| Ok((true, Value::Table(error_table(lua, text)?)));
+            if args.len() != 1 {
+                // (Redis 7's text, though it takes one.)
+                return failed("ERR redis.set_repl() requires two arguments.");
+            }
+            // As Lua's tonumber, truncated (a non-number is 0: REPL_NONE).
+            let flags = match args.front() {
+                Some(Value::Integer(i)) => *i as f64,
+                Some(Value::Number(n)) => *n,
+                Some(Value::String(s)) => s.to_str().ok().and_then(|s| s.trim().parse::<f64>().ok()).unwrap_or(0.0),
+                _ => 0.0,
+            };
+            if !(0.0..4.0).contains(&flags.trunc()) {
+                return failed("ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
+            }
+            Ok((false, Value::Nil))
+        })?;
         lua.set_named_registry_value(CALL_REGISTRY_KEY, &raw)?;
+        lua.set_named_registry_value(ACL_CHECK_REGISTRY_KEY, &acl)?;
+        lua.set_named_registry_value(SET_REPL_REGISTRY_KEY, &set_repl)?;
         let redis: Table = lua.globals().raw_get("redis")?;
         redis.raw_set("__raw", raw)?;
+        // SAFETY: these only move values on the Lua stack and call the
+        // functions registered under their keys through Lua.
+        redis.raw_set("acl_check_cmd", unsafe { lua.create_c_function(acl_check_call) }?)?;
+        redis.raw_set("set_repl", unsafe { lua.create_c_function(set_repl_call) }?)?;
         // SAFETY: `redis_call` only moves values on the Lua stack and calls
         // the function registered under CALL_REGISTRY_KEY through Lua.
         redis.raw_set("call", unsafe { lua.create_c_function(redis_call) }?)?;
@@ -508,8 +551,16 @@ impl Vm {
 }
 
 /// `redis.call`'s work (`redis.pcall`'s too): converts the arguments, runs the
-/// command, and returns `(failed, reply or error table)`.
-fn redis_command(lua: &Lua, meter: &Meter, call: &mut CallFn, args: MultiValue) -> mlua::Result<(bool, Value)> {
+/// command, and returns `(failed, reply or error table)`. With `acl_check`,
+/// `redis.acl_check_cmd`'s: asks instead whether the script's user may run
+/// the command (a boolean).
+fn redis_command(
+    lua: &Lua,
+    meter: &Meter,
+    call: &mut CallFn,
+    args: MultiValue,
+    acl_check: bool,
+) -> mlua::Result<(bool, Value)> {
     let mut argv = Vec::with_capacity(args.len());
     for arg in args {
         match arg {
@@ -532,11 +583,17 @@ fn redis_command(lua: &Lua, meter: &Meter, call: &mut CallFn, args: MultiValue) 
         let err = "ERR Please specify at least one argument for this redis lib call";
         return Ok((true, Value::Table(error_table(lua, err)?)));
     }
+    if acl_check {
+        argv.insert(0, Bytes::from_static(ACL_CHECK));
+    } else if argv[0] == ACL_CHECK {
+        return Ok((true, Value::Table(error_table(lua, "ERR Unknown Redis command called from script")?)));
+    }
     let reply = call(&argv);
     // The work the command did beyond its arguments (see `charge_call`).
     meter.charge(CALL_WORK.with(|work| work.replace(0)))?;
     match reply {
         Reply::Error(e) => Ok((true, Value::Table(error_table(lua, &e)?))),
+        Reply::Int(allowed) if acl_check => Ok((false, Value::Boolean(allowed != 0))),
         reply => Ok((false, reply_to_lua(lua, &reply)?)),
     }
 }
@@ -820,6 +877,9 @@ impl AllocatorState {
 
 /// Where `redis_call` finds the scoped function that runs a command.
 const CALL_REGISTRY_KEY: &str = "raftlock.redis_call";
+/// Where `acl_check_call` and `set_repl_call` find theirs.
+const ACL_CHECK_REGISTRY_KEY: &str = "raftlock.acl_check";
+const SET_REPL_REGISTRY_KEY: &str = "raftlock.set_repl";
 
 /// `redis.call`: runs the command through the scoped function registered under
 /// [`CALL_REGISTRY_KEY`], which returns `(failed, value)`, and raises `value`
@@ -827,9 +887,25 @@ const CALL_REGISTRY_KEY: &str = "raftlock.redis_call";
 /// script's `return redis.call(...)` (a tail call) keeps the script's frame and
 /// the error handler can still name the script line.
 unsafe extern "C-unwind" fn redis_call(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    call_and_raise(state, c"raftlock.redis_call")
+}
+
+/// `redis.acl_check_cmd`, a C function for the same reason as [`redis_call`].
+unsafe extern "C-unwind" fn acl_check_call(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    call_and_raise(state, c"raftlock.acl_check")
+}
+
+/// `redis.set_repl`, likewise.
+unsafe extern "C-unwind" fn set_repl_call(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    call_and_raise(state, c"raftlock.set_repl")
+}
+
+/// Calls the function registered under `key` with this call's arguments; it
+/// returns `(failed, value)`: raises `value` if it failed, else returns it.
+unsafe fn call_and_raise(state: *mut mlua::ffi::lua_State, key: &std::ffi::CStr) -> std::os::raw::c_int {
     use mlua::ffi;
     let nargs = ffi::lua_gettop(state);
-    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"raftlock.redis_call".as_ptr());
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, key.as_ptr());
     ffi::lua_insert(state, 1);
     ffi::lua_call(state, nargs, 2);
     if ffi::lua_toboolean(state, -2) != 0 {
@@ -927,6 +1003,24 @@ fn sandbox(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<mlua::Function> {
     for (name, level) in [("LOG_DEBUG", 0), ("LOG_VERBOSE", 1), ("LOG_NOTICE", 2), ("LOG_WARNING", 3)] {
         redis.raw_set(name, level)?;
     }
+    // Redis 7 replicates a script's effects whatever the script asks:
+    // `replicate_commands` says yes and `set_repl` only checks its flags.
+    // Here every node runs the script itself, so whatever a script passes to
+    // `set_repl` (set up in `Vm::new`), its writes reach every node (as with
+    // REPL_ALL).
+    redis.raw_set("replicate_commands", lua.create_function(|_, _: MultiValue| Ok(true))?)?;
+    for (name, flags) in [("REPL_NONE", 0), ("REPL_AOF", 1), ("REPL_SLAVE", 2), ("REPL_REPLICA", 2), ("REPL_ALL", 3)] {
+        redis.raw_set(name, flags)?;
+    }
+    // The version clients are told (`INFO`, `HELLO`), as a string and as
+    // Redis's 0x00MMmmpp number.
+    let version = crate::REDIS_VERSION;
+    redis.raw_set("REDIS_VERSION", version)?;
+    let number = version.split('.').filter_map(|p| p.parse::<i64>().ok()).fold(0, |n, p| n * 256 + p);
+    redis.raw_set("REDIS_VERSION_NUM", number)?;
+    // The debugger's calls, which do nothing outside it (there is none here).
+    redis.raw_set("breakpoint", lua.create_function(|_, _: MultiValue| Ok(false))?)?;
+    redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     g.raw_set("redis", redis)?;
     // Lua's own matcher recurses in C once per pattern item and backtracks
     // without limit, where no instruction is counted: ours is bounded and

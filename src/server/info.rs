@@ -6,8 +6,7 @@ use std::sync::atomic::Ordering;
 use super::Node;
 use crate::raft::RaftStatus;
 
-/// The version clients are told; raftlock implements Redis 7 behaviour.
-pub const REDIS_VERSION: &str = "7.2.4";
+pub use crate::REDIS_VERSION;
 
 const SECTIONS: &[&str] =
     &["server", "clients", "persistence", "stats", "replication", "cluster", "keyspace", "raft", "latencystats"];
