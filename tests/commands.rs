@@ -314,6 +314,65 @@ fn info_has_the_fields_clients_need() {
     assert!(info3.contains("loading:0"), "{info3}");
 }
 
+/// The sections and fields monitoring tools read (redis_exporter, Sidekiq's
+/// web page, go-redis's and redis-py's own tests): Memory, CPU, Modules,
+/// Errorstats by default; Commandstats with `all`; each counting what this
+/// node answered, as Redis counts it.
+#[test]
+fn info_has_the_sections_monitoring_reads() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let section_names = |text: &str| -> Vec<String> {
+        text.lines().filter_map(|l| l.strip_prefix("# ")).map(|l| l.trim().to_string()).collect()
+    };
+    let info = as_text(&q(&mut c, &["INFO"]).unwrap()).unwrap();
+    // Redis 7.0.15's default sections, in its order, and raftlock's own.
+    let expected = ["Server", "Clients", "Memory", "Persistence", "Stats", "Replication", "CPU", "Modules", "Errorstats", "Cluster", "Keyspace", "Raft"];
+    assert_eq!(section_names(&info), expected, "{info}");
+    let all = as_text(&q(&mut c, &["INFO", "all"]).unwrap()).unwrap();
+    assert!(section_names(&all).contains(&"Commandstats".to_string()) && section_names(&all).contains(&"Latencystats".to_string()));
+    // Several sections in one call, as Redis 7 takes them.
+    let two = as_text(&q(&mut c, &["INFO", "cpu", "memory"]).unwrap()).unwrap();
+    assert_eq!(section_names(&two), ["Memory", "CPU"], "{two}");
+    let field = |text: &str, name: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .trim()
+            .to_string()
+    };
+    let used: u64 = field(&two, "used_memory").parse().unwrap();
+    assert!(used > 1_000_000, "used_memory {used}");
+    assert!(field(&two, "used_memory_human").ends_with('M'));
+    assert_eq!(field(&two, "maxmemory_policy"), "noeviction");
+    assert!(field(&two, "used_cpu_user").parse::<f64>().unwrap() > 0.0);
+    assert!(field(&two, "used_cpu_sys").parse::<f64>().is_ok());
+    // Calls, refusals and failures per command; errors by their code.
+    assert_eq!(q(&mut c, &["CONFIG", "RESETSTAT"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["SET", "k", "w"]).unwrap(), Value::Okay);
+    assert!(q(&mut c, &["LPUSH", "k", "x"]).is_err(), "WRONGTYPE");
+    assert!(q(&mut c, &["GET"]).is_err(), "arity");
+    let stats = as_text(&q(&mut c, &["INFO", "commandstats"]).unwrap()).unwrap();
+    let set = field(&stats, "cmdstat_set");
+    assert!(set.starts_with("calls=2,usec=") && set.ends_with(",rejected_calls=0,failed_calls=0"), "{set}");
+    assert!(field(&stats, "cmdstat_lpush").ends_with(",rejected_calls=0,failed_calls=1"), "{stats}");
+    assert!(field(&stats, "cmdstat_get").starts_with("calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,"), "{stats}");
+    let errors = as_text(&q(&mut c, &["INFO", "errorstats"]).unwrap()).unwrap();
+    assert_eq!(field(&errors, "errorstat_WRONGTYPE"), "count=1");
+    assert_eq!(field(&errors, "errorstat_ERR"), "count=1");
+    let stats = as_text(&q(&mut c, &["INFO", "stats"]).unwrap()).unwrap();
+    assert_eq!(field(&stats, "total_error_replies"), "2");
+    // Pipelined writes are counted too, each once.
+    let mut pipe = redis::pipe();
+    for i in 0..10 {
+        pipe.cmd("SET").arg(format!("p{i}")).arg("v").ignore();
+    }
+    pipe.query::<()>(&mut c).unwrap();
+    let stats = as_text(&q(&mut c, &["INFO", "commandstats"]).unwrap()).unwrap();
+    assert!(field(&stats, "cmdstat_set").starts_with("calls=12,"), "{stats}");
+}
+
 #[test]
 fn command_count_docs_info() {
     let s = TestServer::start();

@@ -42,6 +42,10 @@ enum Next {
 struct Connection {
     id: u64,
     node: Arc<Node>,
+    /// Error replies sent so far, and how the last one ended its command
+    /// (`INFO commandstats`).
+    errors_replied: u64,
+    last_error: super::stats::Outcome,
     resp3: bool,
     channels: HashSet<Bytes>,
     patterns: HashSet<Bytes>,
@@ -141,6 +145,8 @@ pub async fn serve(
         monitor: None,
         addr: addr.to_string(),
         silence: Silence::None,
+        errors_replied: 0,
+        last_error: super::stats::Outcome::Failed,
     };
     conn.refresh_perms(&acl, acl_epoch);
     conn.run(&mut frames, &mut writer, &mut pushes, &overflow, &mut shutdown).await;
@@ -350,7 +356,10 @@ impl Connection {
         // Let in by `pipelinable` (the disk was not low): counted against
         // its free space until it is read again.
         self.node.consensus.disk().spend(request.size() as u64);
+        let started = Instant::now();
         let (outcome, reflects) = self.on_leader_seen(request).await;
+        // Each command's share of the request's time.
+        let usec = started.elapsed().as_micros() as u64 / n.max(1) as u64;
         self.reads_answered(tracked, reflects);
         let replies = match outcome {
             Reply::Array(replies) if replies.len() == n => replies,
@@ -362,6 +371,11 @@ impl Connection {
             crate::metrics::record_command(spec.name, &reply);
             super::top::record_if_refused(attempt.as_ref(), &reply);
             self.reply(&reply);
+            let outcome = match &reply {
+                Reply::Error(_) => self.last_error,
+                _ => super::stats::Outcome::Answered,
+            };
+            self.node.stats.command(spec, usec, outcome);
         }
     }
 
@@ -424,6 +438,12 @@ impl Connection {
             encode_reply(reply, self.resp3, &mut self.out);
             return;
         }
+        if let Reply::Error(e) = reply {
+            self.node.stats.error(e);
+            self.errors_replied += 1;
+            self.last_error =
+                if super::stats::rejected(e) { super::stats::Outcome::Rejected } else { super::stats::Outcome::Failed };
+        }
         match self.silence {
             Silence::None => encode_reply(reply, self.resp3, &mut self.out),
             Silence::Off => {}
@@ -485,8 +505,8 @@ impl Connection {
         !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
     }
 
-    /// Runs one command read from the client, timing it for `SLOWLOG` and
-    /// `LATENCY`.
+    /// Runs one command read from the client, timing it for `SLOWLOG`,
+    /// `LATENCY` and `INFO commandstats`.
     async fn execute(&mut self, argv: Vec<Bytes>, frames: &mut Frames) -> Next {
         let spec = commands::lookup(&argv[0]);
         // Neither counts a blocked command's wait, nor EXEC (its commands).
@@ -496,17 +516,20 @@ impl Connection {
                 && !spec.flags.contains(&"skip_slowlog")
                 && !(spec.name == "lock.acquire" && super::waiting::waits(&argv))
         });
-        let Some(timed_spec) = timed_spec else { return self.execute_untimed(spec, argv, frames).await };
-        let slowlog = self.node.slowlog.is_slow(u64::MAX) && !super::slowlog::skipped(timed_spec.name, timed_spec.flags);
-        if !slowlog && !self.node.latency.wanted() {
-            return self.execute_untimed(spec, argv, frames).await;
-        }
-        let started = Instant::now();
+        let slowlog = timed_spec
+            .is_some_and(|spec| self.node.slowlog.is_slow(u64::MAX) && !super::slowlog::skipped(spec.name, spec.flags));
         let kept = slowlog.then(|| argv.clone());
+        let errors = self.errors_replied;
+        let started = Instant::now();
         let next = self.execute_untimed(spec, argv, frames).await;
         let elapsed = started.elapsed();
-        self.node.latency.record(timed_spec, elapsed.as_nanos().min(u64::MAX as u128) as u64);
         let micros = elapsed.as_micros() as u64;
+        if let Some(spec) = spec {
+            let outcome = if self.errors_replied > errors { self.last_error } else { super::stats::Outcome::Answered };
+            self.node.stats.command(spec, if timed_spec.is_some() { micros } else { 0 }, outcome);
+        }
+        let Some(timed_spec) = timed_spec else { return next };
+        self.node.latency.record(timed_spec, elapsed.as_nanos().min(u64::MAX as u128) as u64);
         if let Some(kept) = kept.filter(|_| self.node.slowlog.is_slow(micros)) {
             let (addr, name) = self.node.clients.get(self.id).map(|c| (c.addr.to_string(), c.name)).unwrap_or_default();
             self.node.slowlog.record(micros, &kept, addr, name);
@@ -1814,6 +1837,7 @@ impl Connection {
             }
             "RESETSTAT" if argv.len() == 2 => {
                 self.node.acllog.reset_counts();
+                self.node.stats.reset();
                 self.node.total_commands.store(0, Ordering::Relaxed);
                 self.node.total_connections.store(0, Ordering::Relaxed);
                 Reply::ok()

@@ -16,6 +16,7 @@ mod monitor;
 mod params;
 mod pause;
 mod slowlog;
+mod stats;
 mod top;
 mod tracking;
 mod waiting;
@@ -89,6 +90,8 @@ pub struct Node {
     pub acllog: acllog::AclLog,
     /// `LATENCY`: this node's latency monitor and command histograms.
     pub latency: latency::Latency,
+    /// `INFO commandstats` and `errorstats`.
+    pub stats: stats::Stats,
     /// `SHUTDOWN`: stops the node as SIGTERM does.
     pub stop: tokio::sync::Notify,
 }
@@ -228,6 +231,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         monitors: monitor::Monitors::default(),
         acllog: acllog::AclLog::default(),
         latency: latency::Latency::default(),
+        stats: stats::Stats::default(),
         stop: tokio::sync::Notify::new(),
     });
     let (shutdown_tx, _) = broadcast::channel::<()>(1);

@@ -1,0 +1,178 @@
+//! What `INFO commandstats` and `INFO errorstats` count: each command's
+//! calls, time and refusals on this node, and the error replies it sent by
+//! their code, as Redis counts them.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::commands::{CommandSpec, COMMANDS};
+
+/// Most distinct error codes counted, as Redis's `ERRORSTATS_LIMIT`: a
+/// client cannot grow the table without bound with made-up codes (a
+/// script's `redis.error_reply`).
+const ERROR_CODES: usize = 128;
+
+#[derive(Default)]
+struct Counts {
+    calls: AtomicU64,
+    usec: AtomicU64,
+    /// Refused before they ran (arity, ACL, out of memory, not
+    /// authenticated): Redis's `rejected_calls`.
+    rejected: AtomicU64,
+    /// Ran and answered an error: `failed_calls`.
+    failed: AtomicU64,
+}
+
+pub struct Stats {
+    /// One per row of the command table, in its order.
+    commands: Vec<Counts>,
+    errors: Mutex<BTreeMap<String, u64>>,
+    total_errors: AtomicU64,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            commands: COMMANDS.iter().map(|_| Counts::default()).collect(),
+            errors: Mutex::default(),
+            total_errors: AtomicU64::new(0),
+        }
+    }
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Answered,
+    /// Refused before it ran.
+    Rejected,
+    /// Ran, and answered an error.
+    Failed,
+}
+
+/// Whether an error reply means the command was refused before it ran.
+pub fn rejected(error: &str) -> bool {
+    ["NOPERM", "OOM", "NOAUTH", "ERR wrong number of arguments", "ERR unknown subcommand", "MISCONF", "BUSY"]
+        .iter()
+        .any(|p| error.starts_with(p))
+}
+
+impl Stats {
+    fn counts(&self, spec: &'static CommandSpec) -> Option<&Counts> {
+        let offset = (spec as *const CommandSpec as usize).checked_sub(COMMANDS.as_ptr() as usize)?;
+        self.commands.get(offset / std::mem::size_of::<CommandSpec>())
+    }
+
+    /// A command of `spec` was answered after `usec` (0 when not timed: a
+    /// blocking command's wait is not its time).
+    pub fn command(&self, spec: &'static CommandSpec, usec: u64, outcome: Outcome) {
+        let Some(c) = self.counts(spec) else { return };
+        match outcome {
+            Outcome::Rejected => {
+                c.rejected.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Outcome::Failed => {
+                c.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Answered => {}
+        }
+        c.calls.fetch_add(1, Ordering::Relaxed);
+        c.usec.fetch_add(usec, Ordering::Relaxed);
+    }
+
+    /// An error reply was sent: counted by its code (its first word).
+    pub fn error(&self, text: &str) {
+        self.total_errors.fetch_add(1, Ordering::Relaxed);
+        let code = text.split(' ').next().unwrap_or_default();
+        let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = errors.get_mut(code) {
+            *n += 1;
+        } else if errors.len() < ERROR_CODES {
+            errors.insert(code.to_string(), 1);
+        }
+    }
+
+    pub fn total_errors(&self) -> u64 {
+        self.total_errors.load(Ordering::Relaxed)
+    }
+
+    /// `cmdstat_<name>` lines' values, for the commands called so far.
+    pub fn commandstats(&self) -> Vec<(&'static str, String)> {
+        COMMANDS
+            .iter()
+            .zip(&self.commands)
+            .filter_map(|(spec, c)| {
+                let calls = c.calls.load(Ordering::Relaxed);
+                let usec = c.usec.load(Ordering::Relaxed);
+                let rejected = c.rejected.load(Ordering::Relaxed);
+                let failed = c.failed.load(Ordering::Relaxed);
+                if calls + rejected == 0 {
+                    return None;
+                }
+                let per_call = if calls == 0 { 0.0 } else { usec as f64 / calls as f64 };
+                Some((
+                    spec.name,
+                    format!("calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}"),
+                ))
+            })
+            .collect()
+    }
+
+    /// `errorstat_<code>` counts, by code.
+    pub fn errorstats(&self) -> Vec<(String, u64)> {
+        let errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        errors.iter().map(|(code, n)| (code.clone(), *n)).collect()
+    }
+
+    /// `CONFIG RESETSTAT`.
+    pub fn reset(&self) {
+        for c in &self.commands {
+            for n in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+                n.store(0, Ordering::Relaxed);
+            }
+        }
+        self.errors.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.total_errors.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::lookup;
+
+    #[test]
+    fn calls_refusals_and_failures_are_counted_apart() {
+        let s = Stats::default();
+        let get = lookup(b"get").unwrap();
+        let outcome = |e: &str| if rejected(e) { Outcome::Rejected } else { Outcome::Failed };
+        s.command(get, 10, Outcome::Answered);
+        s.command(get, 30, Outcome::Answered);
+        s.command(get, 5, outcome("WRONGTYPE Operation against a key holding the wrong kind of value"));
+        s.command(get, 0, outcome("ERR wrong number of arguments for 'get' command"));
+        s.command(get, 0, outcome("NOPERM User u has no permissions to run the 'get' command"));
+        assert_eq!(
+            s.commandstats(),
+            vec![("get", "calls=3,usec=45,usec_per_call=15.00,rejected_calls=2,failed_calls=1".to_string())]
+        );
+        s.reset();
+        assert!(s.commandstats().is_empty());
+    }
+
+    #[test]
+    fn errors_are_counted_by_code_up_to_a_limit() {
+        let s = Stats::default();
+        s.error("ERR syntax error");
+        s.error("ERR no such key");
+        s.error("WRONGTYPE Operation against a key holding the wrong kind of value");
+        for i in 0..1000 {
+            s.error(&format!("MADEUP{i} x"));
+        }
+        let stats = s.errorstats();
+        assert_eq!(stats.len(), ERROR_CODES);
+        assert!(stats.contains(&("ERR".to_string(), 2)) && stats.contains(&("WRONGTYPE".to_string(), 1)));
+        assert_eq!(s.total_errors(), 1003);
+    }
+}
