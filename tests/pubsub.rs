@@ -708,3 +708,73 @@ async fn resp3_push_messages() {
         "{ks:?}"
     );
 }
+
+/// A `SUBSCRIBE` sent on one connection, and then, without waiting for its
+/// confirmation, a `PUBSUB NUMSUB` on another (go-redis's `Subscribe` does
+/// not wait, and its own tests count at once): the count sees the
+/// subscription, as in Redis, which reads its sockets in the order they
+/// became ready. Both arrive in one wake-up of the runtime, which runs the
+/// task woken last first; before PUBSUB yielded, 139-186 of 200 counts
+/// missed the subscription. Likewise SSUBSCRIBE with SHARDNUMSUB and
+/// PSUBSCRIBE with NUMPAT.
+#[test]
+fn pubsub_counts_see_a_subscription_sent_just_before() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    let s = TestServer::start();
+    let connect = || {
+        let c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        c.set_nodelay(true).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c
+    };
+    let encode = |args: &[&[u8]]| {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    };
+    let read = |c: &mut TcpStream| {
+        let mut buf = [0u8; 4096];
+        let n = c.read(&mut buf).unwrap();
+        buf[..n].to_vec()
+    };
+    let mut counter = connect();
+    for (subscribe, count) in [("SUBSCRIBE", "NUMSUB"), ("SSUBSCRIBE", "SHARDNUMSUB"), ("PSUBSCRIBE", "NUMPAT")] {
+        let mut missed = 0;
+        for i in 0..100 {
+            let channel = format!("race-{subscribe}-{i}");
+            let query: Vec<&[u8]> = if count == "NUMPAT" {
+                vec![b"PUBSUB", count.as_bytes()]
+            } else {
+                vec![b"PUBSUB", count.as_bytes(), channel.as_bytes()]
+            };
+            let mut subscriber = connect();
+            subscriber.write_all(&encode(&[b"PING"])).unwrap();
+            assert_eq!(read(&mut subscriber), b"+PONG\r\n");
+            subscriber.write_all(&encode(&[subscribe.as_bytes(), channel.as_bytes()])).unwrap();
+            counter.write_all(&encode(&query)).unwrap();
+            let reply = read(&mut counter);
+            let counted = if count == "NUMPAT" { reply.starts_with(b":1\r\n") } else { reply.ends_with(b":1\r\n") };
+            missed += usize::from(!counted);
+            // The subscription confirmed, then gone before the next round.
+            read(&mut subscriber);
+            drop(subscriber);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                counter.write_all(&encode(&query)).unwrap();
+                let reply = read(&mut counter);
+                let counted = if count == "NUMPAT" { reply.starts_with(b":1\r\n") } else { reply.ends_with(b":1\r\n") };
+                if !counted {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "a closed subscriber still counted");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        assert_eq!(missed, 0, "{subscribe} then PUBSUB {count}: {missed} of 100 counts missed a subscription sent before");
+    }
+}
