@@ -373,6 +373,21 @@ fn info_has_the_sections_monitoring_reads() {
     assert!(field(&stats, "cmdstat_set").starts_with("calls=12,"), "{stats}");
 }
 
+/// No node is a Redis replica: `REPLICAOF NO ONE` is what it already is,
+/// making it one is refused with a reason (the argument checks are
+/// Redis's, recorded in `tests/data/redis7/config.cmds`).
+#[test]
+fn replicaof_is_refused_with_its_reason() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(q(&mut c, &["REPLICAOF", "NO", "ONE"]).unwrap(), Value::Okay);
+    let e = q(&mut c, &["REPLICAOF", "127.0.0.1", "6380"]).unwrap_err();
+    assert!(format!("{e}").contains("RAFT.NODE ADD"), "{e}");
+    let e = q(&mut c, &["SLAVEOF", "127.0.0.1", "6380"]).unwrap_err();
+    assert!(format!("{e}").contains("RAFT.NODE ADD"), "{e}");
+    assert_eq!(q(&mut c, &["ROLE"]).unwrap(), Value::Array(vec![Value::BulkString(b"master".to_vec()), Value::Int(0), Value::Array(vec![])]));
+}
+
 #[test]
 fn command_count_docs_info() {
     let s = TestServer::start();

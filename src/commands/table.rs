@@ -177,6 +177,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("asking", 1, ["fast"], (0, 0, 0), "cluster", "3.0.0", "Answers as a Redis without cluster mode.", Local),
     cmd!("module", -2, ["admin", "noscript"], (0, 0, 0), "server", "4.0.0", "MODULE LIST | LOAD | LOADEX | UNLOAD | HELP: no module is loaded (LIST is empty), and loading one is refused, as by a Redis with enable-module-command no (its default).", Local),
     cmd!("lolwut", -1, ["readonly", "fast"], (0, 0, 0), "server", "5.0.0", "LOLWUT [VERSION v]: the version line Redis ends its drawing with (raftlock draws nothing).", Local),
+    cmd!("replicaof", 3, ["admin", "noscript", "stale", "no_async_loading"], (0, 0, 0), "server", "5.0.0", "REPLICAOF NO ONE: OK, every node already takes writes. REPLICAOF host port is refused: raftlock nodes replicate by Raft (RAFT.NODE ADD), never as Redis replicas.", Local),
+    cmd!("slaveof", 3, ["admin", "noscript", "stale", "no_async_loading"], (0, 0, 0), "server", "1.0.0", "SLAVEOF: REPLICAOF's old name.", Local),
     cmd!("debug", -2, ["admin", "noscript", "loading", "stale"], (0, 0, 0), "server", "1.0.0", "Refused, as by a Redis with enable-debug-command no (its default).", Local),
     cmd!("role", 1, ["noscript", "loading", "stale", "fast"], (0, 0, 0), "server", "2.8.12", "Returns master, as INFO replication does: every node takes writes (a follower forwards them).", Local),
     cmd!("wait", 3, ["noscript"], (0, 0, 0), "connection", "3.0.0", "WAIT numreplicas timeout: 0 at once. No node is a Redis replica (ROLE, INFO replication); a write is on a majority of the Raft cluster before it is acknowledged, which WAIT cannot add to.", Local),

@@ -999,6 +999,7 @@ impl Connection {
             ),
             "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
             "module" => module(argv),
+            "replicaof" | "slaveof" => replicaof(argv),
             "lolwut" => Reply::Verbatim(format!("Redis ver. {REDIS_VERSION}\n")),
             "wait" => wait(argv, false),
             "waitaof" => wait(argv, true),
@@ -2265,6 +2266,20 @@ fn module(argv: &[Bytes]) -> Reply {
     }
 }
 
+/// `REPLICAOF host port`: a node is never a Redis replica (`ROLE` says
+/// master); `NO ONE` asks for what it already is.
+fn replicaof(argv: &[Bytes]) -> Reply {
+    if argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one") {
+        return Reply::ok();
+    }
+    if !parse_i64(&argv[2]).is_some_and(|port| (0..=65535).contains(&port)) {
+        return Reply::error("ERR Invalid master port");
+    }
+    Reply::error(
+        "ERR raftlock nodes do not replicate as Redis replicas: every node is a member of one Raft cluster (add one with RAFT.NODE ADD)",
+    )
+}
+
 /// `COMMAND GETKEYS command arg ...`: the keys of a command as the table
 /// finds them (ACLs, tracking and blocking use the same), with Redis's
 /// errors for an unknown command, one without keys, a wrong argument count,
@@ -2351,7 +2366,7 @@ fn wait(argv: &[Bytes], aof: bool) -> Reply {
 fn answered_here(spec: &CommandSpec, argv: &[Bytes]) -> bool {
     let sub = |names: &[&str]| argv.get(1).is_some_and(|s| names.iter().any(|n| s.eq_ignore_ascii_case(n.as_bytes())));
     match spec.name {
-        "time" | "info" | "command" | "select" | "lastsave" | "role" | "wait" | "waitaof" => true,
+        "time" | "info" | "command" | "select" | "lastsave" | "role" | "wait" | "waitaof" | "move" | "swapdb" | "lolwut" => true,
         "client" => sub(&[
             "id", "getname", "setname", "setinfo", "info", "list", "getredir", "trackinginfo", "no-evict", "no-touch", "unblock",
             "pause", "unpause",
