@@ -448,3 +448,79 @@ fn shard_channels_and_geo_store_keys_are_checked() {
     q(&mut admin, &["ACL", "SETUSER", "sharder", "resetchannels", "&sport"]).unwrap();
     assert!(matches!(listener.read(), Err(common::RawErr::Closed)), "the shard subscriber kept a channel it lost");
 }
+
+/// Redis 7's selectors: `ACL SETUSER u (rules)` adds a further set of
+/// commands, keys and channels; a command runs if the user's own rules or
+/// any one selector allow all of it. Shown by what the user may really do,
+/// by `ACL DRYRUN` (with Redis's texts), `ACL GETUSER`/`LIST`, an ACL file
+/// whose selector spans several words, and a restart from a snapshot (its
+/// format 6 carries them).
+#[test]
+fn selectors_allow_a_command_that_any_one_of_them_allows_whole() {
+    const EVERY: u64 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("users.acl");
+    std::fs::write(&file, "user filed on >f resetchannels -@all +get ~f:* (+set ~w:*  %R~r:*)\n").unwrap();
+    let mut server =
+        TestServer::start_with_env(&[("RAFTLOCK_SNAPSHOT_LOGS", "20"), ("RAFTLOCK_ACLFILE", file.to_str().unwrap())]);
+    let mut admin = server.client();
+    let port = server.port;
+    let set = |args: &[&str]| q(&mut redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap(), args);
+    assert_eq!(
+        set(&["ACL", "SETUSER", "app", "on", ">p", "+get", "~app:*", "(+set %W~orders:*)", "(+publish &news.*)"]).unwrap(),
+        Value::Okay
+    );
+    // The words of one selector given apart are one rule; an unclosed one is refused.
+    assert_eq!(set(&["ACL", "SETUSER", "split", "(+get", "~s:*)"]).unwrap(), Value::Okay);
+    assert_eq!(
+        expect_err(set(&["ACL", "SETUSER", "bad", "(+get", "~s:*"])),
+        "ERR Unmatched parenthesis in acl selector starting at '(+get ~s:*'."
+    );
+    assert_eq!(
+        expect_err(set(&["ACL", "SETUSER", "bad", "(on)"])),
+        "ERR Error in ACL SETUSER modifier '(on)': Syntax error"
+    );
+    let check = |server: &TestServer| {
+        let mut app = as_user(server.port, "app", "p");
+        assert!(matches!(q(&mut app, &["GET", "app:1"]), Ok(Value::Nil)), "the user's own rules");
+        assert_eq!(q(&mut app, &["SET", "orders:1", "v"]).unwrap(), Value::Okay, "the first selector");
+        assert_eq!(q(&mut app, &["PUBLISH", "news.x", "m"]).unwrap(), Value::Int(0), "the second selector");
+        // No one selector allows all of these.
+        assert_eq!(expect_err(q(&mut app, &["GET", "orders:1"])), KEY_DENIED, "orders:* is written only");
+        assert_eq!(expect_err(q(&mut app, &["SET", "app:1", "v"])), KEY_DENIED, "set is for orders:* only");
+        assert_eq!(
+            expect_err(q(&mut app, &["PUBLISH", "other", "m"])),
+            "NOPERM this user has no permissions to access one of the channels used as arguments"
+        );
+        assert_eq!(expect_err(q(&mut app, &["DEL", "app:1"])), command_denied("del"));
+        let mut filed = as_user(server.port, "filed", "f");
+        assert_eq!(q(&mut filed, &["SET", "w:1", "v"]).unwrap(), Value::Okay);
+        assert_eq!(expect_err(q(&mut filed, &["SET", "r:1", "v"])), KEY_DENIED);
+    };
+    check(&server);
+    let dry = |args: &[&str]| text(&set(&[&["ACL", "DRYRUN", "app"], args].concat()).unwrap());
+    assert_eq!(dry(&["SET", "orders:1", "v"]), "OK");
+    assert_eq!(dry(&["SET", "app:1", "v"]), "This user has no permissions to access the 'app:1' key");
+    assert_eq!(dry(&["PUBLISH", "other", "m"]), "This user has no permissions to access the 'other' channel");
+    assert_eq!(dry(&["DEL", "app:1"]), "This user has no permissions to run the 'del' command");
+    let list = text(&q(&mut admin, &["ACL", "LIST"]).unwrap());
+    assert!(
+        list.contains("~app:* resetchannels -@all +get (%W~orders:* resetchannels -@all +set) (resetchannels &news.* -@all +publish)"),
+        "{list}"
+    );
+    assert!(list.contains("(~s:* resetchannels -@all +get)"), "{list}");
+    assert!(list.contains("(~w:* %R~r:* resetchannels -@all +set)"), "{list}");
+    let getuser = format!("{:?}", q(&mut admin, &["ACL", "GETUSER", "app"]).unwrap());
+    assert!(getuser.contains("selectors") && getuser.contains("%W~orders:*") && getuser.contains("&news.*"), "{getuser}");
+    // From a snapshot: the selectors are no longer in the log.
+    let written_at = server.raft_info().num("applied_index");
+    server.restart_from_snapshot(written_at, EVERY, "ACL SETUSER");
+    check(&server);
+    // Cleared, the user's own rules remain.
+    let port = server.port;
+    let set = |args: &[&str]| q(&mut redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap(), args);
+    assert_eq!(set(&["ACL", "SETUSER", "app", "clearselectors"]).unwrap(), Value::Okay);
+    let mut app = as_user(server.port, "app", "p");
+    assert_eq!(expect_err(q(&mut app, &["SET", "orders:1", "v"])), command_denied("set"));
+    assert!(matches!(q(&mut app, &["GET", "app:1"]), Ok(Value::Nil)));
+}

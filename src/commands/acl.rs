@@ -1,4 +1,4 @@
-//! ACL rules as Redis 7 has them (without selectors): `ACL SETUSER` rules,
+//! ACL rules as Redis 7 has them, selectors included: `ACL SETUSER` rules,
 //! categories, the description `ACL LIST`/`GETUSER` give, and the check of
 //! a command, its keys and its channels against a user. The users
 //! themselves are replicated state ([`crate::keyspace::acl`]); changes are
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::table::{lookup, CommandSpec, COMMANDS};
-use crate::keyspace::acl::{AclTable, User, KEY_READ, KEY_WRITE};
+use crate::keyspace::acl::{AclTable, Selector, User, KEY_READ, KEY_WRITE};
 use crate::keyspace::{glob_match, Keyspace};
 use crate::protocol::Reply;
 
@@ -186,10 +186,19 @@ impl Denied {
     }
 }
 
-/// A user's rules, worked out for checking commands quickly.
+/// A user's rules, worked out for checking commands quickly: its own and
+/// each of its selectors'.
 #[derive(Debug, Clone)]
 pub struct Perms {
-    user: User,
+    unrestricted: bool,
+    root: SelectorPerms,
+    selectors: Vec<SelectorPerms>,
+}
+
+/// One selector's rules, worked out.
+#[derive(Debug, Clone)]
+struct SelectorPerms {
+    rules: Selector,
     commands: HashSet<&'static str>,
     allowed_subs: HashSet<String>,
     denied_subs: HashSet<String>,
@@ -197,14 +206,72 @@ pub struct Perms {
 
 impl Perms {
     pub fn compile(user: &User) -> Perms {
-        let mut p = Perms {
-            user: user.clone(),
-            commands: if user.all_commands { COMMANDS.iter().map(|c| c.name).collect() } else { HashSet::new() },
+        Perms {
+            unrestricted: user.unrestricted(),
+            root: SelectorPerms::compile(user.root()),
+            selectors: user.selectors.iter().cloned().map(SelectorPerms::compile).collect(),
+        }
+    }
+
+    /// Everything is allowed: no check needed.
+    pub fn unrestricted(&self) -> bool {
+        self.unrestricted
+    }
+
+    /// Whether the user may run `argv` (already resolved to `spec`).
+    pub fn check(&self, spec: &CommandSpec, argv: &[Bytes]) -> Result<(), Denied> {
+        self.check_naming(spec, argv).map_err(|(denied, _)| denied)
+    }
+
+    /// [`Perms::check`], and with a refusal what it was about, for `ACL
+    /// LOG`: the command (`name` or `name|sub`), the key or the channel.
+    /// The user's own rules or any one selector must allow all of the
+    /// command; refused by all, the refusal is the one that got furthest
+    /// (a channel over a key over the command), as Redis reports it.
+    pub fn check_naming(&self, spec: &CommandSpec, argv: &[Bytes]) -> Result<(), (Denied, Bytes)> {
+        if self.unrestricted {
+            return Ok(());
+        }
+        let sub = subcommand(spec, argv);
+        // A subcommand that does not exist is answered as such before any
+        // permission is looked at, as Redis does (redis-py 8 sends `CLIENT
+        // MAINT_NOTIFICATIONS` on connecting, which Redis 7 does not know:
+        // a refusal here wrote an `ACL LOG` entry for every connection).
+        if let (Some(sub), Some(known)) = (&sub, subcommands_with_own_categories(spec.name)) {
+            if !known.contains(&sub.as_str()) {
+                return Ok(());
+            }
+        }
+        let rank = |d: &Denied| match d {
+            Denied::Command(_) => 1,
+            Denied::Key | Denied::Option(_) => 2,
+            Denied::Channel => 3,
+        };
+        let mut refusal: Option<(Denied, Bytes)> = None;
+        for selector in std::iter::once(&self.root).chain(&self.selectors) {
+            match selector.check(spec, argv, sub.as_deref()) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    if refusal.as_ref().is_none_or(|r| rank(&e.0) > rank(&r.0)) {
+                        refusal = Some(e);
+                    }
+                }
+            }
+        }
+        Err(refusal.expect("the root selector refused"))
+    }
+}
+
+impl SelectorPerms {
+    fn compile(rules: Selector) -> SelectorPerms {
+        let mut p = SelectorPerms {
+            commands: if rules.all_commands { COMMANDS.iter().map(|c| c.name).collect() } else { HashSet::new() },
             allowed_subs: HashSet::new(),
             denied_subs: HashSet::new(),
+            rules,
         };
-        for rule in &user.command_rules {
-            p.apply(rule);
+        for rule in p.rules.command_rules.clone() {
+            p.apply(&rule);
         }
         p
     }
@@ -254,39 +321,15 @@ impl Perms {
         }
     }
 
-    /// Everything is allowed: no check needed.
-    pub fn unrestricted(&self) -> bool {
-        self.user.unrestricted()
-    }
-
-    /// Whether the user may read any key: every key, or the pattern `*`
+    /// Whether these rules may read any key: every key, or the pattern `*`
     /// with read access (Redis's unrestricted key access).
     fn reads_every_key(&self) -> bool {
-        self.user.all_keys || self.user.key_patterns.iter().any(|(access, p)| access & KEY_READ != 0 && &p[..] == b"*")
+        self.rules.all_keys
+            || self.rules.key_patterns.iter().any(|(access, p)| access & KEY_READ != 0 && &p[..] == b"*")
     }
 
-    /// Whether the user may run `argv` (already resolved to `spec`).
-    pub fn check(&self, spec: &CommandSpec, argv: &[Bytes]) -> Result<(), Denied> {
-        self.check_naming(spec, argv).map_err(|(denied, _)| denied)
-    }
-
-    /// [`Perms::check`], and with a refusal what it was about, for `ACL
-    /// LOG`: the command (`name` or `name|sub`), the key or the channel.
-    pub fn check_naming(&self, spec: &CommandSpec, argv: &[Bytes]) -> Result<(), (Denied, Bytes)> {
-        if self.unrestricted() {
-            return Ok(());
-        }
-        let sub = subcommand(spec, argv);
-        // A subcommand that does not exist is answered as such before any
-        // permission is looked at, as Redis does (redis-py 8 sends `CLIENT
-        // MAINT_NOTIFICATIONS` on connecting, which Redis 7 does not know:
-        // a refusal here wrote an `ACL LOG` entry for every connection).
-        if let (Some(sub), Some(known)) = (&sub, subcommands_with_own_categories(spec.name)) {
-            if !known.contains(&sub.as_str()) {
-                return Ok(());
-            }
-        }
-        let allowed = match &sub {
+    fn check(&self, spec: &CommandSpec, argv: &[Bytes], sub: Option<&str>) -> Result<(), (Denied, Bytes)> {
+        let allowed = match sub {
             Some(sub) => {
                 let full = format!("{}|{sub}", spec.name);
                 self.allowed_subs.contains(&full) || (self.commands.contains(spec.name) && !self.denied_subs.contains(&full))
@@ -300,9 +343,9 @@ impl Perms {
             };
             return Err((Denied::Command(name.clone()), Bytes::from(name)));
         }
-        if !self.user.all_keys {
+        if !self.rules.all_keys {
             for (key, need) in key_access(spec, argv) {
-                let ok = self.user.key_patterns.iter().any(|(access, p)| access & need == need && glob_match(p, key));
+                let ok = self.rules.key_patterns.iter().any(|(access, p)| access & need == need && glob_match(p, key));
                 if !ok {
                     return Err((Denied::Key, key.clone()));
                 }
@@ -313,7 +356,7 @@ impl Perms {
                 return Err((Denied::Option(refused.to_string()), Bytes::from_static(b"sort")));
             }
         }
-        if !self.user.all_channels {
+        if !self.rules.all_channels {
             let (channels, literal): (&[Bytes], bool) = match spec.name {
                 "publish" | "spublish" => (&argv[1..2.min(argv.len())], false),
                 "subscribe" | "ssubscribe" => (&argv[1..], false),
@@ -322,7 +365,7 @@ impl Perms {
             };
             for ch in channels {
                 let ok = self
-                    .user
+                    .rules
                     .channel_patterns
                     .iter()
                     .any(|p| if literal { p == ch } else { glob_match(p, ch) });
@@ -361,10 +404,11 @@ pub fn hash_password(password: &[u8]) -> String {
     Sha256::digest(password).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Applies one `ACL SETUSER` rule to `u`; the error is Redis's text.
+const SYNTAX: &str = "Syntax error";
+
+/// Applies one `ACL SETUSER` rule to `u`; the error is Redis's text. A
+/// selector is one rule, `(` to `)` (see [`merge_selector_args`]).
 pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
-    const SYNTAX: &str = "Syntax error";
-    const UNKNOWN: &str = "Unknown command or category name in ACL";
     // Passwords may be any bytes.
     match rule.first() {
         None => return Err(SYNTAX),
@@ -380,13 +424,19 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
                 Err("The password you are trying to remove from the user does not exist")
             };
         }
-        // Patterns are written to the ACL file one word each.
-        Some(b'~' | b'%' | b'&') if rule.iter().any(|c| c.is_ascii_whitespace() || *c == 0) => return Err(SYNTAX),
+        Some(b'(') => {
+            let inner = rule.strip_suffix(b")").ok_or(SYNTAX)?;
+            let mut selector = Selector::default();
+            for word in inner[1..].split(|c| c.is_ascii_whitespace()).filter(|w| !w.is_empty()) {
+                apply_permission(&mut selector, word)?;
+            }
+            u.selectors.push(selector);
+            return Ok(());
+        }
         _ => {}
     }
     let text = std::str::from_utf8(rule).map_err(|_| SYNTAX)?;
-    let lower = text.to_ascii_lowercase();
-    match lower.as_str() {
+    match text.to_ascii_lowercase().as_str() {
         "on" => u.enabled = true,
         "off" => u.enabled = false,
         "nopass" => {
@@ -397,46 +447,67 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
             u.nopass = false;
             u.passwords.clear();
         }
+        "reset" => *u = User::new(),
+        "clearselectors" => u.selectors.clear(),
+        "sanitize-payload" | "skip-sanitize-payload" => {}
+        _ if rule[0] == b'#' || rule[0] == b'!' => {
+            let hash = &text[1..];
+            if hash.len() != 64 || !hash.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+                return Err("The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters");
+            }
+            if text.starts_with('#') {
+                u.passwords.insert(hash.to_string());
+                u.nopass = false;
+            } else if !u.passwords.remove(hash) {
+                return Err("The password you are trying to remove from the user does not exist");
+            }
+        }
+        _ => {
+            let mut root = u.root();
+            apply_permission(&mut root, rule)?;
+            u.set_root(root);
+        }
+    }
+    Ok(())
+}
+
+/// Applies a rule about commands, keys or channels to a user's own
+/// permissions or to one selector.
+fn apply_permission(s: &mut Selector, rule: &[u8]) -> Result<(), &'static str> {
+    const UNKNOWN: &str = "Unknown command or category name in ACL";
+    // Patterns are written to the ACL file one word each.
+    if matches!(rule.first(), Some(b'~' | b'%' | b'&')) && rule.iter().any(|c| c.is_ascii_whitespace() || *c == 0) {
+        return Err(SYNTAX);
+    }
+    let text = std::str::from_utf8(rule).map_err(|_| SYNTAX)?;
+    let lower = text.to_ascii_lowercase();
+    match lower.as_str() {
         "allkeys" => {
-            u.all_keys = true;
-            u.key_patterns.clear();
+            s.all_keys = true;
+            s.key_patterns.clear();
         }
         "resetkeys" => {
-            u.all_keys = false;
-            u.key_patterns.clear();
+            s.all_keys = false;
+            s.key_patterns.clear();
         }
         "allchannels" => {
-            u.all_channels = true;
-            u.channel_patterns.clear();
+            s.all_channels = true;
+            s.channel_patterns.clear();
         }
         "resetchannels" => {
-            u.all_channels = false;
-            u.channel_patterns.clear();
+            s.all_channels = false;
+            s.channel_patterns.clear();
         }
         "allcommands" | "+@all" => {
-            u.all_commands = true;
-            u.command_rules.clear();
+            s.all_commands = true;
+            s.command_rules.clear();
         }
         "nocommands" | "-@all" => {
-            u.all_commands = false;
-            u.command_rules.clear();
+            s.all_commands = false;
+            s.command_rules.clear();
         }
-        "reset" => *u = User::new(),
-        "sanitize-payload" | "skip-sanitize-payload" => {}
-        _ => match rule[0] {
-            b'#' | b'!' => {
-                let hash = &text[1..];
-                if hash.len() != 64 || !hash.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
-                    return Err("The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters");
-                }
-                if text.starts_with('#') {
-                    u.passwords.insert(hash.to_string());
-                    u.nopass = false;
-                } else if !u.passwords.remove(hash) {
-                    return Err("The password you are trying to remove from the user does not exist");
-                }
-            }
-            b'~' | b'%' => {
+        _ => match rule.first() {
+            Some(b'~' | b'%') => {
                 let (access, pattern) = if text.starts_with('~') {
                     (KEY_READ | KEY_WRITE, &rule[1..])
                 } else {
@@ -454,28 +525,28 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
                     }
                     (access, &rule[tilde + 1..])
                 };
-                if u.all_keys {
+                if s.all_keys {
                     return Err("Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns");
                 }
                 if pattern == b"*" && access == KEY_READ | KEY_WRITE {
-                    u.all_keys = true;
-                    u.key_patterns.clear();
+                    s.all_keys = true;
+                    s.key_patterns.clear();
                 } else {
-                    u.key_patterns.push((access, Bytes::copy_from_slice(pattern)));
+                    s.key_patterns.push((access, Bytes::copy_from_slice(pattern)));
                 }
             }
-            b'&' => {
-                if u.all_channels {
+            Some(b'&') => {
+                if s.all_channels {
                     return Err("Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and does not have any effect. Try 'resetchannels' to start with an empty list of channels");
                 }
                 if &rule[1..] == b"*" {
-                    u.all_channels = true;
-                    u.channel_patterns.clear();
+                    s.all_channels = true;
+                    s.channel_patterns.clear();
                 } else {
-                    u.channel_patterns.push(Bytes::copy_from_slice(&rule[1..]));
+                    s.channel_patterns.push(Bytes::copy_from_slice(&rule[1..]));
                 }
             }
-            b'+' | b'-' => {
+            Some(b'+' | b'-') => {
                 let what = &lower[1..];
                 let known = if let Some(cat) = what.strip_prefix('@') {
                     CATEGORIES.contains(&cat)
@@ -494,12 +565,40 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
                     Some(_) => lower.clone(),
                     None => format!("{}{}", &lower[..1], what),
                 };
-                u.command_rules.push(canonical);
+                s.command_rules.push(canonical);
             }
             _ => return Err(SYNTAX),
         },
     }
     Ok(())
+}
+
+/// Joins the arguments of one selector that were given apart (`(+get`,
+/// `~app:*)`, as an ACL file's words come) into one rule, as Redis does
+/// before it applies any; the error is Redis's, for a `(` never closed.
+pub fn merge_selector_args(args: &[Bytes]) -> Result<Vec<Bytes>, String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut open: Option<Vec<u8>> = None;
+    for arg in args {
+        match &mut open {
+            Some(selector) => {
+                selector.push(b' ');
+                selector.extend_from_slice(arg);
+                if arg.ends_with(b")") {
+                    out.push(Bytes::from(open.take().unwrap_or_default()));
+                }
+            }
+            None if arg.starts_with(b"(") && !arg.ends_with(b")") => open = Some(arg.to_vec()),
+            None => out.push(arg.clone()),
+        }
+    }
+    match open {
+        Some(selector) => Err(format!(
+            "Unmatched parenthesis in acl selector starting at '{}'.",
+            String::from_utf8_lossy(&selector)
+        )),
+        None => Ok(out),
+    }
 }
 
 /// How a user reads in `ACL LIST` (and an ACL file), after `user <name> `.
@@ -511,18 +610,26 @@ pub fn describe(u: &User) -> String {
     }
     out.push("sanitize-payload".into());
     out.extend(u.passwords.iter().map(|h| format!("#{h}")));
-    if u.all_keys {
+    out.push(describe_selector(&u.root()));
+    out.extend(u.selectors.iter().map(|s| format!("({})", describe_selector(s))));
+    out.join(" ")
+}
+
+/// Keys, channels, then commands, as Redis writes a selector.
+fn describe_selector(s: &Selector) -> String {
+    let mut out = Vec::new();
+    if s.all_keys {
         out.push("~*".into());
     } else {
-        out.extend(u.key_patterns.iter().map(|(a, p)| key_pattern(*a, p)));
+        out.extend(s.key_patterns.iter().map(|(a, p)| key_pattern(*a, p)));
     }
-    if u.all_channels {
+    if s.all_channels {
         out.push("&*".into());
     } else {
         out.push("resetchannels".into());
-        out.extend(u.channel_patterns.iter().map(|p| format!("&{}", String::from_utf8_lossy(p))));
+        out.extend(s.channel_patterns.iter().map(|p| format!("&{}", String::from_utf8_lossy(p))));
     }
-    out.push(command_description(u));
+    out.push(command_description(s));
     out.join(" ")
 }
 
@@ -536,9 +643,9 @@ fn key_pattern(access: u8, pattern: &[u8]) -> String {
 }
 
 /// `+@all` or `-@all`, then the rules since.
-pub fn command_description(u: &User) -> String {
-    let mut out = vec![if u.all_commands { "+@all" } else { "-@all" }.to_string()];
-    out.extend(u.command_rules.iter().cloned());
+pub fn command_description(s: &Selector) -> String {
+    let mut out = vec![if s.all_commands { "+@all" } else { "-@all" }.to_string()];
+    out.extend(s.command_rules.iter().cloned());
     out.join(" ")
 }
 
@@ -550,24 +657,33 @@ pub fn getuser_reply(u: &User) -> Reply {
         flags.push(text("nopass"));
     }
     flags.push(text("sanitize-payload"));
-    let keys = if u.all_keys {
-        "~*".to_string()
-    } else {
-        u.key_patterns.iter().map(|(a, p)| key_pattern(*a, p)).collect::<Vec<_>>().join(" ")
-    };
-    let channels = if u.all_channels {
-        "&*".to_string()
-    } else {
-        u.channel_patterns.iter().map(|p| format!("&{}", String::from_utf8_lossy(p))).collect::<Vec<_>>().join(" ")
-    };
-    Reply::Map(vec![
+    let mut fields = vec![
         (text("flags"), Reply::Set(flags)),
         (text("passwords"), Reply::Array(u.passwords.iter().map(|h| text(h)).collect())),
-        (text("commands"), Reply::bulk(command_description(u))),
-        (text("keys"), Reply::bulk(keys)),
-        (text("channels"), Reply::bulk(channels)),
-        (text("selectors"), Reply::Array(Vec::new())),
-    ])
+    ];
+    fields.extend(selector_fields(&u.root()));
+    fields.push((text("selectors"), Reply::Array(u.selectors.iter().map(|s| Reply::Map(selector_fields(s))).collect())));
+    Reply::Map(fields)
+}
+
+/// `commands`, `keys`, `channels` of `ACL GETUSER` (the user's own, and
+/// each selector's).
+fn selector_fields(s: &Selector) -> Vec<(Reply, Reply)> {
+    let keys = if s.all_keys {
+        "~*".to_string()
+    } else {
+        s.key_patterns.iter().map(|(a, p)| key_pattern(*a, p)).collect::<Vec<_>>().join(" ")
+    };
+    let channels = if s.all_channels {
+        "&*".to_string()
+    } else {
+        s.channel_patterns.iter().map(|p| format!("&{}", String::from_utf8_lossy(p))).collect::<Vec<_>>().join(" ")
+    };
+    vec![
+        (Reply::text("commands"), Reply::bulk(command_description(s))),
+        (Reply::text("keys"), Reply::bulk(keys)),
+        (Reply::text("channels"), Reply::bulk(channels)),
+    ]
 }
 
 /// An ACL change, as a log entry.
@@ -590,7 +706,7 @@ pub enum AclOp {
 /// Builds a user from rules (an ACL file line, `ACL LOAD`).
 pub fn user_from_rules(rules: &[Bytes]) -> Result<User, String> {
     let mut u = User::new();
-    for rule in rules {
+    for rule in &merge_selector_args(rules)? {
         apply_rule(&mut u, rule)
             .map_err(|e| format!("Error in ACL SETUSER modifier '{}': {e}", String::from_utf8_lossy(rule)))?;
     }
@@ -676,7 +792,8 @@ pub fn parse_acl_file(text: &str) -> Result<Vec<(String, Vec<Bytes>)>, String> {
                 i + 1
             ));
         }
-        let rules: Vec<Bytes> = words.map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
+        let words: Vec<Bytes> = words.map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
+        let rules = merge_selector_args(&words).map_err(|e| format!("line {}: {e}", i + 1))?;
         user_from_rules(&rules).map_err(|e| format!("line {}: {e}", i + 1))?;
         users.push((name, rules));
     }

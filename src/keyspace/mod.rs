@@ -549,6 +549,14 @@ struct SnapshotV5 {
     libraries: Libraries,
 }
 
+/// Format 6: format 5 and the users' ACL selectors (written only when a
+/// user has any; the libraries may be empty).
+#[derive(Deserialize)]
+struct SnapshotV6 {
+    v5: SnapshotV5,
+    selectors: BTreeMap<String, Vec<acl::Selector>>,
+}
+
 /// [`SnapshotV1`] as written: borrowed, serialised to the same bytes.
 #[derive(Serialize)]
 struct SnapshotV1Out<'a> {
@@ -943,7 +951,11 @@ impl Keyspace {
         };
         let v2 = SnapshotV2Out { v1, sessions: self.sessions.to_list() };
         let snap = SnapshotV3Out { v2, waiters: self.waiters.to_list() };
-        let written = if !self.libraries.is_empty() {
+        let selectors = self.acl.selectors();
+        let written = if !selectors.is_empty() {
+            out.write_all(&[6u8])?;
+            bincode::serialize_into(&mut out, &(snap, &*self.acl, &*self.libraries, selectors))
+        } else if !self.libraries.is_empty() {
             out.write_all(&[5u8])?;
             bincode::serialize_into(&mut out, &(snap, &*self.acl, &*self.libraries))
         } else if self.acl.users.is_empty() {
@@ -967,6 +979,18 @@ impl Keyspace {
         let mut libraries = Libraries::new();
         let (v1, sessions, waiters) = match data.split_first() {
             None => return Ok(Keyspace::new()),
+            Some((6, rest)) => {
+                let snap = bincode::deserialize::<SnapshotV6>(rest).map_err(corrupt)?;
+                acl = snap.v5.v4.acl;
+                for (name, selectors) in snap.selectors {
+                    match acl.users.get_mut(&name) {
+                        Some(u) => u.selectors = selectors,
+                        None => return Err(SnapshotError(format!("selectors of user {name}, who does not exist"))),
+                    }
+                }
+                libraries = snap.v5.libraries;
+                (snap.v5.v4.v3.v2.v1, snap.v5.v4.v3.v2.sessions, snap.v5.v4.v3.waiters)
+            }
             Some((5, rest)) => {
                 let snap = bincode::deserialize::<SnapshotV5>(rest).map_err(corrupt)?;
                 acl = snap.v4.acl;

@@ -1079,9 +1079,13 @@ impl Connection {
                 if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '\0') {
                     return Reply::error("ERR Usernames can't contain spaces or null characters");
                 }
+                let rules = match rules::merge_selector_args(&argv[3..]) {
+                    Ok(rules) => rules,
+                    Err(e) => return Reply::Error(format!("ERR {e}")),
+                };
                 // Checked here first, for the error text without a log write.
                 let mut scratch = user_of(&name).unwrap_or_default();
-                for rule in &argv[3..] {
+                for rule in &rules {
                     if let Err(e) = rules::apply_rule(&mut scratch, rule) {
                         return Reply::Error(format!("ERR Error in ACL SETUSER modifier '{}': {e}", text(rule)));
                     }
@@ -1097,7 +1101,7 @@ impl Connection {
                 } else {
                     Vec::new()
                 };
-                self.acl_change(AclOp::SetUser { name, rules: argv[3..].to_vec(), base }).await
+                self.acl_change(AclOp::SetUser { name, rules, base }).await
             }
             ("deluser", n) if n >= 3 => self.acl_change(AclOp::DelUser { names: argv[2..].iter().map(text).collect() }).await,
             ("getuser", 3) => user_of(&text(&argv[2])).map_or(Reply::Nil, |u| rules::getuser_reply(&u)),
@@ -1147,17 +1151,20 @@ impl Connection {
                 if !spec.arity_ok(cmd.len()) {
                     return Reply::Error(format!("ERR wrong number of arguments for '{}' command", spec.name));
                 }
-                match rules::Perms::compile(&u).check(spec, cmd) {
+                // Redis 7's texts, naming the key or channel refused.
+                match rules::Perms::compile(&u).check_naming(spec, cmd) {
                     Ok(()) => Reply::ok(),
-                    Err(rules::Denied::Command(name)) => {
+                    Err((rules::Denied::Command(name), _)) => {
                         Reply::bulk(format!("This user has no permissions to run the '{name}' command"))
                     }
-                    Err(rules::Denied::Key) => {
-                        Reply::bulk("This user has no permissions to access one of the keys used as arguments")
+                    Err((rules::Denied::Key, key)) => {
+                        Reply::bulk(format!("This user has no permissions to access the '{}' key", text(&key)))
                     }
-                    Err(rules::Denied::Channel) => Reply::bulk("This user has no permissions to access one of the channels used as arguments"),
+                    Err((rules::Denied::Channel, channel)) => {
+                        Reply::bulk(format!("This user has no permissions to access the '{}' channel", text(&channel)))
+                    }
                     // The command's own error when it runs, not the ACL's.
-                    Err(rules::Denied::Option(_)) => Reply::ok(),
+                    Err((rules::Denied::Option(_), _)) => Reply::ok(),
                 }
             }
             ("load", 2) | ("save", 2) if self.node.config.aclfile.is_none() => Reply::error(
