@@ -81,7 +81,15 @@ pub fn key_access<'a>(spec: &CommandSpec, argv: &'a [Bytes]) -> Vec<(&'a Bytes, 
 }
 
 /// Commands with subcommands: permissions may name `command|subcommand`.
-const CONTAINERS: &[&str] = &["acl", "client", "config", "command", "script", "pubsub", "object", "memory", "slowlog", "module", "raft.node"];
+const CONTAINERS: &[&str] = &[
+    "acl", "client", "config", "command", "script", "pubsub", "object", "memory", "slowlog", "module", "function", "latency",
+    "xgroup", "xinfo", "raft.node",
+];
+
+/// Whether rules may name `name|subcommand`.
+pub(crate) fn is_container(name: &str) -> bool {
+    CONTAINERS.contains(&name)
+}
 
 /// The categories of a command (of one subcommand, for `ACL`).
 pub fn categories(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {

@@ -20,6 +20,7 @@ mod lists;
 mod locks;
 mod long_double;
 mod pubsub;
+mod redis_specs;
 mod scripts;
 mod server;
 mod sets;
@@ -38,7 +39,10 @@ use crate::protocol::{ArgError, Args, Reply};
 
 pub use lists::parse_block_timeout;
 pub use streams::read_layout as stream_read_layout;
-pub use table::{command_docs, command_info, lookup, CommandSpec, Handler, COMMANDS};
+pub use table::{
+    command_docs, command_info, key_flags, lookup, lookup_subcommand, subcommand_info, subcommand_names, CommandSpec, Handler,
+    COMMANDS,
+};
 
 /// Why a command failed; turned into Redis's error text in one place.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -70,7 +70,7 @@ impl CommandSpec {
     /// Where [`CommandSpec::keys`] finds the keys in `argv`, in order: the
     /// table's fixed positions (`first_key` .. `last_key`), then those a
     /// `numkeys` argument counts. Every position is within `argv`.
-    fn key_positions(&self, argv: &[Bytes]) -> impl Iterator<Item = usize> {
+    pub fn key_positions(&self, argv: &[Bytes]) -> impl Iterator<Item = usize> {
         let len = argv.len() as i64;
         let first = self.first_key;
         let last = if self.last_key < 0 { len + self.last_key } else { self.last_key.min(len - 1) };
@@ -438,22 +438,126 @@ impl std::hash::Hasher for Fnv {
     }
 }
 
-/// One command's `COMMAND INFO` entry, in Redis 7's shape.
+/// One command's `COMMAND INFO` entry, in Redis 7's shape: with, for a
+/// container, its subcommands' entries.
 pub fn command_info(spec: &CommandSpec) -> Reply {
+    let subcommands: Vec<Reply> = subcommands(spec.name).map(|sub| subcommand_info(spec, sub)).collect();
+    info_entry(
+        spec.name,
+        spec.arity,
+        spec.flags,
+        (spec.first_key, spec.last_key, spec.key_step),
+        &super::acl::categories(spec, None),
+        subcommands,
+    )
+}
+
+/// A subcommand's `COMMAND INFO` entry; its categories are the ones `ACL`
+/// checks it by.
+pub fn subcommand_info(container: &CommandSpec, sub: &Subcommand) -> Reply {
+    let short = sub.name.split_once('|').map_or(sub.name, |(_, s)| s);
+    let categories = super::acl::categories(container, Some(short));
+    info_entry(sub.name, sub.arity, sub.flags, (sub.first_key, sub.last_key, sub.key_step), &categories, Vec::new())
+}
+
+fn info_entry(
+    name: &str,
+    arity: i64,
+    flags: &[&str],
+    (first, last, step): (i64, i64, i64),
+    categories: &[&str],
+    subcommands: Vec<Reply>,
+) -> Reply {
     let statuses = |items: &[&str]| Reply::Set(items.iter().map(|s| Reply::Status(s.to_string())).collect());
     Reply::Array(vec![
-        Reply::text(spec.name),
-        Reply::Int(spec.arity),
-        statuses(spec.flags),
-        Reply::Int(spec.first_key),
-        Reply::Int(spec.last_key),
-        Reply::Int(spec.key_step),
+        Reply::text(name),
+        Reply::Int(arity),
+        statuses(flags),
+        Reply::Int(first),
+        Reply::Int(last),
+        Reply::Int(step),
         // ACL categories: the ones `ACL SETUSER +@cat` and `ACL CAT` use.
-        Reply::Set(super::acl::categories(spec, None).iter().map(|c| Reply::Status(format!("@{c}"))).collect()),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
+        Reply::Set(categories.iter().map(|c| Reply::Status(format!("@{c}"))).collect()),
+        // Tips and key specs (not described here).
+        Reply::Set(vec![]),
+        Reply::Set(vec![]),
+        if subcommands.is_empty() { Reply::Set(vec![]) } else { Reply::Array(subcommands) },
     ])
+}
+
+pub use super::redis_specs::Subcommand;
+use super::redis_specs::{Begin, KEY_SPECS, SUBCOMMANDS};
+
+/// The subcommands of `container` (none for other commands).
+fn subcommands(container: &str) -> impl Iterator<Item = &'static Subcommand> + '_ {
+    SUBCOMMANDS.iter().filter(move |s| s.name.split_once('|').is_some_and(|(c, _)| c == container))
+}
+
+/// `container|subcommand`, case-insensitively, with its container's row.
+pub fn lookup_subcommand(full: &[u8]) -> Option<(&'static CommandSpec, &'static Subcommand)> {
+    let full = String::from_utf8_lossy(full).to_ascii_lowercase();
+    let (container, _) = full.split_once('|')?;
+    let spec = lookup(container.as_bytes())?;
+    let sub = SUBCOMMANDS.iter().find(|s| s.name == full)?;
+    Some((spec, sub))
+}
+
+/// Every `container|subcommand` name, with its container (`COMMAND LIST`).
+pub fn subcommand_names() -> impl Iterator<Item = (&'static CommandSpec, &'static Subcommand)> {
+    SUBCOMMANDS.iter().filter_map(|sub| {
+        let (container, _) = sub.name.split_once('|')?;
+        Some((lookup(container.as_bytes())?, sub))
+    })
+}
+
+/// The flags Redis's key specs give the key at `position` of `argv`
+/// (`COMMAND GETKEYSANDFLAGS`): of the spec whose keys begin last at or
+/// before it. Commands Redis lacks (`LOCK.*`) have them from how they use
+/// the key.
+pub fn key_flags(spec: &CommandSpec, argv: &[Bytes], position: usize) -> Vec<&'static str> {
+    let name = match argv.get(1).filter(|_| subcommands(spec.name).next().is_some()) {
+        Some(sub) => format!("{}|{}", spec.name, String::from_utf8_lossy(sub).to_ascii_lowercase()),
+        None => spec.name.to_string(),
+    };
+    // A STORE destination named by an option.
+    let stored = match spec.name {
+        "sort" => super::sort::store_key_position(argv) == Some(position),
+        "georadius" | "georadiusbymember" => super::geo::store_key_position(argv) == Some(position),
+        _ => false,
+    };
+    let specs = KEY_SPECS.iter().find(|(n, _)| *n == name).map(|(_, specs)| *specs);
+    // Flags that depend on the arguments (`SET ... GET` reads), and
+    // commands Redis lacks: from how the command uses the key.
+    let Some(specs) = specs.filter(|specs| !specs.iter().any(|(_, flags)| flags.contains(&"variable_flags"))) else {
+        let access = super::acl::key_access(spec, argv).into_iter().nth(
+            spec.key_positions(argv).position(|p| p == position).unwrap_or(0),
+        );
+        return match access.map(|(_, a)| a) {
+            Some(a) if a == crate::keyspace::acl::KEY_READ => vec!["RO", "access"],
+            Some(a) if a == crate::keyspace::acl::KEY_WRITE => vec!["OW", "update"],
+            _ => vec!["RW", "access", "update"],
+        };
+    };
+    if stored {
+        return specs
+            .iter()
+            .find(|(begin, flags)| *begin == Begin::Unknown && flags.contains(&"OW"))
+            .map_or(vec!["OW", "update"], |(_, flags)| flags.to_vec());
+    }
+    let start = |begin: &Begin| match begin {
+        Begin::Index(i) => (*i <= position).then_some(*i),
+        Begin::Keyword(word) => argv[1..position.min(argv.len())]
+            .iter()
+            .position(|a| a.eq_ignore_ascii_case(word.as_bytes()))
+            .map(|i| i + 1),
+        Begin::Unknown => None,
+    };
+    specs
+        .iter()
+        .filter_map(|(begin, flags)| start(begin).map(|at| (at, flags)))
+        .max_by_key(|(at, _)| *at)
+        .or_else(|| specs.first().map(|(_, flags)| (0, flags)))
+        .map_or_else(Vec::new, |(_, flags)| flags.to_vec())
 }
 
 /// One command's `COMMAND DOCS` value (the map under its name).
@@ -514,6 +618,20 @@ mod tests {
                 || matches!(c.name, "xread" | "xreadgroup" | "sort" | "sort_ro" | "georadius" | "georadiusbymember");
             assert_eq!(c.flags.contains(&"movablekeys"), movable, "{}", c.name);
         }
+    }
+
+    #[test]
+    fn every_subcommand_belongs_to_a_container_rules_may_name() {
+        for sub in super::super::redis_specs::SUBCOMMANDS {
+            let (container, short) = sub.name.split_once('|').unwrap();
+            assert!(lookup(container.as_bytes()).is_some(), "{}: no such command here", sub.name);
+            assert!(super::super::acl::is_container(container), "{}: ACL rules cannot name it", sub.name);
+            assert_eq!(lookup_subcommand(sub.name.to_ascii_uppercase().as_bytes()).map(|(_, s)| s.name), Some(sub.name));
+            assert!(!short.is_empty());
+        }
+        let Reply::Array(info) = command_info(lookup(b"config").unwrap()) else { unreachable!() };
+        let Reply::Array(subs) = &info[9] else { panic!("CONFIG's subcommands: {:?}", info[9]) };
+        assert_eq!(subs.len(), 5);
     }
 
     #[test]

@@ -2224,15 +2224,25 @@ fn command(argv: &[Bytes]) -> Reply {
         "COUNT" if argv.len() == 2 => Reply::Int(COMMANDS.len() as i64),
         "LIST" => command_list(&argv[2..]),
         "INFO" if argv.len() == 2 => Reply::Array(COMMANDS.iter().map(command_info).collect()),
-        "INFO" => Reply::Array(named().map(|(_, c)| c.map(command_info).unwrap_or(Reply::Nil)).collect()),
+        "INFO" => Reply::Array(
+            named()
+                .map(|(name, c)| match c {
+                    Some(c) => command_info(c),
+                    None => commands::lookup_subcommand(name)
+                        .map_or(Reply::Nil, |(container, sub)| commands::subcommand_info(container, sub)),
+                })
+                .collect(),
+        ),
         "DOCS" if argv.len() == 2 => {
             Reply::Map(COMMANDS.iter().map(|c| (Reply::text(c.name), command_docs(c))).collect())
         }
         "DOCS" => Reply::Map(
             named().filter_map(|(_, c)| c).map(|c| (Reply::text(c.name), command_docs(c))).collect(),
         ),
-        "GETKEYS" if argv.len() >= 4 => command_getkeys(&argv[2..]),
+        "GETKEYS" if argv.len() >= 4 => command_getkeys(&argv[2..], false),
         "GETKEYS" => arity_error("command|getkeys"),
+        "GETKEYSANDFLAGS" if argv.len() >= 4 => command_getkeys(&argv[2..], true),
+        "GETKEYSANDFLAGS" => arity_error("command|getkeysandflags"),
         "COUNT" => arity_error("command|count"),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
@@ -2290,8 +2300,10 @@ fn replicaof(argv: &[Bytes]) -> Reply {
 /// `COMMAND GETKEYS command arg ...`: the keys of a command as the table
 /// finds them (ACLs, tracking and blocking use the same), with Redis's
 /// errors for an unknown command, one without keys, a wrong argument count,
-/// and key counts the arguments cannot hold.
-fn command_getkeys(argv: &[Bytes]) -> Reply {
+/// and key counts the arguments cannot hold. `GETKEYSANDFLAGS`
+/// (`with_flags`): each key with its key spec's flags, as Redis 7 gives
+/// them.
+fn command_getkeys(argv: &[Bytes], with_flags: bool) -> Reply {
     let Some(spec) = commands::lookup(&argv[0]) else {
         return Reply::error("ERR Invalid command specified");
     };
@@ -2301,7 +2313,17 @@ fn command_getkeys(argv: &[Bytes]) -> Reply {
     if !spec.arity_ok(argv.len()) {
         return Reply::error("ERR Invalid number of arguments specified for command");
     }
-    let keys: Vec<Reply> = spec.keys(argv).map(|k| Reply::Bulk(k.clone())).collect();
+    let keys: Vec<Reply> = spec
+        .key_positions(argv)
+        .map(|at| {
+            let key = Reply::Bulk(argv[at].clone());
+            if !with_flags {
+                return key;
+            }
+            let flags = commands::key_flags(spec, argv, at);
+            Reply::Array(vec![key, Reply::Set(flags.into_iter().map(|f| Reply::Status(f.to_string())).collect())])
+        })
+        .collect();
     let counted = (spec.numkeys_at > 0).then(|| argv.get(spec.numkeys_at).and_then(|n| parse_i64(n)));
     let all_counted = match counted {
         // The count must be one the arguments hold.
@@ -2322,21 +2344,35 @@ fn command_getkeys(argv: &[Bytes]) -> Reply {
 /// the commands' names, all of them or those the filter keeps (no command
 /// comes from a module; the pattern is matched ignoring case, as Redis does).
 fn command_list(args: &[Bytes]) -> Reply {
-    let names = |keep: &dyn Fn(&CommandSpec) -> bool| {
-        Reply::Array(COMMANDS.iter().filter(|c| keep(c)).map(|c| Reply::text(c.name)).collect())
+    // Every command, then every `container|subcommand` (with the container,
+    // its row, and the subcommand's short name).
+    let names = |keep: &dyn Fn(&str, &CommandSpec, Option<&str>) -> bool| {
+        let subcommands = commands::subcommand_names().map(|(c, sub)| {
+            let short = sub.name.split_once('|').map_or(sub.name, |(_, s)| s);
+            (sub.name, c, Some(short))
+        });
+        Reply::Array(
+            COMMANDS
+                .iter()
+                .map(|c| (c.name, c, None))
+                .chain(subcommands)
+                .filter(|(name, c, sub)| keep(name, c, *sub))
+                .map(|(name, _, _)| Reply::text(name))
+                .collect(),
+        )
     };
     match args {
-        [] => names(&|_| true),
+        [] => names(&|_, _, _| true),
         [filterby, kind, arg] if filterby.eq_ignore_ascii_case(b"FILTERBY") => {
             match String::from_utf8_lossy(kind).to_ascii_uppercase().as_str() {
                 "MODULE" => Reply::Array(Vec::new()),
                 "ACLCAT" => {
                     let category = String::from_utf8_lossy(arg).to_ascii_lowercase();
-                    names(&|c| crate::commands::acl::categories(c, None).contains(&category.as_str()))
+                    names(&|_, c, sub| crate::commands::acl::categories(c, sub).contains(&category.as_str()))
                 }
                 "PATTERN" => {
                     let pattern = arg.to_ascii_lowercase();
-                    names(&|c| crate::keyspace::glob_match(&pattern, c.name.as_bytes()))
+                    names(&|name, _, _| crate::keyspace::glob_match(&pattern, name.as_bytes()))
                 }
                 _ => Reply::error("ERR syntax error"),
             }
