@@ -562,7 +562,7 @@ fn apply_permission(s: &mut Selector, rule: &[u8]) -> Result<(), &'static str> {
                     if text.starts_with('+') && sub.is_empty() {
                         return Err(SYNTAX);
                     }
-                    lookup(name.as_bytes()).is_some_and(|s| CONTAINERS.contains(&s.name)) && !sub.contains('|')
+                    lookup(name.as_bytes()).is_some_and(|s| is_container(s.name)) && !sub.contains('|')
                 } else {
                     lookup(what.as_bytes()).is_some()
                 };

@@ -129,8 +129,11 @@ pub const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand { name: "xinfo|stream", arity: -3, flags: &["readonly"], first_key: 2, last_key: 2, key_step: 1 },
 ];
 
-/// Each command's key specs: where each begins, and its flags.
-pub const KEY_SPECS: &[(&str, &[(Begin, &[&str])])] = &[
+/// Where a key spec's keys begin, and its flags.
+pub type KeySpec = (Begin, &'static [&'static str]);
+
+/// Each command's key specs.
+pub const KEY_SPECS: &[(&str, &[KeySpec])] = &[
     ("append", &[(Begin::Index(1), &["RW", "insert"])]),
     ("bitcount", &[(Begin::Index(1), &["RO", "access"])]),
     ("bitfield", &[(Begin::Index(1), &["RW", "access", "update", "variable_flags"])]),

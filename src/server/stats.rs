@@ -82,10 +82,16 @@ impl Stats {
         c.usec.fetch_add(usec, Ordering::Relaxed);
     }
 
-    /// An error reply was sent: counted by its code (its first word).
+    /// An error reply was sent: counted by its code (its first word, if
+    /// it ends within 32 bytes, else `ERR`, as Redis counts: a script's
+    /// error without a space can be megabytes long).
     pub fn error(&self, text: &str) {
         self.total_errors.fetch_add(1, Ordering::Relaxed);
-        let code = text.split(' ').next().unwrap_or_default();
+        let head = &text.as_bytes()[..text.len().min(32)];
+        let code = match head.iter().position(|b| *b == b' ') {
+            Some(end) => &text[..end],
+            None => "ERR",
+        };
         let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = errors.get_mut(code) {
             *n += 1;
@@ -170,9 +176,12 @@ mod tests {
         for i in 0..1000 {
             s.error(&format!("MADEUP{i} x"));
         }
+        // No space near the start: counted as ERR, whatever its length.
+        s.error(&"X".repeat(1 << 20));
         let stats = s.errorstats();
         assert_eq!(stats.len(), ERROR_CODES);
-        assert!(stats.contains(&("ERR".to_string(), 2)) && stats.contains(&("WRONGTYPE".to_string(), 1)));
-        assert_eq!(s.total_errors(), 1003);
+        assert!(stats.contains(&("ERR".to_string(), 3)) && stats.contains(&("WRONGTYPE".to_string(), 1)), "{stats:?}");
+        assert!(stats.iter().all(|(code, _)| code.len() <= 32));
+        assert_eq!(s.total_errors(), 1004);
     }
 }

@@ -157,7 +157,15 @@ def main():
             f'    Subcommand {{ name: "{name}", arity: {arity}, flags: {quote(flags)}, '
             f"first_key: {first}, last_key: {last}, key_step: {step} }},"
         )
-    out += ["];", "", "/// Each command's key specs: where each begins, and its flags.", "pub const KEY_SPECS: &[(&str, &[(Begin, &[&str])])] = &["]
+    out += [
+        "];",
+        "",
+        "/// Where a key spec's keys begin, and its flags.",
+        "pub type KeySpec = (Begin, &'static [&'static str]);",
+        "",
+        "/// Each command's key specs.",
+        "pub const KEY_SPECS: &[(&str, &[KeySpec])] = &[",
+    ]
     for name, items in specs:
         inner = ", ".join(f"({b}, {quote(f)})" for b, f in items)
         out.append(f'    ("{name}", &[{inner}]),')
