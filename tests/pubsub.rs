@@ -728,15 +728,7 @@ fn pubsub_counts_see_a_subscription_sent_just_before() {
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         c
     };
-    let encode = |args: &[&[u8]]| {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        out
-    };
+    let encode = RawConn::encode;
     let read = |c: &mut TcpStream| {
         let mut buf = [0u8; 4096];
         let n = c.read(&mut buf).unwrap();

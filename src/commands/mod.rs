@@ -40,7 +40,7 @@ use crate::protocol::{ArgError, Args, Reply};
 pub use lists::parse_block_timeout;
 pub use streams::read_layout as stream_read_layout;
 pub use table::{
-    command_docs, command_info, key_flags, lookup, lookup_subcommand, subcommand_info, subcommand_names, CommandSpec, Handler,
+    command_docs, command_info, key_flags, lookup, lookup_subcommand, row_of, subcommand_info, subcommand_names, CommandSpec, Handler,
     COMMANDS,
 };
 

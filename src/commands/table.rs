@@ -404,6 +404,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("pubsub", -2, ["pubsub", "loading", "stale"], (0, 0, 0), "pubsub", "2.8.0", "PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | SHARDCHANNELS [pattern] | SHARDNUMSUB [channel ...].", Local),
 ];
 
+/// The row of the table `spec` is, by its place in [`COMMANDS`] (per-command
+/// counters are kept in a vector in the table's order).
+pub fn row_of(spec: &'static CommandSpec) -> Option<usize> {
+    let offset = (spec as *const CommandSpec as usize).checked_sub(COMMANDS.as_ptr() as usize)?;
+    Some(offset / std::mem::size_of::<CommandSpec>()).filter(|row| *row < COMMANDS.len())
+}
+
 /// The command named `name`, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     type Index = HashMap<&'static [u8], &'static CommandSpec, std::hash::BuildHasherDefault<Fnv>>;

@@ -318,7 +318,9 @@ impl Vm {
         let reset = sandbox(lua, &meter)?;
 
         let call_slot: Rc<Cell<Option<*mut CallFn<'static>>>> = Rc::default();
-        let raw = {
+        // `redis.call`'s work, and `redis.acl_check_cmd`'s (`acl_check`),
+        // through the run's `call`.
+        let scoped = |acl_check: bool| {
             let slot = call_slot.clone();
             let meter = meter.clone();
             lua.create_function(move |lua, args: MultiValue| {
@@ -330,21 +332,11 @@ impl Vm {
                 // cleared before `run` returns. Calls do not nest: a command
                 // never runs a script in this VM (it is taken out while it runs).
                 let call = unsafe { &mut *call };
-                redis_command(lua, &meter, call, args, false)
-            })?
+                redis_command(lua, &meter, call, args, acl_check)
+            })
         };
-        let acl = {
-            let slot = call_slot.clone();
-            let meter = meter.clone();
-            lua.create_function(move |lua, args: MultiValue| {
-                let Some(call) = slot.get() else {
-                    return Err(mlua::Error::RuntimeError("redis.acl_check_cmd outside a script run".into()));
-                };
-                // SAFETY: as for `raw` above.
-                let call = unsafe { &mut *call };
-                redis_command(lua, &meter, call, args, true)
-            })?
-        };
+        let raw = scoped(false)?;
+        let acl = scoped(true)?;
         let set_repl = lua.create_function(|lua, args: MultiValue| {
             let failed = |text: &str| Ok((true, Value::Table(error_table(lua, text)?)));
             if args.len() != 1 {

@@ -138,8 +138,7 @@ impl Latency {
 
     /// The histogram of `spec`'s row of the table.
     fn histogram(&self, spec: &'static CommandSpec) -> Option<&Histogram> {
-        let offset = (spec as *const CommandSpec as usize).checked_sub(COMMANDS.as_ptr() as usize)?;
-        self.histograms.get(offset / std::mem::size_of::<CommandSpec>())
+        self.histograms.get(crate::commands::row_of(spec)?)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, Series>> {

@@ -60,8 +60,7 @@ pub fn rejected(error: &str) -> bool {
 
 impl Stats {
     fn counts(&self, spec: &'static CommandSpec) -> Option<&Counts> {
-        let offset = (spec as *const CommandSpec as usize).checked_sub(COMMANDS.as_ptr() as usize)?;
-        self.commands.get(offset / std::mem::size_of::<CommandSpec>())
+        self.commands.get(crate::commands::row_of(spec)?)
     }
 
     /// A command of `spec` was answered after `usec` (0 when not timed: a
