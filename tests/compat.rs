@@ -501,6 +501,45 @@ fn latency_monitor_records_slow_commands_and_histograms_count_calls() {
     assert_eq!(c.cmd(&["LATENCY", "LATEST"]), Resp::Array(Some(vec![])));
 }
 
+/// MONITOR shows the commands a script runs, from `lua`, as Redis 7 does
+/// (redis-py's and ioredis's own MONITOR tests look for them): those that
+/// ran, not those refused before running.
+#[test]
+fn monitor_shows_the_commands_scripts_run() {
+    let s = TestServer::start();
+    let mut monitor = s.raw();
+    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
+    let mut c = s.raw();
+    let addr = c.stream.local_addr().unwrap().to_string();
+    let script = "redis.call('SET', KEYS[1], ARGV[1]); redis.pcall('NOSUCH'); redis.pcall('SET', KEYS[1]); \
+                  return redis.call('get', KEYS[1])";
+    assert_eq!(c.cmd(&["EVAL", script, "1", "mon-key", "v\n"]), Resp::Bulk(Some(b"v\n".to_vec())));
+    let mut lines = Vec::new();
+    while lines.len() < 3 {
+        match monitor.read().unwrap() {
+            Resp::Simple(line) => lines.push(line.split_once(' ').unwrap().1.to_string()),
+            other => panic!("a monitor line: {other:?}"),
+        }
+    }
+    assert_eq!(
+        lines,
+        [
+            format!("[0 {addr}] \"EVAL\" \"{script}\" \"1\" \"mon-key\" \"v\\n\""),
+            r#"[0 lua] "SET" "mon-key" "v\n""#.to_string(),
+            r#"[0 lua] "get" "mon-key""#.to_string(),
+        ]
+    );
+    // A monitor started again sees scripts' commands again.
+    assert_eq!(monitor.cmd(&["RESET"]), Resp::Simple("RESET".into()));
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('INCR', KEYS[1])", "1", "n"]), Resp::Int(1));
+    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('INCR', KEYS[1])", "1", "n"]), Resp::Int(2));
+    let Resp::Simple(first) = monitor.read().unwrap() else { panic!("a monitor line") };
+    assert!(first.ends_with("\"EVAL\" \"return redis.call('INCR', KEYS[1])\" \"1\" \"n\""), "{first}");
+    let Resp::Simple(second) = monitor.read().unwrap() else { panic!("a monitor line") };
+    assert!(second.ends_with(r#"[0 lua] "INCR" "n""#), "{second}");
+}
+
 /// MONITOR streams the commands this node's clients send, as Redis writes
 /// them; admin commands never appear and AUTH's arguments are redacted.
 #[test]

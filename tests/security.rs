@@ -362,16 +362,43 @@ fn a_slow_subscriber_is_disconnected_past_its_output_limit() {
     }
     assert!(gone, "the slow subscriber's connection is still open");
 
-    // Small messages count what they hold in the queue, not only their
-    // bytes: 30,000 one-byte messages pass 2 MB (they were counted 1.5 MB,
-    // and a subscriber held 170 MB of them under a 32 MB limit).
+    // A subscriber whose socket is full: what its connection has taken but
+    // not written counts (CLIENT LIST's omem), and messages that pile up
+    // behind that write end the connection then, not once the write ends
+    // (it never would: this client never reads). Small messages count what
+    // they hold in the queue, not only their bytes: 30,000 one-byte
+    // messages pass 2 MB (they were counted 1.5 MB, and a subscriber held
+    // 170 MB of them under a 32 MB limit).
     let mut slow = RawConn::connect(&s.addr());
+    let Resp::Int(slow_id) = slow.cmd(&["CLIENT", "ID"]) else { panic!("CLIENT ID") };
     slow.send(&RawConn::encode(&[b"SUBSCRIBE", b"confetti"]));
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(busy.cmd(&["PUBLISH", "confetti", "x"]), Resp::Int(1));
+    let omem = |busy: &mut RawConn| -> Option<u64> {
+        let Resp::Bulk(Some(list)) = busy.cmd(&["CLIENT", "LIST", "ID", &slow_id.to_string()]) else { panic!("CLIENT LIST") };
+        let line = String::from_utf8(list).unwrap();
+        let field = line.split_whitespace().find_map(|f| f.strip_prefix("omem="))?;
+        Some(field.parse().unwrap())
+    };
+    // Fill the kernel's buffers, a message at a time, until one stays unsent.
+    let mut blocked = false;
+    for _ in 0..4096 {
+        assert_eq!(busy.cmd(&["PUBLISH", "confetti", &payload]), Resp::Int(1));
+        std::thread::sleep(Duration::from_millis(20));
+        if omem(&mut busy).is_some_and(|m| m > 0) {
+            blocked = true;
+            break;
+        }
+    }
+    assert!(blocked, "256 MB published and the subscriber's socket never filled");
+    let held = omem(&mut busy).unwrap();
+    assert!(held >= payload.len() as u64 && held < 2 << 20, "omem {held}");
     let script = "for i = 1, 30000 do redis.call('publish', 'confetti', 'x') end return 1";
     assert_eq!(busy.cmd(&["EVAL", script, "0"]), Resp::Int(1));
     assert_eq!(busy.cmd(&["PUBLISH", "confetti", "x"]), Resp::Int(0), "30,000 small messages kept under 2 MB");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while omem(&mut busy).is_some() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(omem(&mut busy), None, "the slow subscriber is still connected, stuck in its write");
     drop(slow);
 
     // Soft limit: over 100 KB for 1 s is too long.

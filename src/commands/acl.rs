@@ -471,9 +471,10 @@ pub fn apply_rule(u: &mut User, rule: &[u8]) -> Result<(), &'static str> {
             }
         }
         _ => {
-            let mut root = u.root();
-            apply_permission(&mut root, rule)?;
+            let mut root = u.take_root();
+            let applied = apply_permission(&mut root, rule);
             u.set_root(root);
+            applied?;
         }
     }
     Ok(())

@@ -261,6 +261,12 @@ pub struct Applied {
 /// `Expire`). Deterministic: the same keyspace, index and proposal give the
 /// same replies, events and resulting keyspace on every node.
 pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied> {
+    apply_monitored(ks, index, proposal, false)
+}
+
+/// [`apply`] on a node that has a `MONITOR` client (`monitored`): scripts
+/// report the commands they run as events ([`Event::ScriptCall`]).
+pub fn apply_monitored(ks: &mut Keyspace, index: u64, proposal: &Proposal, monitored: bool) -> Vec<Applied> {
     // The entry's scripts share one instruction budget.
     let _budget = crate::scripting::EntryBudget::begin();
     let log_time = ks.advance_to(proposal.log_time);
@@ -291,6 +297,7 @@ pub fn apply(ks: &mut Keyspace, index: u64, proposal: &Proposal) -> Vec<Applied>
                         }
                     }
                     let mut ctx = ExecCtx::new(ks.next_version(index), log_time, proposal.unix_ms);
+                    ctx.monitored = monitored;
                     let (reply, is_publish) = run_request(ks, &mut ctx, index, &cmd.origin, &cmd.request, &mut room);
                     ks.sessions_mut().record(cmd.origin.client, cmd.origin.seq, &reply, log_time);
                     Applied { reply, events: ctx.events, is_publish, repeated: false }

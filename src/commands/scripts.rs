@@ -124,6 +124,17 @@ fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpe
     Ok(spec)
 }
 
+/// A script's command as `MONITOR` shows it (nothing for those Redis never
+/// shows: `admin` and `skip_monitor` commands).
+fn shown(cmd: &[Bytes]) -> Vec<u8> {
+    match cmd.first().and_then(|name| super::table::lookup(name)) {
+        Some(spec) if !spec.flags.iter().any(|f| matches!(*f, "admin" | "skip_monitor")) => {
+            crate::protocol::repr::monitor_args(spec.name, cmd)
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Runs a script inside an applied entry; it may write unless `no_writes`
 /// (`#!lua flags=no-writes`, or a function so flagged).
 pub(super) fn run_writable(
@@ -139,14 +150,22 @@ pub(super) fn run_writable(
     let mut version_used = false;
     let mut call = |cmd: &[Bytes]| -> Reply {
         if let Some(reply) = super::execute_local(cmd).or_else(|| script_special(cmd, ctx.unix_ms)) {
+            ctx.show_script_call(|| shown(cmd));
             return reply;
         }
         let spec = match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
             Ok(spec) => spec,
             Err(reply) => return reply,
         };
-        let reply = match spec.handler {
+        match spec.handler {
             Handler::Write(_) if no_writes => return Reply::error(READ_ONLY_SCRIPT),
+            Handler::Local => return not_allowed(),
+            Handler::Write(_) | Handler::Read(_) => {}
+        }
+        // Shown as Redis shows a script's commands: those that ran, whatever
+        // they answered.
+        ctx.show_script_call(|| shown(cmd));
+        let reply = match spec.handler {
             Handler::Write(f) => {
                 if version_used {
                     ctx.version = ks.next_version(ctx.version);

@@ -517,54 +517,77 @@ pub fn subcommand_names() -> impl Iterator<Item = (&'static CommandSpec, &'stati
     })
 }
 
-/// The flags Redis's key specs give the key at `position` of `argv`
-/// (`COMMAND GETKEYSANDFLAGS`): of the spec whose keys begin last at or
-/// before it. Commands Redis lacks (`LOCK.*`) have them from how they use
-/// the key.
-pub fn key_flags(spec: &CommandSpec, argv: &[Bytes], position: usize) -> Vec<&'static str> {
+/// The flags Redis's key specs give the keys at `positions` of `argv`
+/// (`COMMAND GETKEYSANDFLAGS`), one list per position: of the spec whose
+/// keys begin last at or before it. Commands Redis lacks (`LOCK.*`) have
+/// them from how they use the key. Linear in `argv` whatever the number of
+/// keys (each keyword looked for once).
+pub fn key_flags(spec: &CommandSpec, argv: &[Bytes], positions: &[usize]) -> Vec<Vec<&'static str>> {
     let name = match argv.get(1).filter(|_| subcommands(spec.name).next().is_some()) {
         Some(sub) => format!("{}|{}", spec.name, String::from_utf8_lossy(sub).to_ascii_lowercase()),
         None => spec.name.to_string(),
     };
     // A STORE destination named by an option.
     let stored = match spec.name {
-        "sort" => super::sort::store_key_position(argv) == Some(position),
-        "georadius" | "georadiusbymember" => super::geo::store_key_position(argv) == Some(position),
-        _ => false,
+        "sort" => super::sort::store_key_position(argv),
+        "georadius" | "georadiusbymember" => super::geo::store_key_position(argv),
+        _ => None,
     };
     let specs = KEY_SPECS.iter().find(|(n, _)| *n == name).map(|(_, specs)| *specs);
     // Flags that depend on the arguments (`SET ... GET` reads), and
     // commands Redis lacks: from how the command uses the key.
     let Some(specs) = specs.filter(|specs| !specs.iter().any(|(_, flags)| flags.contains(&"variable_flags"))) else {
-        let access = super::acl::key_access(spec, argv).into_iter().nth(
-            spec.key_positions(argv).position(|p| p == position).unwrap_or(0),
-        );
-        return match access.map(|(_, a)| a) {
-            Some(a) if a == crate::keyspace::acl::KEY_READ => vec!["RO", "access"],
-            Some(a) if a == crate::keyspace::acl::KEY_WRITE => vec!["OW", "update"],
-            _ => vec!["RW", "access", "update"],
-        };
+        let access = super::acl::key_access(spec, argv);
+        let by_position: std::collections::HashMap<usize, u8> =
+            spec.key_positions(argv).zip(access.iter().map(|(_, a)| *a)).collect();
+        return positions
+            .iter()
+            .map(|p| match by_position.get(p).or(access.first().map(|(_, a)| a)) {
+                Some(&a) if a == crate::keyspace::acl::KEY_READ => vec!["RO", "access"],
+                Some(&a) if a == crate::keyspace::acl::KEY_WRITE => vec!["OW", "update"],
+                _ => vec!["RW", "access", "update"],
+            })
+            .collect();
     };
-    if stored {
-        return specs
+    let stored_flags = || {
+        specs
             .iter()
             .find(|(begin, flags)| *begin == Begin::Unknown && flags.contains(&"OW"))
-            .map_or(vec!["OW", "update"], |(_, flags)| flags.to_vec());
-    }
-    let start = |begin: &Begin| match begin {
-        Begin::Index(i) => (*i <= position).then_some(*i),
-        Begin::Keyword(word) => argv[1..position.min(argv.len())]
-            .iter()
-            .position(|a| a.eq_ignore_ascii_case(word.as_bytes()))
-            .map(|i| i + 1),
-        Begin::Unknown => None,
+            .map_or(vec!["OW", "update"], |(_, flags)| flags.to_vec())
     };
-    specs
+    // Where each spec's keys begin: an index, or after the first of its
+    // keyword (looked for once).
+    let begins: Vec<Option<usize>> = specs
         .iter()
-        .filter_map(|(begin, flags)| start(begin).map(|at| (at, flags)))
-        .max_by_key(|(at, _)| *at)
-        .or_else(|| specs.first().map(|(_, flags)| (0, flags)))
-        .map_or_else(Vec::new, |(_, flags)| flags.to_vec())
+        .map(|(begin, _)| match begin {
+            Begin::Index(i) => Some(*i),
+            Begin::Keyword(word) => {
+                argv.iter().skip(1).position(|a| a.eq_ignore_ascii_case(word.as_bytes())).map(|i| i + 1)
+            }
+            Begin::Unknown => None,
+        })
+        .collect();
+    positions
+        .iter()
+        .map(|&position| {
+            if stored == Some(position) {
+                return stored_flags();
+            }
+            specs
+                .iter()
+                .zip(&begins)
+                .filter_map(|((begin, flags), at)| {
+                    // An index counts up to the key itself; a keyword must
+                    // come before it.
+                    let at = (*at)?;
+                    let before = if matches!(begin, Begin::Index(_)) { at <= position } else { at < position };
+                    before.then_some((at, flags))
+                })
+                .max_by_key(|(at, _)| *at)
+                .or_else(|| specs.first().map(|(_, flags)| (0, flags)))
+                .map_or_else(Vec::new, |(_, flags)| flags.to_vec())
+        })
+        .collect()
 }
 
 /// One command's `COMMAND DOCS` value (the map under its name).

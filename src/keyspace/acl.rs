@@ -86,6 +86,20 @@ impl User {
         }
     }
 
+    /// The user's own permissions, moved out (put them back with
+    /// [`User::set_root`]): a rule applied to a user of many rules costs
+    /// no copy of them.
+    pub fn take_root(&mut self) -> Selector {
+        Selector {
+            all_commands: self.all_commands,
+            command_rules: std::mem::take(&mut self.command_rules),
+            all_keys: self.all_keys,
+            key_patterns: std::mem::take(&mut self.key_patterns),
+            all_channels: self.all_channels,
+            channel_patterns: std::mem::take(&mut self.channel_patterns),
+        }
+    }
+
     /// Sets the user's own permissions from `root`.
     pub fn set_root(&mut self, root: Selector) {
         self.all_commands = root.all_commands;

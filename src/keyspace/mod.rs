@@ -284,6 +284,10 @@ pub enum Event {
     /// Every key was deleted (`FLUSHALL`, `FLUSHDB`): clients that cache
     /// keys (`CLIENT TRACKING`) drop everything.
     Flushed,
+    /// A command a script ran, for `MONITOR` (only while the node has a
+    /// monitor: [`ExecCtx::monitored`]): its arguments as a monitor line
+    /// shows them (`protocol::repr::monitor_args`).
+    ScriptCall { shown: Bytes },
 }
 
 /// Everything an applied command may read or produce besides the keyspace.
@@ -304,11 +308,44 @@ pub struct ExecCtx {
     /// How many random choices commands of this entry made so far (see
     /// [`ExecCtx::random_seed`]).
     draws: u64,
+    /// This node shows commands to `MONITOR`: scripts report the commands
+    /// they run ([`Event::ScriptCall`]). Changes nothing else.
+    pub monitored: bool,
+    /// The bytes of [`Event::ScriptCall`]s so far (see
+    /// [`ExecCtx::show_script_call`]).
+    shown_bytes: usize,
 }
+
+/// The most a command's scripts show to `MONITOR`: what a script runs past
+/// it is not shown (a monitor that far behind would be let go anyway).
+pub const MAX_SHOWN_BYTES: usize = 4 << 20;
 
 impl ExecCtx {
     pub fn new(version: Version, log_time: LogTime, unix_ms: u64) -> Self {
-        ExecCtx { version, log_time, unix_ms, events: Vec::new(), blocking_origin: None, draws: 0 }
+        ExecCtx {
+            version,
+            log_time,
+            unix_ms,
+            events: Vec::new(),
+            blocking_origin: None,
+            draws: 0,
+            monitored: false,
+            shown_bytes: 0,
+        }
+    }
+
+    /// A script ran a command: shown to this node's monitors (`shown`
+    /// formats it), if it has any, up to [`MAX_SHOWN_BYTES`] a command.
+    pub fn show_script_call(&mut self, shown: impl FnOnce() -> Vec<u8>) {
+        if !self.monitored || self.shown_bytes > MAX_SHOWN_BYTES {
+            return;
+        }
+        let shown = shown();
+        if shown.is_empty() {
+            return;
+        }
+        self.shown_bytes += shown.len();
+        self.events.push(Event::ScriptCall { shown: Bytes::from(shown) });
     }
 
     /// A seed for a command that chooses at random (`SPOP`, `SRANDMEMBER`,
@@ -1241,6 +1278,28 @@ mod tests {
         assert_eq!(ks.next_version(11), 1011, "above the gap, not the log index");
         assert!(ks.skip_versions(MAX_SNAPSHOT_VERSION).is_err());
         assert_eq!(ks.last_version(), 1011, "a refused skip changes nothing");
+    }
+
+    #[test]
+    fn script_calls_are_shown_only_while_monitored_and_bounded() {
+        let mut ctx = ExecCtx::new(1, 0, 0);
+        ctx.show_script_call(|| b" \"get\"".to_vec());
+        assert!(ctx.events.is_empty(), "no monitor, nothing kept");
+        ctx.monitored = true;
+        ctx.show_script_call(Vec::new);
+        assert!(ctx.events.is_empty(), "a command never shown");
+        for _ in 0..10_000 {
+            ctx.show_script_call(|| vec![b'x'; 1024]);
+        }
+        let shown: usize = ctx
+            .events
+            .iter()
+            .map(|e| match e {
+                Event::ScriptCall { shown } => shown.len(),
+                other => panic!("{other:?}"),
+            })
+            .sum();
+        assert!(shown > MAX_SHOWN_BYTES && shown <= MAX_SHOWN_BYTES + 1024, "{shown}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 mod args;
 mod codec;
 mod reply;
+pub mod repr;
 
 pub use args::{parse_i64, ArgError, Args};
 pub use codec::{Limits, ProtocolError, RequestCodec};

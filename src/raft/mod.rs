@@ -99,6 +99,8 @@ pub struct RaftSettings {
     /// How long the runtime's thread polls per log write (`--busy-poll-us`,
     /// see `busy_poll`).
     pub busy_poll: Duration,
+    /// The node's `MONITOR` connections (see `StateMachine::with_monitors`).
+    pub monitors: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A point-in-time view for `RAFT.INFO` and `INFO`.
@@ -415,7 +417,8 @@ impl Consensus {
         let mut sm = StateMachine::open(db, clock.clone(), sink)
             .map_err(|e| err(&e))?
             .with_skipped_entries(settings.skip_entries.clone())
-            .with_durable(durable.clone());
+            .with_durable(durable.clone())
+            .with_monitors(settings.monitors.clone());
         applying::install_crash_report();
         if let Some(path) = &settings.audit_log {
             let audit = AuditLog::open(path, settings.node_id)

@@ -215,6 +215,9 @@ pub struct StateMachine {
     snapshot_file: Arc<Mutex<Option<LogId>>>,
     /// See [`StateMachine::snapshot_not_written`].
     snapshot_retry: std::time::Duration,
+    /// The node's `MONITOR` connections: while there are any, scripts
+    /// report the commands they run.
+    monitors: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl StateMachine {
@@ -273,7 +276,14 @@ impl StateMachine {
             durable: None,
             snapshot_file,
             snapshot_retry: SNAPSHOT_RETRY,
+            monitors: Arc::default(),
         })
+    }
+
+    /// Scripts report the commands they run while `monitors` is not zero.
+    pub fn with_monitors(mut self, monitors: Arc<std::sync::atomic::AtomicUsize>) -> StateMachine {
+        self.monitors = monitors;
+        self
     }
 
     /// Applies an entry only once `durable` shows it on disk.
@@ -539,6 +549,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             EntryPayload::Normal(proposal) => commands::may_run_long(&applied.keyspace, proposal),
             _ => false,
         });
+        let monitored = self.monitors.load(std::sync::atomic::Ordering::Relaxed) > 0;
         let apply_all = || {
             for entry in entries {
                 applied.last_applied = Some(entry.log_id);
@@ -559,9 +570,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                                 p.log_time += planted::wall_clock_skew(p.log_time, p.unix_ms);
                             }
                             let index = if planted::active(Bug::TokenReuse) { 0 } else { index };
-                            commands::apply(&mut applied.keyspace, index, &p)
+                            commands::apply_monitored(&mut applied.keyspace, index, &p, monitored)
                         } else {
-                            commands::apply(&mut applied.keyspace, index, &proposal)
+                            commands::apply_monitored(&mut applied.keyspace, index, &proposal, monitored)
                         };
                         if let Some(audit) = &self.audit {
                             for outcome in &outcomes {

@@ -32,6 +32,9 @@ pub struct ClientInfo {
     pub kill: std::sync::Arc<tokio::sync::Notify>,
     /// Ends its blocked command early (`CLIENT UNBLOCK`).
     pub unblock: std::sync::Arc<UnblockSignal>,
+    /// Its messages and invalidations not yet written to the socket, in
+    /// bytes as the pub/sub output limit counts them (`omem`).
+    pub unsent_pushes: std::sync::Arc<AtomicU64>,
 }
 
 /// How `CLIENT UNBLOCK` ends a blocked command: as if its timeout had come
@@ -86,9 +89,10 @@ impl ClientInfo {
 
     pub fn line(&self) -> String {
         let now = Instant::now();
+        let omem = self.unsent_pushes.load(Ordering::Relaxed);
         format!(
             "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi=-1 \
-             qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} \
+             qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem={omem} tot-mem={omem} events=r cmd={} user={} \
              redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
@@ -154,6 +158,7 @@ impl ClientRegistry {
                 user: "default".into(),
                 kill: Default::default(),
                 unblock: Default::default(),
+                unsent_pushes: Default::default(),
             },
         );
         crate::metrics::set_clients(clients.len());

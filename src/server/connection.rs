@@ -53,6 +53,9 @@ struct Connection {
     shard_channels: HashSet<Bytes>,
     subscriber: Subscriber,
     out: BytesMut,
+    /// The size ([`PushMsg::size`]) of the messages in `out`: they count
+    /// against the subscriber's limit until written.
+    push_unsent: u64,
     /// Commands queued since `MULTI`.
     multi: Option<Vec<Vec<Bytes>>>,
     /// A command was refused while queueing: `EXEC` must abort.
@@ -121,6 +124,8 @@ pub async fn serve(
     };
     let mut frames = FramedRead::new(reader, RequestCodec::new(node.config.limits()));
     let (subscriber, mut pushes, overflow) = Subscriber::new(node.hub.pubsub_limit().clone());
+    let unsent = subscriber.unsent();
+    node.clients.update(id, |c| c.unsent_pushes = unsent);
     let mut conn = Connection {
         id,
         node: node.clone(),
@@ -130,6 +135,7 @@ pub async fn serve(
         shard_channels: HashSet::new(),
         subscriber,
         out: BytesMut::with_capacity(4096),
+        push_unsent: 0,
         multi: None,
         multi_failed: false,
         multi_bytes: 0,
@@ -254,7 +260,7 @@ impl Connection {
                 }
                 if self.out.len() >= FLUSH_AT {
                     self.take_pushes(pushes);
-                    if !self.flush_out(writer).await {
+                    if !self.flush_out(writer, overflow).await {
                         return;
                     }
                 }
@@ -263,7 +269,7 @@ impl Connection {
                 }
             }
             self.take_pushes(pushes);
-            if !self.out.is_empty() && !self.flush_out(writer).await {
+            if !self.out.is_empty() && !self.flush_out(writer, overflow).await {
                 return;
             }
             if close {
@@ -394,8 +400,10 @@ impl Connection {
     /// Writes what is buffered; false if the connection must end: the
     /// write failed, or (`client-output-buffer-limit normal`, for clients
     /// that do not subscribe) the output is over the hard limit, or stays
-    /// over the soft limit, unsent, for the soft seconds.
-    async fn flush_out(&mut self, writer: &mut Writer) -> bool {
+    /// over the soft limit, unsent, for the soft seconds, or (`pubsub`) the
+    /// messages that arrive while the socket is full pass that limit: the
+    /// messages being written count until the socket has taken them all.
+    async fn flush_out(&mut self, writer: &mut Writer, overflow: &Notify) -> bool {
         let out = self.out.split();
         let (hard, soft, soft_secs) =
             if self.subscribed() { (0, 0, 0) } else { self.node.hub.normal_limit().get() };
@@ -404,17 +412,34 @@ impl Connection {
             tracing::warn!(client = self.id, bytes = len, "output over client-output-buffer-limit normal: disconnected");
             return false;
         }
-        if soft > 0 && len > soft {
-            let limit = std::time::Duration::from_secs(soft_secs);
-            return match tokio::time::timeout(limit, send(writer, &out)).await {
-                Ok(sent) => sent.is_ok(),
-                Err(_) => {
-                    tracing::warn!(client = self.id, bytes = len, "output over the soft client-output-buffer-limit for too long: disconnected");
-                    false
-                }
-            };
+        let soft_limit = (soft > 0 && len > soft).then(|| std::time::Duration::from_secs(soft_secs));
+        let write = async {
+            match soft_limit {
+                None => send(writer, &out).await.is_ok(),
+                Some(limit) => match tokio::time::timeout(limit, send(writer, &out)).await {
+                    Ok(sent) => sent.is_ok(),
+                    Err(_) => {
+                        tracing::warn!(client = self.id, bytes = len, "output over the soft client-output-buffer-limit for too long: disconnected");
+                        false
+                    }
+                },
+            }
+        };
+        if self.push_unsent == 0 && !self.subscribed() {
+            return write.await;
         }
-        send(writer, &out).await.is_ok()
+        // Messages published while the socket is full queue up behind this
+        // write: past the pub/sub limit the subscriber is let go now, not
+        // once the write ends.
+        let sent = tokio::select! {
+            sent = write => sent,
+            _ = overflow.notified() => {
+                tracing::warn!(client = self.id, "subscriber too slow: disconnected");
+                false
+            }
+        };
+        self.subscriber.written(std::mem::take(&mut self.push_unsent));
+        sent
     }
 
     /// The error for `argv` if it may add data while the disk is nearly
@@ -471,11 +496,14 @@ impl Connection {
     }
 
     fn encode_push(&mut self, msg: PushMsg) {
-        self.subscriber.sent(&msg);
+        let size = msg.size();
         let items = match msg {
             // RESP2 has no pushes: a RESP2 client without a redirect gets
             // no invalidations (as Redis).
-            PushMsg::Invalidate { via_channel: false, .. } if !self.resp3 => return,
+            PushMsg::Invalidate { via_channel: false, .. } if !self.resp3 => {
+                self.subscriber.written(size);
+                return;
+            }
             PushMsg::Invalidate { keys, via_channel } => {
                 let keys = match keys {
                     Some(keys) => Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
@@ -498,6 +526,7 @@ impl Connection {
                 vec![Reply::text("pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload)]
             }
         };
+        self.push_unsent += size;
         self.reply(&Reply::Push(items));
     }
 
@@ -2313,17 +2342,20 @@ fn command_getkeys(argv: &[Bytes], with_flags: bool) -> Reply {
     if !spec.arity_ok(argv.len()) {
         return Reply::error("ERR Invalid number of arguments specified for command");
     }
-    let keys: Vec<Reply> = spec
-        .key_positions(argv)
-        .map(|at| {
-            let key = Reply::Bulk(argv[at].clone());
-            if !with_flags {
-                return key;
-            }
-            let flags = commands::key_flags(spec, argv, at);
-            Reply::Array(vec![key, Reply::Set(flags.into_iter().map(|f| Reply::Status(f.to_string())).collect())])
-        })
-        .collect();
+    let positions: Vec<usize> = spec.key_positions(argv).collect();
+    let keys: Vec<Reply> = if with_flags {
+        let flags = commands::key_flags(spec, argv, &positions);
+        positions
+            .iter()
+            .zip(flags)
+            .map(|(&at, flags)| {
+                let flags = Reply::Set(flags.into_iter().map(|f| Reply::Status(f.to_string())).collect());
+                Reply::Array(vec![Reply::Bulk(argv[at].clone()), flags])
+            })
+            .collect()
+    } else {
+        positions.iter().map(|&at| Reply::Bulk(argv[at].clone())).collect()
+    };
     let counted = (spec.numkeys_at > 0).then(|| argv.get(spec.numkeys_at).and_then(|n| parse_i64(n)));
     let all_counted = match counted {
         // The count must be one the arguments hold.

@@ -86,10 +86,12 @@ impl Default for OutputLimit {
     }
 }
 
-/// What one subscriber has waiting.
+/// What one subscriber has waiting: the messages in its queue and those its
+/// connection has taken but not yet written to the socket, as Redis counts
+/// a client's output buffer (what the kernel has accepted no longer counts).
 #[derive(Default)]
 struct Backlog {
-    bytes: AtomicU64,
+    bytes: Arc<AtomicU64>,
     over_soft_since: Mutex<Option<std::time::Instant>>,
 }
 
@@ -108,9 +110,15 @@ impl Subscriber {
         (Subscriber { tx, overflow: overflow.clone(), limit, backlog: Arc::default() }, rx, overflow)
     }
 
-    /// The connection took `msg` to send it: it no longer counts.
-    pub fn sent(&self, msg: &PushMsg) {
-        self.backlog.bytes.fetch_sub(msg.size(), Ordering::Relaxed);
+    /// The connection wrote messages of `size` bytes (as [`PushMsg::size`]
+    /// counts them) to its socket: they no longer count.
+    pub fn written(&self, size: u64) {
+        self.backlog.bytes.fetch_sub(size, Ordering::Relaxed);
+    }
+
+    /// The bytes waiting for the socket (`CLIENT LIST`'s `omem`).
+    pub fn unsent(&self) -> Arc<AtomicU64> {
+        self.backlog.bytes.clone()
     }
 
     fn over_limit(&self, backlog: u64) -> bool {
@@ -551,6 +559,8 @@ impl Hub {
                     let all = self.tracking.flushed();
                     self.invalidate(all);
                 }
+                // For MONITOR, shown before the node's events are dispatched.
+                Event::ScriptCall { .. } => {}
                 Event::Wait { client, seq, key, step, waited_ms, .. } => {
                     match step {
                         WaitStep::Granted { token } => {
@@ -640,6 +650,7 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::FutureExt;
 
     #[test]
     fn flags_round_trip() {
@@ -683,6 +694,25 @@ mod tests {
         hub.dispatch(vec![Event::Key { class: 'g', name: "del", key: Bytes::from("k") }], None);
         assert_eq!(rx.try_recv().unwrap(), PushMsg::Message { channel: Bytes::from("__keyspace@0__:k"), payload: Bytes::from("del") });
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_message_counts_against_the_limit_until_written() {
+        let msg = PushMsg::Message { channel: Bytes::from("c"), payload: Bytes::from(vec![b'x'; 100]) };
+        let size = msg.size();
+        let (sub, mut rx, overflow) = Subscriber::new(Arc::new(OutputLimit::new(3 * size, 0, 0)));
+        assert!(sub.send(msg.clone()));
+        assert!(sub.send(msg.clone()));
+        // Taken from the queue by the connection, not yet written: it counts.
+        rx.try_recv().unwrap();
+        assert_eq!(sub.unsent().load(Ordering::Relaxed), 2 * size);
+        assert!(sub.send(msg.clone()));
+        assert!(!sub.send(msg.clone()), "a fourth message passed a limit of three");
+        assert!(overflow.notified().now_or_never().is_some(), "the connection was not told");
+        // Written: room again.
+        sub.written(size);
+        assert_eq!(sub.unsent().load(Ordering::Relaxed), 2 * size);
+        assert!(sub.send(msg));
     }
 
     #[test]

@@ -30,6 +30,7 @@ use tokio::sync::broadcast;
 
 use crate::clock::LogClock;
 use crate::config::Config;
+use crate::keyspace::Event;
 use crate::raft::{Consensus, NodeInfo, RaftSettings};
 use crate::storage::disk::DiskReserve;
 use crate::storage::Storage;
@@ -127,6 +128,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         .into_iter()
         .map(|(id, (peer_addr, client_addr))| (id, NodeInfo { peer_addr, client_addr }))
         .collect();
+    let monitors = monitor::Monitors::default();
     let settings = RaftSettings {
         node_id: config.node_id,
         node: NodeInfo { peer_addr: config.advertised_peer_addr(), client_addr: config.client_addr() },
@@ -142,6 +144,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         tls: tls.clone().filter(|t| t.cluster()),
         disk,
         busy_poll: Duration::from_micros(config.busy_poll_us),
+        monitors: monitors.watching(),
     };
     if config.force_new_cluster {
         let forced = crate::raft::recovery::force_new_cluster(
@@ -179,7 +182,15 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
     let peer_listener = TcpListener::bind(config.peer_addr())
         .await
         .map_err(|source| ServerError::Listen { addr: config.peer_addr(), source })?;
-    let sink = Arc::new(move |events, origin| sink_hub.dispatch(events, origin));
+    let sink_monitors = monitors.clone();
+    let sink = Arc::new(move |events: Vec<Event>, origin| {
+        for event in &events {
+            if let Event::ScriptCall { shown } = event {
+                sink_monitors.feed_script_call(shown);
+            }
+        }
+        sink_hub.dispatch(events, origin)
+    });
     // The recorder first, so that what Raft records as it starts is kept.
     let metrics_addr = config.metrics_socket().map_err(ServerError::Config)?;
     let metrics = metrics_addr.map(|_| crate::metrics::install()).transpose().map_err(ServerError::Config)?;
@@ -228,7 +239,7 @@ pub async fn run(mut config: Config) -> Result<(), ServerError> {
         params: params::StoredParams::default(),
         slowlog: slowlog::SlowLog::default(),
         pause: pause::Pause::default(),
-        monitors: monitor::Monitors::default(),
+        monitors,
         acllog: acllog::AclLog::default(),
         latency: latency::Latency::default(),
         stats: stats::Stats::default(),

@@ -6,8 +6,12 @@
 //! are never shown; `AUTH`'s arguments and `HELLO`'s `AUTH` user and
 //! password are shown as `(redacted)`; a transaction's commands are shown
 //! at its `EXEC`. A node shows what its own clients send: a follower's
-//! monitor sees its clients' writes, not the leader's, and the commands a
-//! script calls (run in the state machine on every node) are not shown.
+//! monitor sees its clients' writes, not the leader's. The commands a
+//! script runs are shown as `[0 lua] "set" ...`, as Redis shows them, by
+//! every node that applies the script while it has a monitor (the state
+//! machine runs scripts on every node; a Redis replica's monitor, too,
+//! shows what its master sends), after the script's own line; a command's
+//! scripts show at most 4 MiB of them.
 //!
 //! A monitor that falls more than 4,096 lines behind is disconnected,
 //! as Redis disconnects one past its output buffer limit. Lines wait for
@@ -22,13 +26,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
+use crate::protocol::repr::monitor_args;
+#[cfg(test)]
+use crate::protocol::repr::{MAX_ARGS, MAX_ARG_BYTES};
+
 /// Lines a monitor may fall behind before it is let go.
 const BACKLOG: usize = 4 * 1024;
-/// Arguments shown per command.
-const MAX_ARGS: usize = 64;
-/// Bytes shown per argument.
-const MAX_ARG_BYTES: usize = 256;
 
+#[derive(Clone)]
 pub struct Monitors {
     lines: broadcast::Sender<Bytes>,
     /// Connections monitoring: nothing is formatted while there are none.
@@ -79,53 +84,35 @@ impl Monitors {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let _ = self.lines.send(line(now.as_secs(), now.subsec_micros(), addr, name, argv));
     }
-}
 
-/// Which arguments of `argv` (a `name` command) are shown as `(redacted)`.
-fn redacted(name: &str, argv: &[Bytes], i: usize) -> bool {
-    match name {
-        "auth" => i > 0,
-        // HELLO [protover [AUTH username password] [SETNAME clientname]]
-        "hello" => argv[..i].iter().rev().take(2).any(|a| a.eq_ignore_ascii_case(b"auth")) && i >= 3,
-        _ => false,
+    /// Shows a command a script ran (`shown`: its arguments as
+    /// [`monitor_args`] writes them), from `lua` as Redis shows it.
+    pub fn feed_script_call(&self, shown: &[u8]) {
+        if !self.active() {
+            return;
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let _ = self.lines.send(prefixed(now.as_secs(), now.subsec_micros(), "lua", shown));
+    }
+
+    /// The count of watching connections, for the state machine to know
+    /// whether scripts should report their commands.
+    pub fn watching(&self) -> Arc<AtomicUsize> {
+        self.watching.clone()
     }
 }
 
-/// One monitor line, with its CRLF.
-fn line(secs: u64, micros: u32, addr: &str, name: &str, argv: &[Bytes]) -> Bytes {
-    let mut out = format!("+{secs}.{micros:06} [0 {addr}]").into_bytes();
-    for (i, arg) in argv.iter().enumerate() {
-        out.push(b' ');
-        if i == MAX_ARGS {
-            quote(&mut out, format!("... ({} more arguments)", argv.len() - MAX_ARGS).as_bytes());
-            break;
-        }
-        if redacted(name, argv, i) {
-            out.extend_from_slice(b"\"(redacted)\"");
-        } else {
-            quote(&mut out, &super::slowlog::cut(arg, MAX_ARG_BYTES));
-        }
-    }
+/// One monitor line, with its CRLF: `source` is the client's address, or
+/// `lua` for a script's commands.
+fn line(secs: u64, micros: u32, source: &str, name: &str, argv: &[Bytes]) -> Bytes {
+    prefixed(secs, micros, source, &monitor_args(name, argv))
+}
+
+fn prefixed(secs: u64, micros: u32, source: &str, shown: &[u8]) -> Bytes {
+    let mut out = format!("+{secs}.{micros:06} [0 {source}]").into_bytes();
+    out.extend_from_slice(shown);
     out.extend_from_slice(b"\r\n");
     Bytes::from(out)
-}
-
-/// `bytes` in double quotes, escaped as Redis's `sdscatrepr`.
-fn quote(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'"');
-    for &b in bytes {
-        match b {
-            b'\\' | b'"' => out.extend_from_slice(&[b'\\', b]),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            7 => out.extend_from_slice(b"\\a"),
-            8 => out.extend_from_slice(b"\\b"),
-            0x20..=0x7e => out.push(b),
-            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
-        }
-    }
-    out.push(b'"');
 }
 
 #[cfg(test)]

@@ -25,16 +25,7 @@ const MAX_ARG_BYTES: usize = 128;
 /// Bytes kept of a client's name (and in `ACL LOG`, of its `CLIENT INFO`).
 pub const MAX_TEXT_BYTES: usize = 4096;
 
-/// `bytes` cut to `max` bytes, with how many more there were (`"... (12
-/// more bytes)"`), as SLOWLOG shows a long argument; as it is if not longer.
-pub fn cut(bytes: &[u8], max: usize) -> std::borrow::Cow<'_, [u8]> {
-    if bytes.len() <= max {
-        return std::borrow::Cow::Borrowed(bytes);
-    }
-    let mut kept = bytes[..max].to_vec();
-    kept.extend_from_slice(format!("... ({} more bytes)", bytes.len() - max).as_bytes());
-    std::borrow::Cow::Owned(kept)
-}
+pub use crate::protocol::repr::cut;
 
 /// `text` cut to at most `max` bytes (at a character boundary), with how
 /// many more there were.

@@ -83,11 +83,13 @@ impl Stats {
 
     /// An error reply was sent: counted by its code (its first word, if
     /// it ends within 32 bytes, else `ERR`, as Redis counts: a script's
-    /// error without a space can be megabytes long).
+    /// error without a space can be megabytes long). A line break ends
+    /// the word too (the reply goes out with spaces for them, as Redis's):
+    /// a script's `{err='X\r\nrole:slave ...'}` does not add lines to INFO.
     pub fn error(&self, text: &str) {
         self.total_errors.fetch_add(1, Ordering::Relaxed);
         let head = &text.as_bytes()[..text.len().min(32)];
-        let code = match head.iter().position(|b| *b == b' ') {
+        let code = match head.iter().position(|b| matches!(b, b' ' | b'\r' | b'\n')) {
             Some(end) => &text[..end],
             None => "ERR",
         };
@@ -172,6 +174,8 @@ mod tests {
         s.error("ERR syntax error");
         s.error("ERR no such key");
         s.error("WRONGTYPE Operation against a key holding the wrong kind of value");
+        // A line break ends the code: nothing a script raises adds INFO lines.
+        s.error("X\r\nrole:slave\r\ny z");
         for i in 0..1000 {
             s.error(&format!("MADEUP{i} x"));
         }
@@ -180,7 +184,8 @@ mod tests {
         let stats = s.errorstats();
         assert_eq!(stats.len(), ERROR_CODES);
         assert!(stats.contains(&("ERR".to_string(), 3)) && stats.contains(&("WRONGTYPE".to_string(), 1)), "{stats:?}");
-        assert!(stats.iter().all(|(code, _)| code.len() <= 32));
-        assert_eq!(s.total_errors(), 1004);
+        assert!(stats.contains(&("X".to_string(), 1)), "{stats:?}");
+        assert!(stats.iter().all(|(code, _)| code.len() <= 32 && !code.contains(['\r', '\n'])));
+        assert_eq!(s.total_errors(), 1005);
     }
 }

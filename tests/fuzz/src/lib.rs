@@ -3,7 +3,7 @@
 //! does, with the properties every run must keep.
 
 use bytes::{Bytes, BytesMut};
-use raftlock::commands::{apply, ClientCommand, Op, Origin, Proposal, Request};
+use raftlock::commands::{apply_monitored, ClientCommand, Op, Origin, Proposal, Request};
 use raftlock::keyspace::{ClientId, Keyspace, MAX_SNAPSHOT_LOG_TIME, MAX_SNAPSHOT_VERSION};
 use raftlock::protocol::{Limits, Reply, RequestCodec};
 use tokio_util::codec::Decoder;
@@ -67,7 +67,8 @@ impl Replica {
         // A decoded snapshot may start anywhere, up to the end of time.
         self.time = self.time.saturating_add(step);
         let proposal = Proposal { log_time: self.time, unix_ms: 1_700_000_000_000u64.saturating_add(self.time), op };
-        apply(&mut self.ks, self.index, &proposal).into_iter().map(|a| a.reply).collect()
+        // As on a node with a MONITOR client: scripts report their commands too.
+        apply_monitored(&mut self.ks, self.index, &proposal, true).into_iter().map(|a| a.reply).collect()
     }
 }
 
