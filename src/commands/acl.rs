@@ -851,10 +851,41 @@ pub fn script_check(spec: &CommandSpec, argv: &[Bytes]) -> Result<(), Reply> {
 }
 
 /// The permissions of user `name` in `ks` (a user that no longer exists
-/// may do nothing).
+/// may do nothing). Every command of a user with limits is applied as that
+/// user on every node, so the compiled rules are kept per ACL table: an
+/// entry holds its table, so that table is never changed in place while
+/// cached (a change makes the keyspace copy it) and its address is never
+/// another table's.
 pub fn perms_of(ks: &Keyspace, name: &str) -> Arc<Perms> {
-    let u = user(ks.acl(), name).map(|u| u.into_owned()).unwrap_or_default();
-    Arc::new(Perms::compile(&u))
+    type Compiled = Vec<(Arc<AclTable>, std::collections::HashMap<String, Arc<Perms>>)>;
+    /// Tables kept: a node's current one, one per node of a test process.
+    const TABLES: usize = 8;
+    /// Users kept per table.
+    const USERS: usize = 1024;
+    static COMPILED: std::sync::Mutex<Compiled> = std::sync::Mutex::new(Vec::new());
+    let table = ks.acl();
+    let mut compiled = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(perms) = compiled.iter().find(|(t, _)| Arc::ptr_eq(t, table)).and_then(|(_, users)| users.get(name)) {
+        return perms.clone();
+    }
+    let u = user(table, name).map(|u| u.into_owned()).unwrap_or_default();
+    let perms = Arc::new(Perms::compile(&u));
+    let at = match compiled.iter().position(|(t, _)| Arc::ptr_eq(t, table)) {
+        Some(at) => at,
+        None => {
+            if compiled.len() == TABLES {
+                compiled.remove(0);
+            }
+            compiled.push((table.clone(), Default::default()));
+            compiled.len() - 1
+        }
+    };
+    let users = &mut compiled[at].1;
+    if users.len() == USERS {
+        users.clear();
+    }
+    users.insert(name.to_string(), perms.clone());
+    perms
 }
 
 #[cfg(test)]
@@ -872,6 +903,25 @@ mod tests {
     fn check(p: &Perms, cmd: &str) -> Result<(), Denied> {
         let argv = b(cmd);
         p.check(lookup(&argv[0]).unwrap(), &argv)
+    }
+
+    #[test]
+    fn compiled_rules_follow_every_change_of_the_table() {
+        let mut ks = Keyspace::new();
+        ks.acl_mut().users.insert("u".into(), user_from_rules(&b("on +get ~*")).unwrap());
+        let get = b("GET k");
+        let set = b("SET k v");
+        let first = perms_of(&ks, "u");
+        assert!(first.check(lookup(b"get").unwrap(), &get).is_ok());
+        assert!(first.check(lookup(b"set").unwrap(), &set).is_err());
+        assert!(Arc::ptr_eq(&first, &perms_of(&ks, "u")), "compiled once per table");
+        // Changed in place as far as the keyspace knows: the rules follow.
+        ks.acl_mut().users.insert("u".into(), user_from_rules(&b("on +set ~*")).unwrap());
+        let second = perms_of(&ks, "u");
+        assert!(second.check(lookup(b"get").unwrap(), &get).is_err());
+        assert!(second.check(lookup(b"set").unwrap(), &set).is_ok());
+        ks.acl_mut().users.remove("u");
+        assert!(perms_of(&ks, "u").check(lookup(b"set").unwrap(), &set).is_err(), "a deleted user may do nothing");
     }
 
     #[test]
