@@ -371,6 +371,25 @@ fn info_has_the_sections_monitoring_reads() {
     pipe.query::<()>(&mut c).unwrap();
     let stats = as_text(&q(&mut c, &["INFO", "commandstats"]).unwrap()).unwrap();
     assert!(field(&stats, "cmdstat_set").starts_with("calls=12,"), "{stats}");
+    // A container's subcommands are counted apart (`cmdstat_config|get`),
+    // and a transaction's commands once, when EXEC runs them, with the
+    // errors among its results (Redis's counts).
+    assert_eq!(q(&mut c, &["CONFIG", "RESETSTAT"]).unwrap(), Value::Okay);
+    assert!(matches!(q(&mut c, &["CONFIG", "GET", "maxmemory"]).unwrap(), Value::Array(_)));
+    let mut tx = redis::pipe();
+    tx.atomic().cmd("INCR").arg("k").cmd("SET").arg("t").arg("1");
+    assert!(tx.query::<Value>(&mut c).is_err(), "INCR of a string fails inside EXEC");
+    assert_eq!(q(&mut c, &["GET", "t"]).unwrap(), Value::BulkString(b"1".to_vec()), "the rest of the transaction ran");
+    let stats = as_text(&q(&mut c, &["INFO", "commandstats"]).unwrap()).unwrap();
+    assert!(field(&stats, "cmdstat_config|get").starts_with("calls=1,"), "{stats}");
+    assert!(!stats.contains("cmdstat_config:"), "{stats}");
+    assert!(field(&stats, "cmdstat_incr").starts_with("calls=1,") && field(&stats, "cmdstat_incr").ends_with("failed_calls=1"), "{stats}");
+    assert!(field(&stats, "cmdstat_set").starts_with("calls=1,"), "{stats}");
+    assert!(field(&stats, "cmdstat_exec").starts_with("calls=1,"), "{stats}");
+    let errors = as_text(&q(&mut c, &["INFO", "errorstats"]).unwrap()).unwrap();
+    assert_eq!(field(&errors, "errorstat_ERR"), "count=1", "{errors}");
+    let latency = as_text(&q(&mut c, &["INFO", "latencystats"]).unwrap()).unwrap();
+    assert!(latency.contains("latency_percentiles_usec_config|get:p50="), "{latency}");
 }
 
 /// No node is a Redis replica: `REPLICAOF NO ONE` is what it already is,

@@ -538,6 +538,12 @@ fn monitor_shows_the_commands_scripts_run() {
     assert!(first.ends_with("\"EVAL\" \"return redis.call('INCR', KEYS[1])\" \"1\" \"n\""), "{first}");
     let Resp::Simple(second) = monitor.read().unwrap() else { panic!("a monitor line") };
     assert!(second.ends_with(r#"[0 lua] "INCR" "n""#), "{second}");
+    // A read-only script (run by the leader, not through the log) too.
+    assert_eq!(c.cmd(&["EVAL_RO", "return redis.call('GET', KEYS[1])", "1", "n"]), Resp::Bulk(Some(b"2".to_vec())));
+    let Resp::Simple(first) = monitor.read().unwrap() else { panic!("a monitor line") };
+    assert!(first.contains("\"EVAL_RO\""), "{first}");
+    let Resp::Simple(second) = monitor.read().unwrap() else { panic!("a monitor line") };
+    assert!(second.ends_with(r#"[0 lua] "GET" "n""#), "{second}");
 }
 
 /// MONITOR streams the commands this node's clients send, as Redis writes

@@ -22,6 +22,7 @@ mod long_double;
 mod pubsub;
 mod redis_specs;
 mod scripts;
+pub use scripts::showing_script_calls;
 mod server;
 mod sets;
 pub mod sort;
@@ -40,8 +41,8 @@ use crate::protocol::{ArgError, Args, Reply};
 pub use lists::parse_block_timeout;
 pub use streams::read_layout as stream_read_layout;
 pub use table::{
-    command_docs, command_info, key_flags, lookup, lookup_subcommand, row_of, subcommand_info, subcommand_names, CommandSpec, Handler,
-    COMMANDS,
+    command_docs, command_info, key_flags, lookup, lookup_subcommand, row_of, stats_row, stats_row_name, stats_rows,
+    stats_rows_named, subcommand_info, subcommand_names, CommandSpec, Handler, COMMANDS,
 };
 
 /// Why a command failed; turned into Redis's error text in one place.

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use crate::keyspace::{ExecCtx, Keyspace, ReadCtx};
+use crate::keyspace::{ExecCtx, Keyspace, ReadCtx, MAX_SHOWN_BYTES};
 use crate::protocol::{Args, Reply};
 use crate::scripting::{self, INSTRUCTION_BUDGET};
 
@@ -135,6 +135,51 @@ fn shown(cmd: &[Bytes]) -> Vec<u8> {
     }
 }
 
+thread_local! {
+    /// While [`showing_script_calls`] runs with a monitor watching: the
+    /// commands read-only scripts run, as `MONITOR` shows them, and their
+    /// bytes.
+    static SHOWN: std::cell::RefCell<Option<(Vec<Bytes>, usize)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (a read, perhaps a read-only script); when `monitored`, also
+/// the commands its scripts ran, as `MONITOR` shows them (at most
+/// [`MAX_SHOWN_BYTES`] of them, as a written script's).
+pub fn showing_script_calls<R>(monitored: bool, f: impl FnOnce() -> R) -> (R, Vec<Bytes>) {
+    if !monitored {
+        return (f(), Vec::new());
+    }
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SHOWN.with(|s| s.borrow_mut().take());
+        }
+    }
+    SHOWN.with(|s| *s.borrow_mut() = Some((Vec::new(), 0)));
+    let reset = Reset;
+    let out = f();
+    let shown = SHOWN.with(|s| s.borrow_mut().take()).map(|(shown, _)| shown).unwrap_or_default();
+    drop(reset);
+    (out, shown)
+}
+
+/// A read-only script ran `cmd`: kept for `MONITOR` inside
+/// [`showing_script_calls`].
+fn show_read_only_call(cmd: &[Bytes]) {
+    SHOWN.with(|s| {
+        let mut s = s.borrow_mut();
+        let Some((calls, bytes)) = s.as_mut() else { return };
+        if *bytes > MAX_SHOWN_BYTES {
+            return;
+        }
+        let line = shown(cmd);
+        if !line.is_empty() {
+            *bytes += line.len();
+            calls.push(Bytes::from(line));
+        }
+    });
+}
+
 /// Runs a script inside an applied entry; it may write unless `no_writes`
 /// (`#!lua flags=no-writes`, or a function so flagged).
 pub(super) fn run_writable(
@@ -192,12 +237,14 @@ pub(super) fn run_writable(
 pub(super) fn run_read_only(ks: &Keyspace, ctx: &ReadCtx, body: &Bytes, keys: &[Bytes], argv: &[Bytes]) -> Reply {
     let mut call = |cmd: &[Bytes]| -> Reply {
         if let Some(reply) = super::execute_local(cmd).or_else(|| script_special(cmd, ctx.unix_ms)) {
+            show_read_only_call(cmd);
             return reply;
         }
         match resolve_for_script(cmd).and_then(|spec| super::acl::script_check(spec, cmd).map(|()| spec)) {
             Err(reply) => reply,
             Ok(spec) => match spec.handler {
                 Handler::Read(f) => {
+                    show_read_only_call(cmd);
                     let reply = f(ks, ctx, Args::new(cmd)).unwrap_or_else(Reply::from);
                     if super::charged_for_work(spec) {
                         scripting::charge_call(super::work_of(ks, spec, cmd));

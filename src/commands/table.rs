@@ -500,6 +500,50 @@ fn subcommands(container: &str) -> impl Iterator<Item = &'static Subcommand> + '
     SUBCOMMANDS.iter().filter(move |s| s.name.split_once('|').is_some_and(|(c, _)| c == container))
 }
 
+/// How many rows `INFO commandstats` and the latency histograms count by:
+/// one per command of the table, then one per Redis subcommand
+/// (`config|get`), as Redis counts a container's subcommands apart.
+pub fn stats_rows() -> usize {
+    COMMANDS.len() + SUBCOMMANDS.len()
+}
+
+/// The row a `spec` command counts in, `sub` its first argument: its
+/// subcommand's, when Redis has one by that name, else its command's.
+pub fn stats_row(spec: &'static CommandSpec, sub: Option<&[u8]>) -> Option<usize> {
+    static CONTAINERS: OnceLock<Vec<bool>> = OnceLock::new();
+    let row = row_of(spec)?;
+    let containers = CONTAINERS.get_or_init(|| COMMANDS.iter().map(|c| subcommands(c.name).next().is_some()).collect());
+    let Some(sub) = sub.filter(|_| containers.get(row).copied().unwrap_or(false)) else { return Some(row) };
+    let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+    let found = SUBCOMMANDS.iter().position(|s| s.name.split_once('|') == Some((spec.name, sub.as_str())));
+    Some(found.map_or(row, |i| COMMANDS.len() + i))
+}
+
+/// The name of a row of [`stats_row`]: `get`, `config|get`.
+pub fn stats_row_name(row: usize) -> Option<&'static str> {
+    match row.checked_sub(COMMANDS.len()) {
+        None => COMMANDS.get(row).map(|c| c.name),
+        Some(sub) => SUBCOMMANDS.get(sub).map(|s| s.name),
+    }
+}
+
+/// The rows `name` stands for in `LATENCY HISTOGRAM`: a command's, and its
+/// subcommands' for a container (`config`); a subcommand's (`config|get`).
+pub fn stats_rows_named(name: &[u8]) -> Vec<usize> {
+    if let Some((spec, sub)) = lookup_subcommand(name) {
+        let i = SUBCOMMANDS.iter().position(|s| std::ptr::eq(s, sub));
+        return row_of(spec).and(i).map(|i| vec![COMMANDS.len() + i]).unwrap_or_default();
+    }
+    let Some(spec) = lookup(name) else { return Vec::new() };
+    let own = row_of(spec).into_iter();
+    let subs = SUBCOMMANDS
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.name.split_once('|').is_some_and(|(c, _)| c == spec.name))
+        .map(|(i, _)| COMMANDS.len() + i);
+    own.chain(subs).collect()
+}
+
 /// `container|subcommand`, case-insensitively, with its container's row.
 pub fn lookup_subcommand(full: &[u8]) -> Option<(&'static CommandSpec, &'static Subcommand)> {
     let full = String::from_utf8_lossy(full).to_ascii_lowercase();

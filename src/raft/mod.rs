@@ -29,7 +29,7 @@ use crate::clock::LogClock;
 use bytes::Bytes;
 
 use crate::commands::{ClientCommand, Op, Origin, Proposal, Request};
-use crate::keyspace::{ClientId, Keyspace, LogTime, ReadCtx};
+use crate::keyspace::{ClientId, Event, Keyspace, LogTime, ReadCtx};
 use crate::protocol::Reply;
 use crate::storage::disk::DiskReserve;
 use crate::storage::Storage;
@@ -202,6 +202,10 @@ pub struct Consensus {
     purged: Arc<AtomicU64>,
     /// Whether this node polls while its log write is in flight.
     busy_poll: Arc<busy_poll::BusyPoll>,
+    /// This node's `MONITOR` connections, and where what read-only scripts
+    /// run is shown to them (as the state machine shows the others').
+    monitors: Arc<std::sync::atomic::AtomicUsize>,
+    sink: EventSink,
 }
 
 /// Where a command should run.
@@ -414,7 +418,7 @@ impl Consensus {
             .with_busy_poll(busy_poll.clone());
         let durable = log.durable();
         let purged = log.purged_on_disk();
-        let mut sm = StateMachine::open(db, clock.clone(), sink)
+        let mut sm = StateMachine::open(db, clock.clone(), sink.clone())
             .map_err(|e| err(&e))?
             .with_skipped_entries(settings.skip_entries.clone())
             .with_durable(durable.clone())
@@ -480,6 +484,8 @@ impl Consensus {
             disk,
             purged,
             busy_poll: busy_poll.clone(),
+            monitors: settings.monitors.clone(),
+            sink,
         });
         let handler = Arc::new(ForwardedCommands(Arc::downgrade(&consensus)));
         tokio::spawn(peer::serve(peer_listener, raft, settings.cluster_secret, handler, settings.tls));
@@ -708,19 +714,30 @@ impl Consensus {
                 self.write(command, deferrable, alone).await
             }
             Ok(_) => {
-                self.read(move |ks, ctx| {
-                    // A read-only script obeys its caller's permissions.
-                    let perms = user.map(|u| crate::commands::acl::perms_of(ks, u)).filter(|p| !p.unrestricted());
-                    let run = || crate::commands::acl::with_user(perms, || crate::commands::execute_read(ks, argv, ctx));
-                    // `KEYS *` of millions of keys, a script up to its budget:
-                    // the runtime's other tasks move to another thread first.
-                    if crate::commands::may_run_long_command(ks, argv) {
-                        state_machine::cpu_bound(run)
-                    } else {
-                        run()
-                    }
-                })
-                .await
+                let monitored = self.monitors.load(Ordering::Relaxed) > 0;
+                let (reply, shown) = self
+                    .read(move |ks, ctx| {
+                        // A read-only script obeys its caller's permissions.
+                        let perms = user.map(|u| crate::commands::acl::perms_of(ks, u)).filter(|p| !p.unrestricted());
+                        // And shows what it runs to this node's monitors.
+                        let run = || {
+                            crate::commands::showing_script_calls(monitored, || {
+                                crate::commands::acl::with_user(perms, || crate::commands::execute_read(ks, argv, ctx))
+                            })
+                        };
+                        // `KEYS *` of millions of keys, a script up to its budget:
+                        // the runtime's other tasks move to another thread first.
+                        if crate::commands::may_run_long_command(ks, argv) {
+                            state_machine::cpu_bound(run)
+                        } else {
+                            run()
+                        }
+                    })
+                    .await?;
+                if !shown.is_empty() {
+                    (self.sink)(shown.into_iter().map(|shown| Event::ScriptCall { shown }).collect(), None);
+                }
+                Ok(reply)
             }
         }
     }

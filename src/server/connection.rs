@@ -52,6 +52,9 @@ struct Connection {
     /// Shard channels (`SSUBSCRIBE`).
     shard_channels: HashSet<Bytes>,
     subscriber: Subscriber,
+    /// The command being answered was queued in a transaction (counted
+    /// in `INFO commandstats` when EXEC runs it).
+    queued: bool,
     out: BytesMut,
     /// The size ([`PushMsg::size`]) of the messages in `out`: they count
     /// against the subscriber's limit until written.
@@ -134,6 +137,7 @@ pub async fn serve(
         patterns: HashSet::new(),
         shard_channels: HashSet::new(),
         subscriber,
+        queued: false,
         out: BytesMut::with_capacity(4096),
         push_unsent: 0,
         multi: None,
@@ -358,6 +362,7 @@ impl Connection {
         let tracked = self.track_reads(commands.iter().map(|c| &c[..]));
         self.caching = None;
         let attempts: Vec<Option<Bytes>> = commands.iter().map(|c| commands::attempted_lock(c).cloned()).collect();
+        let subs: Vec<Option<Bytes>> = commands.iter().map(|c| c.get(1).cloned()).collect();
         let request = Request::Pipeline(commands);
         // Let in by `pipelinable` (the disk was not low): counted against
         // its free space until it is read again.
@@ -373,7 +378,7 @@ impl Connection {
             // command gets that answer.
             other => vec![other; n],
         };
-        for ((spec, reply), attempt) in specs.into_iter().zip(replies).zip(attempts) {
+        for (((spec, reply), attempt), sub) in specs.into_iter().zip(replies).zip(attempts).zip(subs) {
             crate::metrics::record_command(spec.name, &reply);
             super::top::record_if_refused(attempt.as_ref(), &reply);
             self.reply(&reply);
@@ -381,7 +386,7 @@ impl Connection {
                 Reply::Error(_) => self.last_error,
                 _ => super::stats::Outcome::Answered,
             };
-            self.node.stats.command(spec, usec, outcome);
+            self.node.stats.command(spec, sub.as_deref(), usec, outcome);
         }
     }
 
@@ -440,6 +445,28 @@ impl Connection {
         };
         self.subscriber.written(std::mem::take(&mut self.push_unsent));
         sent
+    }
+
+    /// `INFO commandstats` and `errorstats` for the commands an EXEC ran
+    /// (`reply` its answer), as Redis counts them: each command when it
+    /// runs, an error among the results as an error reply.
+    fn count_transaction(&self, commands: &[Vec<Bytes>], reply: &Reply) {
+        let Reply::Array(results) = reply else { return };
+        for (argv, result) in commands.iter().zip(results) {
+            let Some(spec) = commands::lookup(&argv[0]) else { continue };
+            let outcome = match result {
+                Reply::Error(e) => {
+                    self.node.stats.error(e);
+                    if super::stats::rejected(e) {
+                        super::stats::Outcome::Rejected
+                    } else {
+                        super::stats::Outcome::Failed
+                    }
+                }
+                _ => super::stats::Outcome::Answered,
+            };
+            self.node.stats.command(spec, argv.get(1).map(|b| &b[..]), 0, outcome);
+        }
     }
 
     /// The error for `argv` if it may add data while the disk is nearly
@@ -550,15 +577,17 @@ impl Connection {
         let kept = slowlog.then(|| argv.clone());
         let errors = self.errors_replied;
         let started = Instant::now();
+        // A container's subcommand (`CONFIG GET`) is counted apart.
+        let sub = argv.get(1).cloned();
         let next = self.execute_untimed(spec, argv, frames).await;
         let elapsed = started.elapsed();
         let micros = elapsed.as_micros() as u64;
-        if let Some(spec) = spec {
+        if let Some(spec) = spec.filter(|_| !std::mem::take(&mut self.queued)) {
             let outcome = if self.errors_replied > errors { self.last_error } else { super::stats::Outcome::Answered };
-            self.node.stats.command(spec, if timed_spec.is_some() { micros } else { 0 }, outcome);
+            self.node.stats.command(spec, sub.as_deref(), if timed_spec.is_some() { micros } else { 0 }, outcome);
         }
         let Some(timed_spec) = timed_spec else { return next };
-        self.node.latency.record(timed_spec, elapsed.as_nanos().min(u64::MAX as u128) as u64);
+        self.node.latency.record(timed_spec, sub.as_deref(), elapsed.as_nanos().min(u64::MAX as u128) as u64);
         if let Some(kept) = kept.filter(|_| self.node.slowlog.is_slow(micros)) {
             let (addr, name) = self.node.clients.get(self.id).map(|c| (c.addr.to_string(), c.name)).unwrap_or_default();
             self.node.slowlog.record(micros, &kept, addr, name);
@@ -654,6 +683,8 @@ impl Connection {
                     Reply::error("ERR the transaction is larger than the largest request (max-request-len)")
                 } else {
                     queue.push(argv);
+                    // Counted when EXEC runs it, as Redis counts it.
+                    self.queued = true;
                     Reply::Status("QUEUED".into())
                 };
                 self.reply(&reply);
@@ -983,7 +1014,7 @@ impl Connection {
                     let replicated: Vec<Vec<Bytes>> = commands.iter().filter(|c| !here(c)).cloned().collect();
                     let (reply, reflects) = self.on_leader_seen(Request::Transaction { watched, commands: replicated }).await;
                     self.reads_answered(tracked, reflects);
-                    match reply {
+                    let reply = match reply {
                         Reply::Array(results) if commands.iter().any(here) => {
                             let mut results = results.into_iter();
                             let mut merged = Vec::with_capacity(commands.len());
@@ -996,7 +1027,9 @@ impl Connection {
                             Reply::Array(merged)
                         }
                         other => other,
-                    }
+                    };
+                    self.count_transaction(&commands, &reply);
+                    reply
                 }
             },
             "discard" => match self.multi.take() {
@@ -1029,7 +1062,7 @@ impl Connection {
             "role" => Reply::Array(vec![Reply::text("master"), Reply::Int(0), Reply::Array(Vec::new())]),
             "module" => module(argv),
             "replicaof" | "slaveof" => replicaof(argv),
-            "lolwut" => Reply::Verbatim(format!("Redis ver. {REDIS_VERSION}\n")),
+            "lolwut" => lolwut(argv),
             "wait" => wait(argv, false),
             "waitaof" => wait(argv, true),
             "time" => {
@@ -2178,6 +2211,20 @@ async fn save_file(path: &std::path::Path, body: String) -> std::io::Result<()> 
 async fn send(writer: &mut Writer, bytes: &[u8]) -> std::io::Result<()> {
     writer.write_all(bytes).await?;
     writer.flush().await
+}
+
+/// `LOLWUT [VERSION v [size ...]]`: Redis's version line (raftlock draws
+/// nothing), after the arguments' checks Redis makes: `v` an integer, and
+/// the sizes of versions 5 and 6 (the ones that draw) integers too.
+fn lolwut(argv: &[Bytes]) -> Reply {
+    const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
+    if argv.len() >= 3 && argv[1].eq_ignore_ascii_case(b"version") {
+        let Some(version) = parse_i64(&argv[2]) else { return Reply::error(NOT_AN_INTEGER) };
+        if matches!(version, 5 | 6) && argv[3..].iter().any(|a| parse_i64(a).is_none()) {
+            return Reply::error(NOT_AN_INTEGER);
+        }
+    }
+    Reply::Verbatim(format!("Redis ver. {REDIS_VERSION}\n"))
 }
 
 /// One `CONFIG SET tls-…` argument, applied to the files to load.

@@ -24,7 +24,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
-use crate::commands::{CommandSpec, COMMANDS};
+use crate::commands::{stats_row, stats_row_name, stats_rows, stats_rows_named, CommandSpec};
 use crate::protocol::Reply;
 
 /// Seconds with a sample kept per event (Redis's `LATENCY_TS_LEN`).
@@ -50,7 +50,8 @@ pub struct Latency {
     /// `latency-tracking`.
     tracking: AtomicBool,
     events: Mutex<BTreeMap<&'static str, Series>>,
-    /// One per row of the command table, in its order.
+    /// One per row of `commands::stats_row`: each command, then each of
+    /// Redis's subcommands (`config|get`).
     histograms: Vec<Histogram>,
 }
 
@@ -60,8 +61,7 @@ impl Default for Latency {
             threshold_ms: AtomicU64::new(0),
             tracking: AtomicBool::new(true),
             events: Mutex::new(BTreeMap::new()),
-            histograms: COMMANDS
-                .iter()
+            histograms: (0..stats_rows())
                 .map(|_| Histogram { calls: AtomicU64::new(0), buckets: std::array::from_fn(|_| AtomicU64::new(0)) })
                 .collect(),
         }
@@ -105,10 +105,10 @@ impl Latency {
         self.tracking.load(Ordering::Relaxed) || self.threshold_ms.load(Ordering::Relaxed) > 0
     }
 
-    /// A command of `spec` took `nanos`.
-    pub fn record(&self, spec: &'static CommandSpec, nanos: u64) {
+    /// A command of `spec` (`sub` its first argument) took `nanos`.
+    pub fn record(&self, spec: &'static CommandSpec, sub: Option<&[u8]>, nanos: u64) {
         if self.tracking.load(Ordering::Relaxed) {
-            if let Some(h) = self.histogram(spec) {
+            if let Some(h) = stats_row(spec, sub).and_then(|row| self.histograms.get(row)) {
                 h.calls.fetch_add(1, Ordering::Relaxed);
                 h.buckets[bucket(nanos)].fetch_add(1, Ordering::Relaxed);
             }
@@ -134,11 +134,6 @@ impl Latency {
                 series.samples.push_back((now, ms));
             }
         }
-    }
-
-    /// The histogram of `spec`'s row of the table.
-    fn histogram(&self, spec: &'static CommandSpec) -> Option<&Histogram> {
-        self.histograms.get(crate::commands::row_of(spec)?)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, Series>> {
@@ -187,18 +182,17 @@ impl Latency {
                 Reply::Int(reset as i64)
             }
             ("HISTOGRAM", _) => {
-                let specs: Vec<&'static CommandSpec> = if args.len() == 1 {
-                    COMMANDS.iter().collect()
+                let rows: Vec<usize> = if args.len() == 1 {
+                    (0..self.histograms.len()).collect()
                 } else {
-                    args[1..].iter().filter_map(|name| crate::commands::lookup(name)).collect()
+                    args[1..].iter().flat_map(|name| stats_rows_named(name)).collect()
                 };
                 Reply::Map(
-                    specs
-                        .into_iter()
-                        .filter_map(|spec| {
-                            let h = self.histogram(spec)?;
+                    rows.into_iter()
+                        .filter_map(|row| {
+                            let (h, name) = (self.histograms.get(row)?, stats_row_name(row)?);
                             let calls = h.calls.load(Ordering::Relaxed);
-                            (calls > 0).then(|| (Reply::text(spec.name), cumulative(h, calls)))
+                            (calls > 0).then(|| (Reply::text(name), cumulative(h, calls)))
                         })
                         .collect(),
                 )
@@ -269,10 +263,11 @@ impl Latency {
     /// 99.9th percentiles in µs, each the bound of the power-of-two bucket
     /// it falls in (Redis's HdrHistogram is finer: two significant digits).
     pub fn percentiles(&self) -> Vec<(&'static str, String)> {
-        COMMANDS
+        self.histograms
             .iter()
-            .zip(&self.histograms)
-            .filter_map(|(spec, h)| {
+            .enumerate()
+            .filter_map(|(row, h)| {
+                let name = stats_row_name(row)?;
                 let calls = h.calls.load(Ordering::Relaxed);
                 if calls == 0 {
                     return None;
@@ -288,7 +283,7 @@ impl Latency {
                     }
                     (upper_nanos(BUCKETS - 1) - 1) as f64 / 1000.0
                 };
-                Some((spec.name, format!("p50={:.3},p99={:.3},p99.9={:.3}", at(50.0), at(99.0), at(99.9))))
+                Some((name, format!("p50={:.3},p99={:.3},p99.9={:.3}", at(50.0), at(99.0), at(99.9))))
             })
             .collect()
     }
@@ -377,7 +372,7 @@ mod tests {
         assert_eq!(bucket(u64::MAX), BUCKETS - 1);
         let l = Latency::default();
         for nanos in [500, 900, 8_000, 20_000_000] {
-            l.record(spec("ping"), nanos);
+            l.record(spec("ping"), None, nanos);
         }
         let Reply::Map(by_command) = l.command(&args(&["HISTOGRAM", "ping", "nosuch", "get"])) else { panic!() };
         assert_eq!(by_command.len(), 1, "only commands that ran");
@@ -395,19 +390,40 @@ mod tests {
         let stats = l.percentiles();
         assert_eq!(stats, [("ping", "p50=1.031,p99=33816.575,p99.9=33816.575".to_string())]);
         l.configure("latency-tracking", "no");
-        l.record(spec("ping"), 500);
+        l.record(spec("ping"), None, 500);
         let Reply::Map(by_command) = l.command(&args(&["HISTOGRAM"])) else { panic!() };
         let Reply::Map(fields) = &by_command[0].1 else { panic!() };
         assert!(matches!(fields[0].1, Reply::Int(4)), "not counted while tracking is off");
     }
 
     #[test]
+    fn subcommands_have_histograms_of_their_own() {
+        let l = Latency::default();
+        l.record(spec("config"), Some(b"GET"), 500);
+        l.record(spec("config"), Some(b"set"), 500);
+        l.record(spec("get"), Some(b"k"), 500);
+        let names = |reply: Reply| match reply {
+            Reply::Map(m) => m.into_iter().map(|(k, _)| format!("{k:?}")).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        let by_container = names(l.command(&args(&["HISTOGRAM", "config"])));
+        assert_eq!(by_container.len(), 2, "{by_container:?}");
+        assert!(by_container.iter().any(|n| n.contains("config|get")) && by_container.iter().any(|n| n.contains("config|set")));
+        let one = names(l.command(&args(&["HISTOGRAM", "CONFIG|GET"])));
+        assert!(one.len() == 1 && one[0].contains("config|get"), "{one:?}");
+        assert_eq!(names(l.command(&args(&["HISTOGRAM"]))).len(), 3);
+        let mut stats: Vec<&str> = l.percentiles().into_iter().map(|(name, _)| name).collect();
+        stats.sort();
+        assert_eq!(stats, ["config|get", "config|set", "get"]);
+    }
+
+    #[test]
     fn the_monitor_keeps_each_second_s_worst_and_the_worst_of_all() {
         let l = Latency::default();
-        l.record(spec("set"), 50_000_000);
+        l.record(spec("set"), None, 50_000_000);
         assert!(matches!(l.command(&args(&["LATEST"])), Reply::Array(a) if a.is_empty()), "off by default");
         l.configure("latency-monitor-threshold", "10");
-        l.record(spec("get"), 9_999_999);
+        l.record(spec("get"), None, 9_999_999);
         l.add_sample("command", 30, 100);
         l.add_sample("command", 20, 100);
         l.add_sample("command", 25, 101);

@@ -10,8 +10,9 @@
 //! script runs are shown as `[0 lua] "set" ...`, as Redis shows them, by
 //! every node that applies the script while it has a monitor (the state
 //! machine runs scripts on every node; a Redis replica's monitor, too,
-//! shows what its master sends), after the script's own line; a command's
-//! scripts show at most 4 MiB of them.
+//! shows what its master sends), after the script's own line; a read-only
+//! script's (`EVAL_RO`, `FCALL_RO`) by the leader that runs it; a
+//! command's scripts show at most 4 MiB of them.
 //!
 //! A monitor that falls more than 4,096 lines behind is disconnected,
 //! as Redis disconnects one past its output buffer limit. Lines wait for

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::commands::{CommandSpec, COMMANDS};
+use crate::commands::{stats_row, stats_row_name, stats_rows, CommandSpec};
 
 /// Most distinct error codes counted, as Redis's `ERRORSTATS_LIMIT`: a
 /// client cannot grow the table without bound with made-up codes (a
@@ -25,7 +25,8 @@ struct Counts {
 }
 
 pub struct Stats {
-    /// One per row of the command table, in its order.
+    /// One per row of `commands::stats_row`: each command, then each of
+    /// Redis's subcommands (`config|get`).
     commands: Vec<Counts>,
     errors: Mutex<BTreeMap<String, u64>>,
     total_errors: AtomicU64,
@@ -34,7 +35,7 @@ pub struct Stats {
 impl Default for Stats {
     fn default() -> Self {
         Stats {
-            commands: COMMANDS.iter().map(|_| Counts::default()).collect(),
+            commands: (0..stats_rows()).map(|_| Counts::default()).collect(),
             errors: Mutex::default(),
             total_errors: AtomicU64::new(0),
         }
@@ -59,14 +60,11 @@ pub fn rejected(error: &str) -> bool {
 }
 
 impl Stats {
-    fn counts(&self, spec: &'static CommandSpec) -> Option<&Counts> {
-        self.commands.get(crate::commands::row_of(spec)?)
-    }
-
-    /// A command of `spec` was answered after `usec` (0 when not timed: a
-    /// blocking command's wait is not its time).
-    pub fn command(&self, spec: &'static CommandSpec, usec: u64, outcome: Outcome) {
-        let Some(c) = self.counts(spec) else { return };
+    /// A command of `spec` (`sub` its first argument) was answered after
+    /// `usec` (0 when not timed: a blocking command's wait is not its
+    /// time); counted as its subcommand (`config|get`) where Redis has one.
+    pub fn command(&self, spec: &'static CommandSpec, sub: Option<&[u8]>, usec: u64, outcome: Outcome) {
+        let Some(c) = stats_row(spec, sub).and_then(|row| self.commands.get(row)) else { return };
         match outcome {
             Outcome::Rejected => {
                 c.rejected.fetch_add(1, Ordering::Relaxed);
@@ -107,10 +105,11 @@ impl Stats {
 
     /// `cmdstat_<name>` lines' values, for the commands called so far.
     pub fn commandstats(&self) -> Vec<(&'static str, String)> {
-        COMMANDS
+        self.commands
             .iter()
-            .zip(&self.commands)
-            .filter_map(|(spec, c)| {
+            .enumerate()
+            .filter_map(|(row, c)| {
+                let name = stats_row_name(row)?;
                 let calls = c.calls.load(Ordering::Relaxed);
                 let usec = c.usec.load(Ordering::Relaxed);
                 let rejected = c.rejected.load(Ordering::Relaxed);
@@ -120,7 +119,7 @@ impl Stats {
                 }
                 let per_call = if calls == 0 { 0.0 } else { usec as f64 / calls as f64 };
                 Some((
-                    spec.name,
+                    name,
                     format!("calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}"),
                 ))
             })
@@ -154,15 +153,32 @@ mod tests {
     fn calls_refusals_and_failures_are_counted_apart() {
         let s = Stats::default();
         let get = lookup(b"get").unwrap();
+        let argv = |words: &'static str| words.split(' ').nth(1).map(str::as_bytes);
         let outcome = |e: &str| if rejected(e) { Outcome::Rejected } else { Outcome::Failed };
-        s.command(get, 10, Outcome::Answered);
-        s.command(get, 30, Outcome::Answered);
-        s.command(get, 5, outcome("WRONGTYPE Operation against a key holding the wrong kind of value"));
-        s.command(get, 0, outcome("ERR wrong number of arguments for 'get' command"));
-        s.command(get, 0, outcome("NOPERM User u has no permissions to run the 'get' command"));
+        s.command(get, argv("GET k"), 10, Outcome::Answered);
+        s.command(get, argv("GET k"), 30, Outcome::Answered);
+        s.command(get, argv("GET k"), 5, outcome("WRONGTYPE Operation against a key holding the wrong kind of value"));
+        s.command(get, argv("GET"), 0, outcome("ERR wrong number of arguments for 'get' command"));
+        s.command(get, argv("GET k"), 0, outcome("NOPERM User u has no permissions to run the 'get' command"));
         assert_eq!(
             s.commandstats(),
             vec![("get", "calls=3,usec=45,usec_per_call=15.00,rejected_calls=2,failed_calls=1".to_string())]
+        );
+        s.reset();
+        // A container's subcommands are counted apart, as Redis does; one
+        // Redis does not have, and the bare container, as the container.
+        let config = lookup(b"config").unwrap();
+        s.command(config, argv("CONFIG GET maxmemory"), 4, Outcome::Answered);
+        s.command(config, argv("config get x"), 2, Outcome::Answered);
+        s.command(config, argv("CONFIG NOSUCH"), 0, outcome("ERR unknown subcommand 'NOSUCH'. Try CONFIG HELP."));
+        let mut stats = s.commandstats();
+        stats.sort();
+        assert_eq!(
+            stats,
+            vec![
+                ("config", "calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0".to_string()),
+                ("config|get", "calls=2,usec=6,usec_per_call=3.00,rejected_calls=0,failed_calls=0".to_string()),
+            ]
         );
         s.reset();
         assert!(s.commandstats().is_empty());
