@@ -358,6 +358,34 @@ fn sort_checks_its_store_key_and_its_patterns() {
     assert_eq!(strings(got), ["3", "10", "2", "20", "1", "30"]);
 }
 
+/// A user with limits pipelines its writes as any client does (those its
+/// rules allow go to the leader together); one refused in the middle is
+/// refused and logged, the rest run, in order.
+#[test]
+fn a_restricted_user_s_pipeline_runs_in_order_with_its_refusals() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    q(&mut admin, &["ACL", "SETUSER", "piper", "on", ">pw", "+set", "+get", "+auth", "~ok:*"]).unwrap();
+    let mut raw = common::RawConn::connect(&server.addr());
+    assert_eq!(raw.cmd(&["AUTH", "piper", "pw"]), common::Resp::Simple("OK".into()));
+    let enc = |a: &[&str]| common::RawConn::encode(&a.iter().map(|s| s.as_bytes()).collect::<Vec<_>>());
+    let mut burst = Vec::new();
+    for cmd in [["SET", "ok:1", "a"], ["SET", "ok:2", "b"], ["SET", "no:1", "c"], ["SET", "ok:3", "d"], ["SET", "ok:1", "e"]] {
+        burst.extend(enc(&cmd));
+    }
+    raw.send(&burst);
+    let replies: Vec<common::Resp> = (0..5).map(|_| raw.read().unwrap()).collect();
+    let ok = common::Resp::Simple("OK".into());
+    assert_eq!(replies[..2], [ok.clone(), ok.clone()]);
+    assert!(matches!(&replies[2], common::Resp::Error(e) if e == KEY_DENIED), "{:?}", replies[2]);
+    assert_eq!(replies[3..], [ok.clone(), ok]);
+    assert_eq!(q(&mut admin, &["GET", "ok:1"]).unwrap(), Value::BulkString(b"e".to_vec()));
+    assert_eq!(q(&mut admin, &["EXISTS", "no:1"]).unwrap(), Value::Int(0));
+    let Value::Array(entries) = q(&mut admin, &["ACL", "LOG"]).unwrap() else { panic!() };
+    assert_eq!(entries.len(), 1);
+    assert_eq!(text(&log_entry(&entries[0])["object"]), "no:1");
+}
+
 /// One `ACL LOG` entry as field -> value.
 fn log_entry(v: &Value) -> std::collections::HashMap<String, Value> {
     common::pairs(v).into_iter().collect()

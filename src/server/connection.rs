@@ -288,9 +288,14 @@ impl Connection {
     /// `MULTI` and subscriptions.
     fn pipelinable(&self, frame: &Option<Result<Vec<Bytes>, ProtocolError>>) -> bool {
         let Some(Ok(argv)) = frame else { return false };
-        // A user with limits has each command checked on its own.
+        // A user with limits: each command its rules allow, as they stand
+        // (a refusal, or rules changed since, take the one-command path,
+        // which logs the refusal or reads the rules again).
+        let allowed = |spec: &CommandSpec| match &self.perms {
+            None => true,
+            Some(perms) => self.node.consensus.acl_epoch() == self.acl_epoch && perms.check(spec, argv).is_ok(),
+        };
         self.authenticated
-            && self.perms.is_none()
             && !self.node.memory.exceeded()
             && !self.node.consensus.disk().low()
             && self.multi.is_none()
@@ -300,6 +305,7 @@ impl Connection {
                 spec.arity_ok(argv.len())
                     && commands::pipelinable(spec)
                     && !(spec.name == "lock.acquire" && super::waiting::waits(argv))
+                    && allowed(spec)
             })
     }
 
