@@ -255,18 +255,20 @@ impl Perms {
             Denied::Key | Denied::Option(_) => 2,
             Denied::Channel => 3,
         };
-        let mut refusal: Option<(Denied, Bytes)> = None;
+        // Of equal rank, the refusal at the later argument, as Redis picks.
+        let mut refusal: Option<(Denied, Bytes, usize)> = None;
         for selector in std::iter::once(&self.root).chain(&self.selectors) {
             match selector.check(spec, argv, sub.as_deref()) {
                 Ok(()) => return Ok(()),
                 Err(e) => {
-                    if refusal.as_ref().is_none_or(|r| rank(&e.0) > rank(&r.0)) {
+                    if refusal.as_ref().is_none_or(|r| (rank(&e.0), e.2) > (rank(&r.0), r.2)) {
                         refusal = Some(e);
                     }
                 }
             }
         }
-        Err(refusal.expect("the root selector refused"))
+        let (denied, object, _) = refusal.expect("the root selector refused");
+        Err((denied, object))
     }
 }
 
@@ -336,7 +338,10 @@ impl SelectorPerms {
             || self.rules.key_patterns.iter().any(|(access, p)| access & KEY_READ != 0 && &p[..] == b"*")
     }
 
-    fn check(&self, spec: &CommandSpec, argv: &[Bytes], sub: Option<&str>) -> Result<(), (Denied, Bytes)> {
+    /// A refusal names what was refused and the argument it is at (0 for
+    /// the command).
+    fn check(&self, spec: &CommandSpec, argv: &[Bytes], sub: Option<&str>) -> Result<(), (Denied, Bytes, usize)> {
+        let at = |arg: &Bytes| argv.iter().position(|a| std::ptr::eq(a, arg)).unwrap_or(0);
         let allowed = match sub {
             Some(sub) => {
                 let full = format!("{}|{sub}", spec.name);
@@ -349,19 +354,19 @@ impl SelectorPerms {
                 Some(sub) => format!("{}|{sub}", spec.name),
                 None => spec.name.to_string(),
             };
-            return Err((Denied::Command(name.clone()), Bytes::from(name)));
+            return Err((Denied::Command(name.clone()), Bytes::from(name), 0));
         }
         if !self.rules.all_keys {
             for (key, need) in key_access(spec, argv) {
                 let ok = self.rules.key_patterns.iter().any(|(access, p)| access & need == need && glob_match(p, key));
                 if !ok {
-                    return Err((Denied::Key, key.clone()));
+                    return Err((Denied::Key, key.clone(), at(key)));
                 }
             }
         }
         if matches!(spec.name, "sort" | "sort_ro") && !self.reads_every_key() {
             if let Some(refused) = super::sort::refused_without_full_key_access(argv) {
-                return Err((Denied::Option(refused.to_string()), Bytes::from_static(b"sort")));
+                return Err((Denied::Option(refused.to_string()), Bytes::from_static(b"sort"), 0));
             }
         }
         if !self.rules.all_channels {
@@ -378,7 +383,7 @@ impl SelectorPerms {
                     .iter()
                     .any(|p| if literal { p == ch } else { glob_match(p, ch) });
                 if !ok {
-                    return Err((Denied::Channel, ch.clone()));
+                    return Err((Denied::Channel, ch.clone(), at(ch)));
                 }
             }
         }
