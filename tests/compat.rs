@@ -501,16 +501,23 @@ fn latency_monitor_records_slow_commands_and_histograms_count_calls() {
     assert_eq!(c.cmd(&["LATENCY", "LATEST"]), Resp::Array(Some(vec![])));
 }
 
+/// A connection monitoring `s`, and a client of it with its address as
+/// monitor lines name it.
+fn monitored(s: &TestServer) -> (RawConn, RawConn, String) {
+    let mut monitor = s.raw();
+    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
+    let c = s.raw();
+    let addr = c.stream.local_addr().unwrap().to_string();
+    (monitor, c, addr)
+}
+
 /// MONITOR shows the commands a script runs, from `lua`, as Redis 7 does
 /// (redis-py's and ioredis's own MONITOR tests look for them): those that
 /// ran, not those refused before running.
 #[test]
 fn monitor_shows_the_commands_scripts_run() {
     let s = TestServer::start();
-    let mut monitor = s.raw();
-    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
-    let mut c = s.raw();
-    let addr = c.stream.local_addr().unwrap().to_string();
+    let (mut monitor, mut c, addr) = monitored(&s);
     let script = "redis.call('SET', KEYS[1], ARGV[1]); redis.pcall('NOSUCH'); redis.pcall('SET', KEYS[1]); \
                   return redis.call('get', KEYS[1])";
     assert_eq!(c.cmd(&["EVAL", script, "1", "mon-key", "v\n"]), Resp::Bulk(Some(b"v\n".to_vec())));
@@ -551,10 +558,7 @@ fn monitor_shows_the_commands_scripts_run() {
 #[test]
 fn monitor_shows_commands_as_redis_writes_them() {
     let s = TestServer::start();
-    let mut monitor = s.raw();
-    assert_eq!(monitor.cmd(&["MONITOR"]), ok());
-    let mut c = s.raw();
-    let addr = c.stream.local_addr().unwrap().to_string();
+    let (mut monitor, mut c, addr) = monitored(&s);
     assert_eq!(c.cmd(&["SET", "mon-key", "a \"quoted\"\nvalue"]), ok());
     assert!(matches!(c.cmd(&["AUTH", "someone", "secret-password"]), Resp::Error(_)));
     assert!(matches!(c.cmd(&["CONFIG", "GET", "maxmemory"]), Resp::Array(_)));

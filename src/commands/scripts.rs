@@ -124,13 +124,12 @@ fn resolve_for_script(cmd: &[Bytes]) -> Result<&'static super::table::CommandSpe
     Ok(spec)
 }
 
-/// A script's command as `MONITOR` shows it (nothing for those Redis never
-/// shows: `admin` and `skip_monitor` commands).
+/// A script's command as `MONITOR` shows it (nothing for those it never
+/// shows).
 fn shown(cmd: &[Bytes]) -> Vec<u8> {
+    use crate::protocol::repr::{monitor_args, shown_to_monitors};
     match cmd.first().and_then(|name| super::table::lookup(name)) {
-        Some(spec) if !spec.flags.iter().any(|f| matches!(*f, "admin" | "skip_monitor")) => {
-            crate::protocol::repr::monitor_args(spec.name, cmd)
-        }
+        Some(spec) if shown_to_monitors(spec.name, spec.flags) => monitor_args(spec.name, cmd),
         _ => Vec::new(),
     }
 }

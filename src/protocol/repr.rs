@@ -20,6 +20,13 @@ pub fn cut(bytes: &[u8], max: usize) -> std::borrow::Cow<'_, [u8]> {
     std::borrow::Cow::Owned(kept)
 }
 
+/// Whether `MONITOR` shows a `name` command flagged `flags`: never one
+/// flagged `admin`, nor `skip_monitor` but for the scripts themselves
+/// (`EVAL`, shown as Redis shows it).
+pub fn shown_to_monitors(name: &str, flags: &[&str]) -> bool {
+    !(flags.contains(&"admin") || (flags.contains(&"skip_monitor") && !name.starts_with("eval")))
+}
+
 /// `argv` (a `name` command) as a monitor line shows it after its prefix:
 /// each argument after a space, in quotes; past `MAX_ARGS` arguments and
 /// `MAX_ARG_BYTES` bytes in one, the rest counted (`"... (3 more

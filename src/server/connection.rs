@@ -463,11 +463,7 @@ impl Connection {
             let outcome = match result {
                 Reply::Error(e) => {
                     self.node.stats.error(e);
-                    if super::stats::rejected(e) {
-                        super::stats::Outcome::Rejected
-                    } else {
-                        super::stats::Outcome::Failed
-                    }
+                    super::stats::Outcome::of_error(e)
                 }
                 _ => super::stats::Outcome::Answered,
             };
@@ -499,8 +495,7 @@ impl Connection {
         if let Reply::Error(e) = reply {
             self.node.stats.error(e);
             self.errors_replied += 1;
-            self.last_error =
-                if super::stats::rejected(e) { super::stats::Outcome::Rejected } else { super::stats::Outcome::Failed };
+            self.last_error = super::stats::Outcome::of_error(e);
         }
         match self.silence {
             Silence::None => encode_reply(reply, self.resp3, &mut self.out),

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use crate::protocol::repr::monitor_args;
+use crate::protocol::repr::{monitor_args, shown_to_monitors};
 #[cfg(test)]
 use crate::protocol::repr::{MAX_ARGS, MAX_ARG_BYTES};
 
@@ -78,8 +78,7 @@ impl Monitors {
         if !self.active() {
             return;
         }
-        let scripts = name.starts_with("eval");
-        if flags.contains(&"admin") || (flags.contains(&"skip_monitor") && !scripts) {
+        if !shown_to_monitors(name, flags) {
             return;
         }
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();

@@ -52,6 +52,18 @@ pub enum Outcome {
     Failed,
 }
 
+impl Outcome {
+    /// How a command that answered `error` ended: refused before it ran,
+    /// or failed.
+    pub fn of_error(error: &str) -> Outcome {
+        if rejected(error) {
+            Outcome::Rejected
+        } else {
+            Outcome::Failed
+        }
+    }
+}
+
 /// Whether an error reply means the command was refused before it ran.
 pub fn rejected(error: &str) -> bool {
     ["NOPERM", "OOM", "NOAUTH", "ERR wrong number of arguments", "ERR unknown subcommand", "MISCONF", "BUSY"]
@@ -154,7 +166,7 @@ mod tests {
         let s = Stats::default();
         let get = lookup(b"get").unwrap();
         let argv = |words: &'static str| words.split(' ').nth(1).map(str::as_bytes);
-        let outcome = |e: &str| if rejected(e) { Outcome::Rejected } else { Outcome::Failed };
+        let outcome = Outcome::of_error;
         s.command(get, argv("GET k"), 10, Outcome::Answered);
         s.command(get, argv("GET k"), 30, Outcome::Answered);
         s.command(get, argv("GET k"), 5, outcome("WRONGTYPE Operation against a key holding the wrong kind of value"));
