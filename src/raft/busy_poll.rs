@@ -23,7 +23,8 @@
 //! 830-950 up to 1,190-1,200 (`benches/HISTORY.md`, "Polling while the log
 //! is written"). It costs the CPU of one thread for as long as the disk
 //! takes, never more than the limit per write, and nothing while no write is
-//! in flight.
+//! in flight, nor while more than [`MAX_IN_FLIGHT`] are (a busy node is
+//! woken by its own traffic soon enough).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,13 +32,25 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+/// Past this many log writes and forwards in flight the thread does not
+/// poll: with that many answers due, one comes soon after another and the
+/// thread is seldom asleep when it does, while a thread that polls takes a
+/// core from the machine's other work on every yield. A follower that
+/// forwards the writes of 50 clients had about 50 forwards out at all times
+/// and yielded 125,000 times a second (a third of its thread's time, taken
+/// from the leader and the other follower sharing the two vCPUs); with this
+/// bound, 5,000 (`benches/HISTORY.md`, "A follower stops polling when its
+/// clients keep it busy").
+pub const MAX_IN_FLIGHT: usize = 4;
+
 /// See the module's notes.
 #[derive(Debug)]
 pub struct BusyPoll {
     /// The longest the thread is kept awake for one write (zero: never).
     limit: Duration,
     /// Log writes handed to the writer and not yet done (and forwards not
-    /// yet answered).
+    /// yet answered). The thread polls while there are 1 to
+    /// [`MAX_IN_FLIGHT`].
     in_flight: AtomicUsize,
     /// Told when a write begins.
     wake: Notify,
@@ -87,7 +100,9 @@ impl BusyPoll {
         loop {
             self.wake.notified().await;
             let started = Instant::now();
-            while self.in_flight.load(Ordering::Acquire) > 0 && started.elapsed() < self.limit {
+            while (1..=MAX_IN_FLIGHT).contains(&self.in_flight.load(Ordering::Acquire))
+                && started.elapsed() < self.limit
+            {
                 self.polls.fetch_add(1, Ordering::Relaxed);
                 // Lets any other thread that is ready run first.
                 std::thread::yield_now();
@@ -145,6 +160,27 @@ mod tests {
         pause(20).await;
         assert_eq!(poll.polls(), at, "polled past the limit");
         drop(writing);
+    }
+
+    #[tokio::test]
+    async fn a_thread_with_many_answers_due_does_not_poll() {
+        let poll = BusyPoll::new(Duration::from_secs(10));
+        tokio::spawn(poll.clone().run());
+        let mut writes: Vec<Writing> = (0..=MAX_IN_FLIGHT).map(|_| poll.begin().expect("enabled")).collect();
+        pause(5).await;
+        let at = poll.polls();
+        pause(20).await;
+        assert_eq!(poll.polls(), at, "polled with {} writes in flight", MAX_IN_FLIGHT + 1);
+        // Down to the bound, the next write starts polling again.
+        writes.pop();
+        writes.pop();
+        writes.push(poll.begin().expect("enabled"));
+        pause(20).await;
+        assert!(
+            poll.polls() > at + 10,
+            "did not poll again with {MAX_IN_FLIGHT} in flight"
+        );
+        drop(writes);
     }
 
     #[tokio::test]
