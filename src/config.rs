@@ -70,7 +70,8 @@ pub struct Config {
     /// instead of sleeping, while a log write is in flight, per write, in µs
     /// (0: never). It saves the wake-ups that answer every command at low
     /// load, for the CPU of one thread while the disk syncs; it gives its
-    /// core to any other thread ready to run between polls.
+    /// core to any other thread ready to run between polls. A node with more
+    /// than 4 writes (or forwards to the leader) in flight does not poll.
     #[arg(long, env = "RAFTLOCK_BUSY_POLL_US", default_value_t = 500)]
     pub busy_poll_us: u64,
     /// Lower bound of the election timeout in ms; the upper bound is a third
