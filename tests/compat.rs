@@ -162,20 +162,26 @@ fn config_resetstat_resets_the_counters() {
 }
 
 /// redsync's `TestMutexExtend` and python-redis-lock's extend test read
-/// `PTTL` before and after an extend on an otherwise idle server.
+/// `PTTL` before and after an extend on an otherwise idle server;
+/// Redisson's `testIdleTime` reads `OBJECT IDLETIME` after a sleep.
 #[test]
 fn ttl_counts_down_on_an_idle_server() {
     let s = TestServer::start();
     let mut c = s.raw();
     assert_eq!(c.cmd(&["SET", "k", "v", "PX", "60000"]), ok());
     assert_eq!(c.cmd(&["SET", "s", "v", "EX", "600"]), ok());
-    std::thread::sleep(Duration::from_millis(1_600));
+    assert_eq!(c.cmd(&["SET", "idle", "v"]), ok());
+    std::thread::sleep(Duration::from_millis(2_100));
+    match c.cmd(&["OBJECT", "IDLETIME", "idle"]) {
+        Resp::Int(secs) => assert!((2..=5).contains(&secs), "IDLETIME {secs} 2.1 s after the write, nothing written since"),
+        other => panic!("{other:?}"),
+    }
     match c.cmd(&["PTTL", "k"]) {
-        Resp::Int(ms) => assert!((1..=58_400).contains(&ms), "PTTL {ms} after 1.6 s idle"),
+        Resp::Int(ms) => assert!((1..=58_400).contains(&ms), "PTTL {ms} after 2.1 s idle"),
         other => panic!("{other:?}"),
     }
     match c.cmd(&["TTL", "s"]) {
-        Resp::Int(secs) => assert!((1..=599).contains(&secs), "TTL {secs} after 1.6 s idle"),
+        Resp::Int(secs) => assert!((1..=599).contains(&secs), "TTL {secs} after 2.1 s idle"),
         other => panic!("{other:?}"),
     }
     // Extended: up again.

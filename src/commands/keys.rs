@@ -644,7 +644,9 @@ pub fn object(ks: &Keyspace, ctx: &ReadCtx, mut args: Args) -> CmdResult {
     let Some(entry) = ks.get(args.next_bytes()?, ctx.now) else { return Ok(Reply::Nil) };
     Ok(match sub.as_str() {
         "ENCODING" => Reply::bulk(redis_encoding(&entry.value)),
-        "IDLETIME" => Reply::Int((ctx.now.saturating_sub(entry.since) / 1000) as i64),
+        // Counted to the log time estimated now, as `PTTL` counts down: on
+        // an idle cluster the applied log time stands still.
+        "IDLETIME" => Reply::Int((ctx.clock_now.max(ctx.now).saturating_sub(entry.since) / 1000) as i64),
         "REFCOUNT" => Reply::Int(1),
         _ => {
             return Err(CmdError::Other(
