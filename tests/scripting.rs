@@ -1193,3 +1193,35 @@ fn a_library_keeps_no_values_between_calls() {
     assert_eq!(c.cmd(&["FCALL", "count", "0"]), Resp::Int(1));
     assert_eq!(c.cmd(&["FCALL", "count", "0"]), Resp::Int(1));
 }
+
+/// Redis's `redis` table is read-only inside a function too, and has
+/// `register_function` only while the library loads (Redis's own suite:
+/// "Try trick readonly table on redis table", "LIBRARIES - register
+/// function inside a function").
+#[test]
+fn a_function_finds_redis_read_only_as_on_redis() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let code = "#!lua name=t4\n\
+        redis.register_function('t4', function(KEYS, ARGV) redis.call = function() return 42 end return 1 end)\n\
+        redis.register_function('t5', function(KEYS, ARGV) return redis.register_function('zz', function() return 1 end) end)\n\
+        local reg = redis.register_function\n\
+        redis.register_function('t6', function(KEYS, ARGV) return reg('zz', function() return 1 end) end)\n\
+        redis.register_function('t7', function(KEYS, ARGV) return type(redis.register_function) end)\n\
+        redis.register_function('t8', function(KEYS, ARGV) return redis.call('set', KEYS[1], 'v') end)\n";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", code]), b("t4"));
+    assert_eq!(
+        err(c.cmd(&["FCALL", "t4", "0"]), "t4"),
+        "ERR user_function:2: Attempt to modify a readonly table script: t4, on @user_function:2."
+    );
+    assert_eq!(
+        err(c.cmd(&["FCALL", "t5", "0"]), "t5"),
+        "ERR user_function:3: attempt to call field 'register_function' (a nil value) script: t5, on @user_function:3."
+    );
+    let e = err(c.cmd(&["FCALL", "t6", "0"]), "t6");
+    assert!(e.starts_with("ERR redis.register_function can only be called on FUNCTION LOAD command"), "{e}");
+    assert_eq!(c.cmd(&["FCALL", "t7", "0"]), b("nil"));
+    // The real `redis.call` is untouched by the earlier attempt.
+    assert_eq!(c.cmd(&["FCALL", "t8", "1", "k"]), st("OK"));
+    assert_eq!(c.cmd(&["GET", "k"]), b("v"));
+}

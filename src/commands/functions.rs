@@ -113,10 +113,11 @@ fn library_header(code: &[u8]) -> Result<(String, usize), String> {
 /// with `register_function`, which records each function in `__fns` (in
 /// order), checking its arguments as Redis does. All on one line, so that
 /// the library's lines keep their numbers.
-const PRELUDE: &str = "local __r, __fns, __order = redis, {}, {} \
+const PRELUDE: &str = "local __r, __fns, __order, __top = redis, {}, {}, true \
 local __known = {['no-writes']=1, ['allow-oom']=2, ['allow-stale']=3, ['no-cluster']=4, ['allow-cross-slot-keys']=5} \
 local function __fail(m) error(m, 0) end \
 local function __register(...) \
+  if not __top then __fail('redis.register_function can only be called on FUNCTION LOAD command') end \
   local n = select('#', ...) \
   if n < 1 or n > 2 then __fail('wrong number of arguments to redis.register_function') end \
   local name, cb, flags, desc = nil, nil, {}, nil \
@@ -163,21 +164,28 @@ end ";
 
 /// A library wrapped to run: `redis` is the stand-in (without `call` and
 /// `pcall` while loading, as Redis's load runs no commands), the library's
-/// code runs in a function of its own, then `tail`.
+/// code runs in a function of its own, then `tail`. The stand-in is
+/// read-only, as Redis's `redis` table (a write goes on to the real one,
+/// which refuses it with Redis's error), and has `register_function` only
+/// while the library's top level runs: a function called by `FCALL` finds
+/// it nil, as on Redis (and one kept from the top level refuses).
 fn wrapped(code: &[u8], code_start: usize, loading: bool, tail: &str) -> Bytes {
     let hide = if loading { "if k == 'call' or k == 'pcall' then return nil end " } else { "" };
     let mut body = Vec::with_capacity(PRELUDE.len() + code.len() + tail.len() + 200);
     body.extend_from_slice(PRELUDE.as_bytes());
     body.extend_from_slice(
         format!(
-            "local redis = setmetatable({{register_function = __register}}, {{__index = function(_, k) {hide}return __r[k] end}}) \
+            "local redis = setmetatable({{}}, {{__index = function(_, k) \
+               if k == 'register_function' then if __top then return __register end return nil end \
+               {hide}return __r[k] end, \
+             __newindex = __r, __metatable = false}}) \
              ;(function() "
         )
         .as_bytes(),
     );
     // From the line feed that ended the `#!` line: line 2 stays line 2.
     body.extend_from_slice(&code[code_start..]);
-    body.extend_from_slice(b"\nend)(); ");
+    body.extend_from_slice(b"\nend)(); __top = false ");
     body.extend_from_slice(tail.as_bytes());
     Bytes::from(body)
 }
