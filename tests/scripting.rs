@@ -1225,3 +1225,34 @@ fn a_function_finds_redis_read_only_as_on_redis() {
     assert_eq!(c.cmd(&["FCALL", "t8", "1", "k"]), st("OK"));
     assert_eq!(c.cmd(&["GET", "k"]), b("v"));
 }
+
+/// `SCRIPT LOAD` compiles what it is given, as Redis does: a body that is
+/// not Lua is refused and not kept (lock libraries' `EVALSHA`-then-load
+/// fallbacks rely on `SCRIPT EXISTS`); an `EVAL` of one is not kept either.
+#[test]
+fn script_load_refuses_what_does_not_compile() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let sha_of = |body: &str| sha1_smol::Sha1::from(body).digest().to_string();
+    assert_eq!(
+        err(c.cmd(&["SCRIPT", "LOAD", "return 1 +"]), "load"),
+        "ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'"
+    );
+    assert_eq!(
+        err(c.cmd(&["SCRIPT", "LOAD", "#!lua flags=no-writes\nthis is not lua"]), "load"),
+        "ERR Error compiling script (new function): user_script:2: '=' expected near 'is'"
+    );
+    assert!(err(c.cmd(&["EVAL", "return 1 +", "0"]), "eval").starts_with("ERR Error compiling script"));
+    for body in ["return 1 +", "#!lua flags=no-writes\nthis is not lua"] {
+        assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha_of(body)]), arr(vec![Resp::Int(0)]), "{body}");
+        match c.cmd(&["EVALSHA", &sha_of(body), "0"]) {
+            Resp::Error(e) => assert!(e.starts_with("NOSCRIPT"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // What compiles is kept, as before.
+    assert_eq!(c.cmd(&["SCRIPT", "LOAD", "return 7"]), b(&sha_of("return 7")));
+    assert_eq!(c.cmd(&["EVALSHA", &sha_of("return 7"), "0"]), Resp::Int(7));
+    assert_eq!(c.cmd(&["EVAL", "return 8", "0"]), Resp::Int(8));
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha_of("return 8")]), arr(vec![Resp::Int(1)]));
+}

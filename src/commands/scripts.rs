@@ -267,10 +267,16 @@ pub fn eval(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let body = args.next_bytes()?.clone();
     let (keys, argv) = keys_and_args(&mut args)?;
     let (runs, no_writes) = runnable(&body, false)?;
-    let sha = scripting::sha1hex(&body);
-    ks.add_script(sha.clone(), body.clone());
-    Ok(named(run_writable(ks, ctx, &runs, &keys, &argv, no_writes), &runs, &body))
+    let reply = run_writable(ks, ctx, &runs, &keys, &argv, no_writes);
+    // Kept for `EVALSHA` unless it did not compile, as Redis keeps it.
+    if !matches!(&reply, Reply::Error(e) if e.starts_with(COMPILE_ERROR)) {
+        ks.add_script(scripting::sha1hex(&body), body.clone());
+    }
+    Ok(named(reply, &runs, &body))
 }
+
+/// How the error of a script that is not Lua begins.
+const COMPILE_ERROR: &str = "ERR Error compiling script";
 
 /// ```text
 /// EVALSHA sha1 numkeys [key ...] [arg ...]
@@ -316,7 +322,11 @@ pub fn script(ks: &mut Keyspace, _ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     match sub.as_str() {
         "LOAD" if args.remaining() == 1 => {
             let body = args.next_bytes()?.clone();
-            script_shebang(&body)?;
+            let (_, shebang) = script_shebang(&body)?;
+            // As Redis: a script that does not compile is refused, not kept.
+            if let Some(e) = scripting::compile_error(&body[shebang..]) {
+                return Err(CmdError::Other(e));
+            }
             let sha = scripting::sha1hex(&body);
             ks.add_script(sha.clone(), body);
             Ok(Reply::text(&sha))

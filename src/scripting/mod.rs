@@ -226,6 +226,30 @@ thread_local! {
     static IDLE_VM: std::cell::RefCell<Option<Vm>> = const { std::cell::RefCell::new(None) };
 }
 
+/// Compiles `body` (a script without its `#!` line) and runs nothing:
+/// Redis's error if it is not Lua, as `SCRIPT LOAD` answers it. Lua's
+/// compiler says the same on every node; the compile is charged to the
+/// log entry's budget as a run's is (see [`EntryBudget`]).
+pub fn compile_error(body: &[u8]) -> Option<String> {
+    if known::recognised(body) {
+        return None;
+    }
+    charge_entry(body.len() as u64 / COMPILED_BYTES_PER_INSTRUCTION);
+    let vm = IDLE_VM.with(|idle| idle.borrow_mut().take());
+    let vm = match vm {
+        Some(vm) => vm,
+        None => match Vm::new() {
+            Ok(vm) => vm,
+            Err(e) => return Some(format!("ERR script engine: {e}")),
+        },
+    };
+    let (error, pristine) = vm.compile(body);
+    if pristine {
+        IDLE_VM.with(|idle| *idle.borrow_mut() = Some(vm));
+    }
+    error
+}
+
 #[cfg(test)]
 thread_local! {
     static VMS_BUILT_HERE: Cell<u64> = const { Cell::new(0) };
@@ -425,6 +449,20 @@ impl Vm {
         let reply = self.run_script(body, keys, argv, budget, call);
         let pristine = self.clear().is_ok() && self.collect_to(self.baseline).unwrap_or(false);
         (reply, pristine)
+    }
+
+    /// Compiles `body` and drops what it made: Redis's error if it is not
+    /// Lua; and whether the VM is as it was built.
+    fn compile(&self, body: &[u8]) -> (Option<String>, bool) {
+        let lua = &self.lua;
+        lua.gc_stop();
+        self.allocator.limit.set(self.allocator.live.get() + MEMORY_LIMIT as u64);
+        let compiled = lua.load(body).set_name("@user_script").set_mode(ChunkMode::Text).into_function();
+        self.allocator.limit.set(u64::MAX);
+        lua.gc_restart();
+        let error = compiled.err().map(|e| format!("ERR Error compiling script (new function): {}", lua_message(&e)));
+        let pristine = self.collect_to(self.baseline).unwrap_or(false);
+        (error, pristine)
     }
 
     fn run_script(&self, body: &[u8], keys: &[Bytes], argv: &[Bytes], budget: u64, call: &mut CallFn) -> Reply {
