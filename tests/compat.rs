@@ -601,3 +601,56 @@ fn monitor_shows_commands_as_redis_writes_them() {
     assert_eq!(c.cmd(&["PING"]), Resp::Simple("PONG".into()));
     assert_eq!(monitor.cmd(&["PING"]), Resp::Simple("PONG".into()), "no monitor line before the reply");
 }
+
+// What Redis's own Tcl suite (7.0.15, run against a node in its external
+// mode, 2026-12-07) found; each case as Redis answers it.
+
+/// expire.tcl, "EXPIRE with LT and XX option on a key without ttl": every
+/// condition given must hold.
+#[test]
+fn expire_conditions_given_together_must_all_hold() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["SET", "foo", "bar"]), ok());
+    assert_eq!(c.cmd(&["EXPIRE", "foo", "200", "LT", "XX"]), Resp::Int(0));
+    assert_eq!(c.cmd(&["TTL", "foo"]), Resp::Int(-1));
+    assert_eq!(c.cmd(&["EXPIRE", "foo", "200", "LT"]), Resp::Int(1), "no TTL counts as infinite");
+    assert_eq!(c.cmd(&["EXPIRE", "foo", "100", "LT", "XX"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EXPIRE", "foo", "150", "GT", "XX"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["EXPIRE", "foo", "120", "GT", "XX"]), Resp::Int(0));
+    match c.cmd(&["TTL", "foo"]) {
+        Resp::Int(t) => assert!((140..=150).contains(&t), "TTL {t}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// pubsub.tcl, "Keyspace notifications: new key test": `n` makes a `new`
+/// event when a write creates a key (not when it replaces one), before the
+/// command's own event.
+#[test]
+fn the_new_key_event_comes_before_the_commands_own() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let mut sub = s.raw();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "En$"]), ok());
+    assert_eq!(sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]), Resp::Array(Some(vec![b("psubscribe"), b("__keyevent@0__:*"), Resp::Int(1)])));
+    assert_eq!(c.cmd(&["SET", "a", "1"]), ok());
+    assert_eq!(c.cmd(&["SET", "a", "2"]), ok());
+    assert_eq!(c.cmd(&["MSET", "b", "1", "a", "3", "c", "1"]), ok());
+    let mut got = Vec::new();
+    for _ in 0..8 {
+        match sub.read().expect("an event") {
+            Resp::Array(Some(parts)) => match &parts[..] {
+                [_, _, Resp::Bulk(Some(channel)), Resp::Bulk(Some(key))] => got.push(format!(
+                    "{} {}",
+                    String::from_utf8_lossy(channel).trim_start_matches("__keyevent@0__:"),
+                    String::from_utf8_lossy(key)
+                )),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(got, ["new a", "set a", "set a", "new b", "set b", "set a", "new c", "set c"]);
+    let _ = c.cmd(&["CONFIG", "SET", "notify-keyspace-events", ""]);
+}

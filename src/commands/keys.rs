@@ -53,7 +53,6 @@ pub fn touch(ks: &Keyspace, ctx: &ReadCtx, args: Args) -> CmdResult {
 
 #[derive(Clone, Copy, PartialEq)]
 enum ExpireCond {
-    Always,
     Nx,
     Xx,
     Gt,
@@ -68,7 +67,6 @@ fn expire_generic(
 ) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let amount = args.next_i64()?;
-    let mut cond = ExpireCond::Always;
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     while args.remaining() > 0 {
         match args.next_keyword()?.as_str() {
@@ -85,22 +83,20 @@ fn expire_generic(
     if gt && lt {
         return Err(CmdError::Other("ERR GT and LT options at the same time are not compatible".into()));
     }
-    for (set, c) in [(nx, ExpireCond::Nx), (xx, ExpireCond::Xx), (gt, ExpireCond::Gt), (lt, ExpireCond::Lt)] {
-        if set {
-            cond = c;
-        }
-    }
     let at = to_log_time(ctx, amount)?;
     let Some(entry) = ks.get_mut(&key, ctx) else { return Ok(Reply::Int(0)) };
     let current = entry.expires_at();
-    let allowed = match cond {
-        ExpireCond::Always => true,
-        ExpireCond::Nx => current.is_none(),
-        ExpireCond::Xx => current.is_some(),
-        // No expiry counts as an infinite TTL.
-        ExpireCond::Gt => current.is_some_and(|c| at > c),
-        ExpireCond::Lt => current.is_none_or(|c| at < c),
-    };
+    // Every condition given must hold (`XX` with `GT` or `LT` both).
+    let allowed = [(nx, ExpireCond::Nx), (xx, ExpireCond::Xx), (gt, ExpireCond::Gt), (lt, ExpireCond::Lt)]
+        .into_iter()
+        .filter(|(set, _)| *set)
+        .all(|(_, cond)| match cond {
+            ExpireCond::Nx => current.is_none(),
+            ExpireCond::Xx => current.is_some(),
+            // No expiry counts as an infinite TTL.
+            ExpireCond::Gt => current.is_some_and(|c| at > c),
+            ExpireCond::Lt => current.is_none_or(|c| at < c),
+        });
     if !allowed {
         return Ok(Reply::Int(0));
     }

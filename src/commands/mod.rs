@@ -805,7 +805,23 @@ pub(super) fn run_write(
     ctx: &mut ExecCtx,
     argv: &[Bytes],
 ) -> Reply {
+    // The keys it may create that do not exist yet, for the `new` event.
+    // (A script's own writes report theirs.)
+    let scripted = spec.name.starts_with("eval") || spec.name.starts_with("fcall");
+    let absent: Vec<&Bytes> = if NEW_KEY_EVENTS.load(std::sync::atomic::Ordering::Relaxed) && !scripted {
+        acl::key_access(spec, argv)
+            .into_iter()
+            .filter(|(key, access)| access & crate::keyspace::acl::KEY_WRITE != 0 && !ks.contains(key, ctx.log_time))
+            .map(|(key, _)| key)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let events_before = ctx.events.len();
     let reply = f(ks, ctx, Args::new(argv)).unwrap_or_else(Reply::from);
+    if !absent.is_empty() {
+        report_new_keys(ks, ctx, absent, events_before);
+    }
     // A refused lock attempt wrote nothing (as in Redis, a WATCH on its key
     // holds; and so it is when the leader refuses it without the log).
     if reply == Reply::Nil && is_lock_attempt(argv) {
@@ -821,6 +837,33 @@ pub(super) fn run_write(
         }
     }
     reply
+}
+
+/// Whether any node of this process reports the `new` keyspace event
+/// (`notify-keyspace-events` with `n`): only then does a write look for
+/// the keys it creates. A node's own setting, not replicated state: it
+/// decides only which notifications are made, never what is applied.
+pub static NEW_KEY_EVENTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Adds a `new` event for each of `absent` that the command created, as
+/// Redis does when a key is added: before the command's first event about
+/// that key (`new`, then `set`; `MSET`'s keys one after the other).
+fn report_new_keys(ks: &Keyspace, ctx: &mut ExecCtx, absent: Vec<&Bytes>, events_before: usize) {
+    let mut seen = std::collections::HashSet::new();
+    for key in absent {
+        if !seen.insert(key) || !ks.contains(key, ctx.log_time) {
+            continue;
+        }
+        let new = Event::Key { class: 'n', name: "new", key: key.clone() };
+        let first = ctx.events[events_before..]
+            .iter()
+            .position(|e| matches!(e, Event::Key { key: k, .. } if k == key))
+            .map(|at| events_before + at);
+        match first {
+            Some(at) => ctx.events.insert(at, new),
+            None => ctx.events.push(new),
+        }
+    }
 }
 
 /// The key `argv` tries to lock, if it is a lock attempt that answers nil

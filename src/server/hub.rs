@@ -424,6 +424,9 @@ impl Hub {
 
     pub fn set_notify_flags(&self, flags: u32) {
         self.notify_flags.store(flags, Ordering::Relaxed);
+        if flags & class_bit('n').unwrap_or(0) != 0 {
+            crate::commands::NEW_KEY_EVENTS.store(true, Ordering::Relaxed);
+        }
     }
 
     pub fn subscribe(&self, id: ClientId, sub: &Subscriber, channel: &Bytes) {
