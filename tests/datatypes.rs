@@ -1009,6 +1009,57 @@ fn blocked_clients_are_served_in_order() {
     );
 }
 
+/// Redis's Tcl suite ("BLPOP, LPUSH + DEL + SET should not awake blocked
+/// client", the BZPOPMIN and XREAD forms of it): a client woken for a key
+/// that holds another type by the time it is served stays blocked until a
+/// value of its type comes. A destination of another type is its reply.
+#[test]
+fn a_blocked_client_woken_for_a_key_of_another_type_waits_on() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let cases: [(&[&str], &str, &str, &[&str]); 3] = [
+        (&["BLPOP", "l", "0"], "blpop", "l", &["RPUSH", "l", "z"]),
+        (&["BZPOPMIN", "z", "0"], "bzpopmin", "z", &["ZADD", "z", "1", "bar"]),
+        (&["XREAD", "BLOCK", "0", "STREAMS", "x", "$"], "xread", "x", &["XADD", "x", "2-2", "c", "d"]),
+    ];
+    for (blocking, name, key, feed) in cases {
+        let h = spawn_blocking(&s, blocking);
+        wait_blocked(&mut c, name, 1);
+        // Pushed, deleted and set to a string in one transaction: woken, it
+        // finds a string.
+        let push: Vec<&str> = match name {
+            "blpop" => vec!["LPUSH", key, "a"],
+            "bzpopmin" => vec!["ZADD", key, "0", "foo"],
+            _ => vec!["XADD", key, "1-1", "a", "b"],
+        };
+        assert_eq!(c.cmd(&["MULTI"]), st("OK"));
+        for cmd in [push, vec!["DEL", key], vec!["SET", key, "foo"]] {
+            assert_eq!(c.cmd(&cmd), st("QUEUED"));
+        }
+        assert!(matches!(c.cmd(&["EXEC"]), Resp::Array(Some(_))));
+        // Still blocked once the retry has seen the string.
+        thread::sleep(Duration::from_millis(300));
+        wait_blocked(&mut c, name, 1);
+        assert_eq!(c.cmd(&["DEL", key]), Resp::Int(1));
+        c.cmd(feed);
+        let (r, _) = h.join().unwrap();
+        match name {
+            "blpop" => assert_eq!(r, bulks(&["l", "z"])),
+            "bzpopmin" => assert_eq!(r, bulks(&["z", "bar", "1"])),
+            _ => assert!(show(&r).contains("2-2"), "{name}: {}", show(&r)),
+        }
+    }
+    // BRPOPLPUSH to a string: served, its reply is WRONGTYPE, and the
+    // element stays for the next client.
+    assert_eq!(c.cmd(&["SET", "target", "s"]), st("OK"));
+    let h = spawn_blocking(&s, &["BRPOPLPUSH", "src", "target", "0"]);
+    wait_blocked(&mut c, "brpoplpush", 1);
+    assert_eq!(c.cmd(&["LPUSH", "src", "foo"]), Resp::Int(1));
+    let (r, _) = h.join().unwrap();
+    assert!(matches!(&r, Resp::Error(e) if e.starts_with("WRONGTYPE")), "{}", show(&r));
+    assert_eq!(c.cmd(&["LRANGE", "src", "0", "-1"]), bulks(&["foo"]));
+}
+
 #[test]
 fn blocked_client_that_disconnects_leaves() {
     let s = TestServer::start();

@@ -1397,9 +1397,24 @@ impl Connection {
         let _blocked = Blocked::new(&node, id);
         let mut deadline = None;
         let mut retry: Option<Vec<Bytes>> = None;
+        let mut woken: Option<Bytes> = None;
         for attempt in 0u64.. {
             let this = retry.take().unwrap_or_else(|| argv.clone());
             let reply = self.on_leader(Request::Command(this)).await;
+            if let (Some(key), Reply::Error(e)) = (woken.take(), &reply) {
+                // Woken for a key that holds another type by now (a
+                // transaction that pushed, deleted and set it): as Redis,
+                // the client stays blocked until a value of its type comes.
+                // (A destination of another type is the reply, as there.)
+                if e.starts_with("WRONGTYPE") && !self.holds_type(&key, if spec.name.starts_with("bz") { "zset" } else { "list" }).await {
+                    if let Some(end) = self.wait_blocked(&waiter.wake, deadline, frames).await {
+                        return end;
+                    }
+                    woken = waiter.wake.take_first();
+                    retry = woken.as_ref().and_then(|key| spec.with_key_first(&argv, key));
+                    continue;
+                }
+            }
             if !matches!(reply, Reply::NilArray | Reply::Nil) {
                 return Some(reply);
             }
@@ -1422,9 +1437,17 @@ impl Connection {
             if let Some(end) = self.wait_blocked(&waiter.wake, deadline, frames).await {
                 return end;
             }
-            retry = waiter.wake.take_first().and_then(|key| spec.with_key_first(&argv, &key));
+            woken = waiter.wake.take_first();
+            retry = woken.as_ref().and_then(|key| spec.with_key_first(&argv, key));
         }
         None
+    }
+
+    /// Whether `key` holds a value of `kind` (`TYPE`'s word), read where
+    /// this client's commands are answered.
+    async fn holds_type(&self, key: &Bytes, kind: &str) -> bool {
+        let ask = Request::Command(vec![Bytes::from_static(b"TYPE"), key.clone()]);
+        matches!(self.on_leader(ask).await, Reply::Status(t) if t == kind)
     }
 
     /// A blocked command's wait for `wake`: `None` when woken (try again),
@@ -1514,7 +1537,10 @@ impl Connection {
                     }));
                 }
             }
-            if !matches!(reply, Reply::NilArray) {
+            // A stream that became another type: `XREAD` stays blocked, as
+            // on Redis, until a stream is there again.
+            let wrong_type = attempt > 0 && matches!(&reply, Reply::Error(e) if e.starts_with("WRONGTYPE"));
+            if !matches!(reply, Reply::NilArray) && !wrong_type {
                 return Some(reply);
             }
             if let Some(end) = self.wait_blocked(&waiter.wake, deadline, frames).await {
