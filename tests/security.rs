@@ -231,12 +231,40 @@ fn over_maxmemory_writes_are_refused_and_reads_and_releases_served() {
     // redis-py's release: a script Redis serves over maxmemory, as it calls
     // no command that may grow the data.
     let (token, sha) = two_held_locks(&mut c);
+    let mut raw = RawConn::connect(&s.addr());
+    let lib = "#!lua name=m\n\
+        redis.register_function('w', function(keys) return redis.call('set', keys[1], 'f') end)\n\
+        redis.register_function{function_name='r', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}\n";
+    assert_eq!(raw.cmd(&["FUNCTION", "LOAD", lib]), Resp::bulk("m"));
+    // Queued before the limit is set, run after: refused whole, in Redis's words.
+    assert_eq!(raw.cmd(&["MULTI"]), Resp::Simple("OK".into()));
+    assert_eq!(raw.cmd(&["SET", "t", "v"]), Resp::Simple("QUEUED".into()));
     assert_eq!(q(&mut c, &["CONFIG", "SET", "maxmemory", "1mb"]).unwrap(), Value::Okay);
     let oom = "OOM command not allowed when used memory > 'maxmemory'.";
-    let mut raw = RawConn::connect(&s.addr());
-    for cmd in [&["SET", "k2", "v"][..], &["LOCK.ACQUIRE", "l", "o", "1000"], &["LPUSH", "q", "x"], &["EVAL", "return 1", "0"]] {
+    assert_eq!(err(raw.cmd(&["EXEC"])), format!("EXECABORT Transaction discarded because of: {oom}"));
+    for cmd in [
+        &["SET", "k2", "v"][..],
+        &["LOCK.ACQUIRE", "l", "o", "1000"],
+        &["LPUSH", "q", "x"],
+        // A script with flags that may write, a function that may write, a
+        // library's load: refused before they run.
+        &["EVAL", "#!lua\nreturn 1", "0"],
+        &["FCALL", "w", "1", "q"],
+        &["FUNCTION", "LOAD", "#!lua name=n\nredis.register_function('n', function() return 1 end)"],
+    ] {
         assert_eq!(err(raw.cmd(cmd)), oom, "{cmd:?}");
     }
+    // As Redis: a script without flags runs, and only the commands it calls
+    // that may add data are refused; one that only reads, or says so, runs.
+    assert_eq!(raw.cmd(&["EVAL", "return redis.call('get', KEYS[1])", "1", "k"]), Resp::bulk("v"));
+    assert_eq!(raw.cmd(&["EVAL", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "1", "k"]), Resp::bulk("v"));
+    assert_eq!(raw.cmd(&["FCALL", "r", "1", "k"]), Resp::bulk("v"));
+    let e = err(raw.cmd(&["EVAL", "return redis.call('set', KEYS[1], 'x')", "1", "q"]));
+    assert!(e.starts_with(&format!("{oom} script: ")), "{e}");
+    assert_eq!(raw.cmd(&["EVAL", "return redis.pcall('lpush', KEYS[1], 'x')", "1", "q"]), Resp::Error(oom.into()));
+    // `allow-oom` runs with every command.
+    assert_eq!(raw.cmd(&["EVAL", "#!lua flags=allow-oom\nreturn redis.call('set', KEYS[1], 'y')", "1", "ao"]), Resp::Simple("OK".into()));
+    assert_eq!(raw.cmd(&["DEL", "ao"]), Resp::Int(1));
     // Pipelined writes, one by one.
     raw.send(&[RawConn::encode(&[b"SET", b"p1", b"v"]), RawConn::encode(&[b"SET", b"p2", b"v"])].concat());
     assert_eq!(err(raw.read().unwrap()), oom);

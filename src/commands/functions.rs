@@ -35,12 +35,23 @@ pub struct ScriptFlags {
     /// No `#!` line: an old-style script (writes unless run by `EVAL_RO`).
     pub compat: bool,
     pub no_writes: bool,
+    /// Runs over `maxmemory` with every command it calls.
+    pub allow_oom: bool,
 }
 
 impl ScriptFlags {
     fn of(flags: &[String]) -> ScriptFlags {
-        ScriptFlags { compat: false, no_writes: flags.iter().any(|f| f == "no-writes") }
+        ScriptFlags {
+            compat: false,
+            no_writes: flags.iter().any(|f| f == "no-writes"),
+            allow_oom: flags.iter().any(|f| f == "allow-oom"),
+        }
     }
+}
+
+/// The flags of the function `FCALL` names in `argv`, if it exists.
+pub fn flags_of(ks: &Keyspace, argv: &[Bytes]) -> Option<ScriptFlags> {
+    find(ks, argv.get(1)?).map(|(_, f)| ScriptFlags::of(&f.flags))
 }
 
 /// Splits a `#!` line into words at white space.
@@ -53,7 +64,7 @@ fn words(line: &[u8]) -> Vec<String> {
 /// so that its line numbers stay the user's).
 pub fn script_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
     if !body.starts_with(b"#!") {
-        return Ok((ScriptFlags { compat: true, no_writes: false }, 0));
+        return Ok((ScriptFlags { compat: true, no_writes: false, allow_oom: false }, 0));
     }
     let err = |m: String| CmdError::Other(format!("ERR {m}"));
     let end = body.iter().position(|b| *b == b'\n').ok_or_else(|| err("Invalid script shebang".into()))?;
@@ -72,6 +83,7 @@ pub fn script_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
                 return Err(err(format!("Unexpected flag in script shebang: {flag}")));
             }
             flags.no_writes |= flag == "no-writes";
+            flags.allow_oom |= flag == "allow-oom";
         }
     }
     Ok((flags, end))
@@ -559,7 +571,7 @@ mod tests {
 
     #[test]
     fn shebangs_parse_as_redis_s() {
-        assert_eq!(script_shebang(b"return 1").unwrap(), (ScriptFlags { compat: true, no_writes: false }, 0));
+        assert_eq!(script_shebang(b"return 1").unwrap(), (ScriptFlags { compat: true, no_writes: false, allow_oom: false }, 0));
         assert_eq!(script_shebang(b"#!lua\nreturn 1").unwrap(), (ScriptFlags::default(), 5));
         let (flags, len) = script_shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1").unwrap();
         assert!(flags.no_writes && !flags.compat && len == 31);

@@ -123,6 +123,11 @@ pub enum Request {
     /// `request` from a client authenticated as `user`, whose permissions
     /// were checked by its node and bind the scripts it runs, on every node.
     AsUser { user: String, request: Box<Request> },
+    /// `request` from a node over its `maxmemory`: the scripts in it without
+    /// flags run, and a command they call that may add data (`denyoom`) is
+    /// refused with Redis's `OOM` error, on every node alike (whether a node
+    /// is over its limit is its own, so it travels in the entry).
+    OverMaxmemory(Box<Request>),
 }
 
 /// Whether a connection may send `spec` in a [`Request::Pipeline`] with the
@@ -182,7 +187,7 @@ impl Request {
             Request::Command(argv) => resolve(argv)
                 .is_ok_and(|spec| spec.is_write() && spec.name != "raft.node" && !spec.flags.contains(&"blocking")),
             Request::Transaction { .. } | Request::Pipeline(_) | Request::Dequeue { .. } | Request::Acl(_) => true,
-            Request::AsUser { request, .. } => request.answered_by_its_entry(),
+            Request::AsUser { request, .. } | Request::OverMaxmemory(request) => request.answered_by_its_entry(),
         }
     }
 
@@ -203,6 +208,7 @@ impl Request {
                 }
             },
             Request::AsUser { user, request } => user.len() + request.size(),
+            Request::OverMaxmemory(request) => request.size(),
         }
     }
 }
@@ -454,6 +460,12 @@ fn run_request(
             let perms = (!perms.unrestricted()).then_some(perms);
             acl::with_user(perms, || run_request(ks, ctx, index, origin, request, room))
         }
+        Request::OverMaxmemory(request) => {
+            if matches!(**request, Request::OverMaxmemory(_) | Request::Acl(_) | Request::Dequeue { .. }) {
+                return (Reply::error("ERR this request cannot be run over maxmemory"), false);
+            }
+            scripts::over_maxmemory(|| run_request(ks, ctx, index, origin, request, room))
+        }
     }
 }
 
@@ -486,7 +498,7 @@ pub fn suspect_command(proposal: &Proposal) -> &'static str {
             }
             Request::Dequeue { .. } => "lock.acquire",
             Request::Acl(_) => "acl",
-            Request::AsUser { request, .. } => name(request),
+            Request::AsUser { request, .. } | Request::OverMaxmemory(request) => name(request),
         }
     }
     // Runs for every entry: only the chosen command's name is looked up.
@@ -496,7 +508,7 @@ pub fn suspect_command(proposal: &Proposal) -> &'static str {
             Request::Transaction { .. } => true,
             Request::Pipeline(commands) => commands.iter().any(|a| is_script(a)),
             Request::Dequeue { .. } | Request::Acl(_) => false,
-            Request::AsUser { request, .. } => risky(request),
+            Request::AsUser { request, .. } | Request::OverMaxmemory(request) => risky(request),
         }
     }
     let name = |cmd: &ClientCommand| name(&cmd.request);
@@ -521,7 +533,7 @@ pub fn may_run_long(ks: &Keyspace, proposal: &Proposal) -> bool {
             }
             Request::Dequeue { .. } => false,
             Request::Acl(_) => true,
-            Request::AsUser { request: r, .. } => request(ks, r),
+            Request::AsUser { request: r, .. } | Request::OverMaxmemory(r) => request(ks, r),
         }
     }
     match &proposal.op {
@@ -604,7 +616,7 @@ pub fn proposed_alone(ks: &Keyspace, request: &Request) -> bool {
             commands.iter().any(|argv| command(argv) || may_run_long_command(ks, argv))
         }
         Request::Dequeue { .. } | Request::Acl(_) => false,
-        Request::AsUser { request, .. } => proposed_alone(ks, request),
+        Request::AsUser { request, .. } | Request::OverMaxmemory(request) => proposed_alone(ks, request),
     }
 }
 
@@ -614,7 +626,7 @@ pub fn proposed_alone(ks: &Keyspace, request: &Request) -> bool {
 /// `PEXPIRE`). Refused while the disk is nearly full (`storage::disk`).
 pub fn may_add_data(ks: &Keyspace, argv: &[Bytes]) -> bool {
     let Some(spec) = argv.first().and_then(|name| lookup(name)) else { return false };
-    if spec.flags.contains(&"denyoom") {
+    if may_add_data_spec(spec, argv) {
         return true;
     }
     if !matches!(spec.name, "eval" | "evalsha") {
@@ -624,12 +636,56 @@ pub fn may_add_data(ks: &Keyspace, argv: &[Bytes]) -> bool {
     script_of(ks, spec, argv).is_some_and(|(body, _)| !crate::scripting::runs_without_vm(body))
 }
 
+/// Whether `argv` (resolved to `spec`) is a command Redis flags `denyoom`,
+/// itself or its subcommand (`FUNCTION LOAD`, `XGROUP CREATE`).
+pub(crate) fn may_add_data_spec(spec: &CommandSpec, argv: &[Bytes]) -> bool {
+    if spec.flags.contains(&"denyoom") {
+        return true;
+    }
+    let Some(sub) = argv.get(1) else { return false };
+    redis_specs::SUBCOMMANDS.iter().any(|s| {
+        s.flags.contains(&"denyoom")
+            && s.name.split_once('|').is_some_and(|(c, n)| c == spec.name && n.as_bytes().eq_ignore_ascii_case(sub))
+    })
+}
+
+/// Whether a node over its `maxmemory` refuses `argv` at once, as Redis
+/// does: a command that may add data, a function or a script with flags
+/// that neither reads only (`no-writes`) nor says `allow-oom`. A script
+/// without flags runs, and only the commands it calls that may add data
+/// are refused (see [`Request::OverMaxmemory`]); the lock scripts run
+/// without Lua add nothing.
+pub fn refused_over_maxmemory(ks: &Keyspace, argv: &[Bytes]) -> bool {
+    let Some(spec) = argv.first().and_then(|name| lookup(name)) else { return false };
+    if may_add_data_spec(spec, argv) {
+        return true;
+    }
+    match spec.name {
+        "eval" | "evalsha" => script_of(ks, spec, argv).is_some_and(|(body, _)| {
+            functions::script_shebang(body).is_ok_and(|(flags, _)| !flags.compat && !flags.no_writes && !flags.allow_oom)
+        }),
+        "fcall" => functions::flags_of(ks, argv).is_some_and(|flags| !flags.no_writes && !flags.allow_oom),
+        _ => false,
+    }
+}
+
 /// [`may_add_data`] of any command of `request`.
 pub fn request_may_add_data(ks: &Keyspace, request: &Request) -> bool {
     match request {
         Request::Command(argv) => may_add_data(ks, argv),
         Request::Transaction { commands, .. } | Request::Pipeline(commands) => commands.iter().any(|c| may_add_data(ks, c)),
-        Request::AsUser { request, .. } => request_may_add_data(ks, request),
+        Request::AsUser { request, .. } | Request::OverMaxmemory(request) => request_may_add_data(ks, request),
+        Request::Dequeue { .. } | Request::Acl(_) => false,
+    }
+}
+
+/// Whether `request` has an `EVAL`-family command: a node over its
+/// `maxmemory` sends such a request as [`Request::OverMaxmemory`].
+pub fn request_runs_scripts(request: &Request) -> bool {
+    match request {
+        Request::Command(argv) => is_script(argv),
+        Request::Transaction { commands, .. } | Request::Pipeline(commands) => commands.iter().any(|c| is_script(c)),
+        Request::AsUser { request, .. } | Request::OverMaxmemory(request) => request_runs_scripts(request),
         Request::Dequeue { .. } | Request::Acl(_) => false,
     }
 }

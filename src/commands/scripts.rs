@@ -4,6 +4,8 @@
 //! (see `scripting`); every `redis.call` inside it runs through the same
 //! command table as a client command would. The script cache is replicated.
 
+use std::cell::Cell;
+
 use bytes::Bytes;
 
 use crate::keyspace::{ExecCtx, Keyspace, ReadCtx, MAX_SHOWN_BYTES};
@@ -179,6 +181,45 @@ fn show_read_only_call(cmd: &[Bytes]) {
     });
 }
 
+thread_local! {
+    /// Set while a request from a node over its `maxmemory` is applied.
+    static OVER_MAXMEMORY: Cell<bool> = const { Cell::new(false) };
+    /// Set while a script without flags runs in such a request: its
+    /// commands that may add data are refused.
+    static DENY_OOM: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Redis's error for a command that may add data over `maxmemory`.
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Runs `f` (the apply of a [`super::Request::OverMaxmemory`]'s request)
+/// with the scripts in it bound as on a Redis over its `maxmemory`.
+pub(super) fn over_maxmemory<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVER_MAXMEMORY.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(OVER_MAXMEMORY.with(|o| o.replace(true)));
+    f()
+}
+
+/// Runs `f` (a script run) refusing the commands that may add data if this
+/// is a script without flags (`compat`) applied over `maxmemory`, as Redis
+/// refuses them (a flagged script was refused, or allowed, whole).
+fn bound_by_maxmemory<T>(compat: bool, f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DENY_OOM.with(|d| d.set(self.0));
+        }
+    }
+    let deny = compat && OVER_MAXMEMORY.with(Cell::get);
+    let _restore = Restore(DENY_OOM.with(|d| d.replace(deny)));
+    f()
+}
+
 /// Runs a script inside an applied entry; it may write unless `no_writes`
 /// (`#!lua flags=no-writes`, or a function so flagged).
 pub(super) fn run_writable(
@@ -205,6 +246,9 @@ pub(super) fn run_writable(
             Handler::Write(_) if no_writes => return Reply::error(READ_ONLY_SCRIPT),
             Handler::Local => return not_allowed(),
             Handler::Write(_) | Handler::Read(_) => {}
+        }
+        if DENY_OOM.with(Cell::get) && super::may_add_data_spec(spec, cmd) {
+            return Reply::error(OOM);
         }
         // Shown as Redis shows a script's commands: those that ran, whatever
         // they answered.
@@ -267,7 +311,8 @@ pub fn eval(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let body = args.next_bytes()?.clone();
     let (keys, argv) = keys_and_args(&mut args)?;
     let (runs, no_writes) = runnable(&body, false)?;
-    let reply = run_writable(ks, ctx, &runs, &keys, &argv, no_writes);
+    let compat = runs.len() == body.len();
+    let reply = bound_by_maxmemory(compat, || run_writable(ks, ctx, &runs, &keys, &argv, no_writes));
     // Kept for `EVALSHA` unless it did not compile, as Redis keeps it.
     if !matches!(&reply, Reply::Error(e) if e.starts_with(COMPILE_ERROR)) {
         ks.add_script(scripting::sha1hex(&body), body.clone());
@@ -287,7 +332,8 @@ pub fn evalsha(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResul
     let (keys, argv) = keys_and_args(&mut args)?;
     let body = ks.script(&sha).cloned().ok_or_else(|| CmdError::Other(NOSCRIPT.into()))?;
     let (runs, no_writes) = runnable(&body, false)?;
-    Ok(named(run_writable(ks, ctx, &runs, &keys, &argv, no_writes), &runs, &body))
+    let compat = runs.len() == body.len();
+    Ok(named(bound_by_maxmemory(compat, || run_writable(ks, ctx, &runs, &keys, &argv, no_writes)), &runs, &body))
 }
 
 /// ```text

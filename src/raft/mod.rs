@@ -687,6 +687,10 @@ impl Consensus {
                 return self.write(command, false, alone).await;
             }
             Request::Dequeue { .. } | Request::Acl(_) => return self.write(command, false, false).await,
+            Request::OverMaxmemory(_) => {
+                let alone = alone(&command);
+                return self.write(command, false, alone).await;
+            }
             Request::Command(argv) => (argv, None),
             Request::AsUser { user, request } => match &**request {
                 Request::Command(argv) => (argv, Some(user.as_str())),
@@ -771,6 +775,12 @@ impl Consensus {
     /// the scripts it names as applied here.
     pub fn may_add_data(&self, request: &Request) -> bool {
         crate::commands::request_may_add_data(&self.shared.lock().keyspace, request)
+    }
+
+    /// Whether this node, over its `maxmemory`, refuses `argv` at once
+    /// ([`crate::commands::refused_over_maxmemory`]).
+    pub fn command_refused_over_maxmemory(&self, argv: &[Bytes]) -> bool {
+        crate::commands::refused_over_maxmemory(&self.shared.lock().keyspace, argv)
     }
 
     /// [`Consensus::may_add_data`] of one command.

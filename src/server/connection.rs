@@ -477,12 +477,13 @@ impl Connection {
         self.node.consensus.command_disk_refusal(argv)
     }
 
-    /// Whether `argv` may add data ([`commands::may_add_data`]): refused
-    /// over `maxmemory`, as Redis refuses its `denyoom` commands. The lock
-    /// release and extend scripts clients send are served, as in Redis,
-    /// where a script is refused only when it calls such a command.
-    fn may_add_data(&self, argv: &[Bytes]) -> bool {
-        self.node.consensus.command_may_add_data(argv)
+    /// Whether `argv` is refused at once over `maxmemory`
+    /// ([`commands::refused_over_maxmemory`]), as Redis refuses its
+    /// `denyoom` commands and flagged scripts that may write. A script
+    /// without flags runs, as in Redis, and is refused only the commands
+    /// it calls that may add data.
+    fn refused_over_maxmemory(&self, argv: &[Bytes]) -> bool {
+        self.node.consensus.command_refused_over_maxmemory(argv)
     }
 
     fn reply(&mut self, reply: &Reply) {
@@ -635,7 +636,7 @@ impl Connection {
                 }
             }
         }
-        if self.node.memory.exceeded() && self.may_add_data(&argv) {
+        if self.node.memory.exceeded() && self.refused_over_maxmemory(&argv) {
             self.multi_failed |= self.multi.is_some();
             self.reply(&Reply::error(super::memory::OOM));
             return Next::Continue;
@@ -977,10 +978,10 @@ impl Connection {
                 }
                 Some(commands)
                     if self.node.memory.exceeded()
-                        && commands.iter().any(|c| self.may_add_data(c)) =>
+                        && commands.iter().any(|c| self.refused_over_maxmemory(c)) =>
                 {
                     self.watched.clear();
-                    Reply::error(super::memory::OOM)
+                    Reply::error(format!("EXECABORT Transaction discarded because of: {}", super::memory::OOM))
                 }
                 // Checked when queued, and again now: the disk may have
                 // filled since.
@@ -1303,6 +1304,13 @@ impl Connection {
     /// [`Connection::on_leader`], with the log index the reply reflects if
     /// another node answered (see [`crate::raft::Consensus::execute_seen`]).
     async fn on_leader_seen(&self, request: Request) -> (Reply, Option<u64>) {
+        // Over `maxmemory`, the scripts' commands that may add data are
+        // refused where the entry is applied (see Request::OverMaxmemory).
+        let request = if self.node.memory.exceeded() && commands::request_runs_scripts(&request) {
+            Request::OverMaxmemory(Box::new(request))
+        } else {
+            request
+        };
         let request = match &self.perms {
             Some(_) => Request::AsUser { user: self.user.clone(), request: Box::new(request) },
             None => request,
