@@ -1256,3 +1256,29 @@ fn script_load_refuses_what_does_not_compile() {
     assert_eq!(c.cmd(&["EVAL", "return 8", "0"]), Resp::Int(8));
     assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha_of("return 8")]), arr(vec![Resp::Int(1)]));
 }
+
+/// functions.tcl: function names are matched whatever their case, and the
+/// `#!lua` line is split as Redis splits it (quotes anywhere in a word).
+#[test]
+fn function_names_ignore_case_and_the_library_line_takes_quotes() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", "#!lua name=test\nredis.register_function('test', function() return 1 end)"]), b("test"));
+    assert_eq!(c.cmd(&["FCALL", "TEST", "0"]), Resp::Int(1));
+    assert_eq!(c.cmd(&["FCALL_RO", "Test", "0"]), err_resp("ERR Can not execute a script with write flag using *_ro command."));
+    assert_eq!(
+        c.cmd(&["FUNCTION", "LOAD", "#!lua name=other\nredis.register_function('TEST', function() return 2 end)"]),
+        err_resp("ERR Function TEST already exists")
+    );
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", "#!lua name=\"foo\"\nredis.register_function('foo', function() return 3 end)"]), b("foo"));
+    assert_eq!(c.cmd(&["FCALL", "foo", "0"]), Resp::Int(3));
+    assert_eq!(
+        c.cmd(&["FUNCTION", "LOAD", "#!lua name=\"bar\nredis.register_function('bar', function() return 3 end)"]),
+        err_resp("ERR Invalid library metadata")
+    );
+    assert_eq!(c.cmd(&["EVAL", "#!lua flags=\"no-writes\"\nreturn redis.call('get', 'k')", "0"]), Resp::Bulk(None));
+}
+
+fn err_resp(text: &str) -> Resp {
+    Resp::Error(text.into())
+}

@@ -54,9 +54,75 @@ pub fn flags_of(ks: &Keyspace, argv: &[Bytes]) -> Option<ScriptFlags> {
     find(ks, argv.get(1)?).map(|(_, f)| ScriptFlags::of(&f.flags))
 }
 
-/// Splits a `#!` line into words at white space.
-fn words(line: &[u8]) -> Vec<String> {
-    String::from_utf8_lossy(line).split_ascii_whitespace().map(str::to_string).collect()
+/// Splits a `#!` line into words as Redis does (`sdssplitargs`): at white
+/// space, with "double quotes" (C escapes) and 'single quotes' anywhere in
+/// a word (`name="foo"` is `name=foo`); `None` if a quote is unbalanced.
+fn words(line: &[u8]) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut i = 0;
+    loop {
+        while line.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        if i >= line.len() {
+            return Some(words);
+        }
+        let mut word = Vec::new();
+        while let Some(&c) = line.get(i) {
+            i += 1;
+            match c {
+                c if c.is_ascii_whitespace() => break,
+                b'"' => loop {
+                    let c = *line.get(i)?;
+                    i += 1;
+                    match c {
+                        b'"' => break,
+                        b'\\' if i < line.len() => {
+                            let e = line[i];
+                            i += 1;
+                            let hex = line.get(i..i + 2).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
+                            match (e, hex) {
+                                (b'x', Some(h)) => {
+                                    word.push(u8::from_str_radix(std::str::from_utf8(h).unwrap_or("0"), 16).unwrap_or(0));
+                                    i += 2;
+                                }
+                                _ => word.push(match e {
+                                    b'n' => b'\n',
+                                    b'r' => b'\r',
+                                    b't' => b'\t',
+                                    b'b' => 8,
+                                    b'a' => 7,
+                                    other => other,
+                                }),
+                            }
+                        }
+                        other => word.push(other),
+                    }
+                },
+                b'\'' => loop {
+                    let c = *line.get(i)?;
+                    i += 1;
+                    match c {
+                        b'\'' => break,
+                        b'\\' if line.get(i) == Some(&b'\'') => {
+                            word.push(b'\'');
+                            i += 1;
+                        }
+                        other => word.push(other),
+                    }
+                },
+                other => {
+                    word.push(other);
+                    continue;
+                }
+            }
+            // A closing quote must end the word.
+            if matches!(c, b'"' | b'\'') && line.get(i).is_some_and(|n| !n.is_ascii_whitespace()) {
+                return None;
+            }
+        }
+        words.push(String::from_utf8_lossy(&word).into_owned());
+    }
 }
 
 /// A script's `#!lua [flags=a,b]` line, as Redis reads it: the flags, and
@@ -68,7 +134,7 @@ pub fn script_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
     }
     let err = |m: String| CmdError::Other(format!("ERR {m}"));
     let end = body.iter().position(|b| *b == b'\n').ok_or_else(|| err("Invalid script shebang".into()))?;
-    let parts = words(&body[..end]);
+    let parts = words(&body[..end]).ok_or_else(|| err("Invalid script shebang".into()))?;
     let Some(engine) = parts.first() else { return Err(err("Invalid engine in script shebang".into())) };
     if engine != "#!lua" {
         return Err(err(format!("Unexpected engine in script shebang: {engine}")));
@@ -96,7 +162,7 @@ fn library_header(code: &[u8]) -> Result<(String, usize), String> {
         return Err("Missing library metadata".into());
     }
     let end = code.iter().position(|b| *b == b'\n').ok_or("Invalid library metadata")?;
-    let parts = words(&code[..end]);
+    let parts = words(&code[..end]).ok_or("Invalid library metadata")?;
     let Some(engine) = parts.first() else { return Err("Invalid library metadata".into()) };
     let mut name = None;
     for part in &parts[1..] {
@@ -267,7 +333,7 @@ fn add_library(
         return Err(format!("Library '{name}' already exists"));
     }
     for f in &library.functions {
-        if libraries.iter().any(|(other, lib)| *other != name && lib.functions.iter().any(|g| g.name == f.name)) {
+        if libraries.iter().any(|(other, lib)| *other != name && lib.functions.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name))) {
             return Err(format!("Function {} already exists", f.name));
         }
     }
@@ -279,7 +345,7 @@ fn add_library(
 fn find<'a>(ks: &'a Keyspace, name: &[u8]) -> Option<(&'a Library, &'a FunctionInfo)> {
     ks.libraries()
         .values()
-        .find_map(|lib| lib.functions.iter().find(|f| f.name.as_bytes() == name).map(|f| (lib, f)))
+        .find_map(|lib| lib.functions.iter().find(|f| f.name.as_bytes().eq_ignore_ascii_case(name)).map(|f| (lib, f)))
 }
 
 /// `FCALL`'s `function numkeys key... arg...`: the function and the script
