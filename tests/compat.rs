@@ -654,3 +654,40 @@ fn the_new_key_event_comes_before_the_commands_own() {
     assert_eq!(got, ["new a", "set a", "set a", "new b", "set b", "set a", "new c", "set c"]);
     let _ = c.cmd(&["CONFIG", "SET", "notify-keyspace-events", ""]);
 }
+
+/// Redisson's `testTrySetPermits` and python-redis-lock's
+/// `test_signal_expiration` read a key just past its deadline: it must be
+/// gone, as on Redis. The entry that expires it takes a commit round to be
+/// applied, and a read waits for it (raft::Consensus::read_keys); without
+/// that wait the key was still returned 1-2 ms past its deadline on an idle
+/// node, in every trial (more under load).
+#[test]
+fn a_key_read_past_its_deadline_is_gone() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    let mut late = Vec::new();
+    for trial in 0..10 {
+        assert_eq!(c.cmd(&["SET", "pk", "v", "PX", "150"]), ok());
+        let Resp::Int(deadline) = c.cmd(&["PEXPIRETIME", "pk"]) else { panic!("PEXPIRETIME") };
+        loop {
+            // TIME right after the GET (pipelined): the GET ran no later.
+            c.send(&[RawConn::encode(&[b"GET", b"pk"]), RawConn::encode(&[b"TIME"])].concat());
+            let got = c.read().unwrap();
+            let Resp::Array(Some(time)) = c.read().unwrap() else { panic!("TIME") };
+            let ms = |r: &Resp| match r {
+                Resp::Bulk(Some(b)) => String::from_utf8_lossy(b).parse::<i64>().unwrap(),
+                other => panic!("{other:?}"),
+            };
+            let now = ms(&time[0]) * 1000 + ms(&time[1]) / 1000;
+            if got == Resp::Bulk(None) {
+                break;
+            }
+            // A millisecond of rounding between the two clocks is allowed.
+            if now > deadline + 1 {
+                late.push(format!("trial {trial}: read {} ms past its deadline", now - deadline));
+                break;
+            }
+        }
+    }
+    assert!(late.is_empty(), "{late:?}");
+}

@@ -1,7 +1,7 @@
 //! Consensus: the only module that imports `openraft`.
 //!
 //! [`Consensus`] is the handle the server uses: [`Consensus::write`] stamps a
-//! command with log time and commits it through the log; [`Consensus::read`]
+//! command with log time and commits it through the log; [`Consensus::read_keys`]
 //! runs a read on the leader after a ReadIndex round shared by every read
 //! waiting at that moment. Inside: the type configuration, the RocksDB log
 //! store, the state machine adapter and the peer network.
@@ -717,10 +717,11 @@ impl Consensus {
                 };
                 self.write(command, deferrable, alone).await
             }
-            Ok(_) => {
+            Ok(spec) => {
                 let monitored = self.monitors.load(Ordering::Relaxed) > 0;
+                let keys: Vec<Bytes> = spec.keys(argv).cloned().collect();
                 let (reply, shown) = self
-                    .read(move |ks, ctx| {
+                    .read_keys(&keys, move |ks, ctx| {
                         // A read-only script obeys its caller's permissions.
                         let perms = user.map(|u| crate::commands::acl::perms_of(ks, u)).filter(|p| !p.unrestricted());
                         // And shows what it runs to this node's monitors.
@@ -815,7 +816,8 @@ impl Consensus {
         if !crate::commands::may_be_refused(&self.shared.lock().keyspace, argv) {
             return Ok(false);
         }
-        self.read(|ks, ctx| crate::commands::refused(ks, argv, ctx)).await
+        let keys: Vec<Bytes> = crate::commands::attempted_lock(argv).into_iter().cloned().collect();
+        self.read_keys(&keys, |ks, ctx| crate::commands::refused(ks, argv, ctx)).await
     }
 
     /// The cluster-wide id of this node's client connection `conn`, as the
@@ -963,9 +965,37 @@ impl Consensus {
 
     /// Runs `f` on the keyspace once it reflects every write committed before
     /// this call (ReadIndex), at the log time of the applied state.
-    async fn read<T>(&self, f: impl FnOnce(&Keyspace, &ReadCtx) -> T) -> Result<T, ClusterError> {
+    ///
+    /// For a command on `keys`: a key whose expiry has
+    /// come by this node's clock but is not applied yet (the entry that
+    /// deletes it is on its way: a millisecond or two) is waited for, up to
+    /// [`DUE_EXPIRY_WAIT`]: the read then answers as Redis would just past
+    /// the deadline (the key gone; a `SET NX` on it not refused here, but
+    /// proposed), from a state at least as new as its ReadIndex, so still
+    /// linearizable. Without the wait the key stayed readable 1-4 ms past
+    /// its deadline (Redisson's `testTrySetPermits`, python-redis-lock's
+    /// `test_signal_expiration`).
+    async fn read_keys<T>(&self, keys: &[Bytes], f: impl FnOnce(&Keyspace, &ReadCtx) -> T) -> Result<T, ClusterError> {
         let term = self.read_index().await?;
         let clock = &self.proposer.clock;
+        if !keys.is_empty() {
+            let started = Instant::now();
+            loop {
+                let due = {
+                    let applied = self.shared.lock();
+                    let ks = &applied.keyspace;
+                    let now = ks.log_time();
+                    let clock_now = clock.estimate_from(now).max(now);
+                    // Most reads: nothing anywhere is due.
+                    ks.next_expiry().is_some_and(|next| next <= clock_now)
+                        && keys.iter().any(|k| ks.get(k, now).and_then(|e| e.expires_at()).is_some_and(|at| at <= clock_now))
+                };
+                if !due || started.elapsed() >= DUE_EXPIRY_WAIT {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
         let applied = self.shared.lock();
         // At the log time of the applied state, never at the leader's live
         // clock: that is a time no entry carries, and a read judged there
@@ -1111,6 +1141,11 @@ async fn read_batcher(raft: types::Raft, mut rx: mpsc::UnboundedReceiver<ReadWai
         }
     }
 }
+
+/// The longest a read waits for the expiry of a key that is due by the
+/// clock to be applied (see [`Consensus::read_keys`]); past it (a leader
+/// that cannot commit), the read answers from what is applied.
+const DUE_EXPIRY_WAIT: Duration = Duration::from_millis(50);
 
 /// How often [`snapshot_when_the_log_grows`] looks.
 const SNAPSHOT_CHECK: Duration = Duration::from_millis(100);
