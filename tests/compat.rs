@@ -557,6 +557,17 @@ fn monitor_shows_the_commands_scripts_run() {
     assert!(first.contains("\"EVAL_RO\""), "{first}");
     let Resp::Simple(second) = monitor.read().unwrap() else { panic!("a monitor line") };
     assert!(second.ends_with(r#"[0 lua] "GET" "n""#), "{second}");
+    // FCALL too: its own line, then its function's commands.
+    let lib = "#!lua name=mon\nredis.register_function('montest', function() return redis.call('INCR', 'n') end)";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", lib]), b("mon"));
+    assert_eq!(c.cmd(&["FCALL", "montest", "0"]), Resp::Int(3));
+    let Resp::Simple(first) = monitor.read().unwrap() else { panic!("a monitor line") };
+    let Resp::Simple(first) = (if first.contains("FUNCTION") { monitor.read().unwrap() } else { Resp::Simple(first) }) else {
+        panic!("a monitor line")
+    };
+    assert!(first.ends_with("\"FCALL\" \"montest\" \"0\""), "{first}");
+    let Resp::Simple(second) = monitor.read().unwrap() else { panic!("a monitor line") };
+    assert!(second.ends_with(r#"[0 lua] "INCR" "n""#), "{second}");
 }
 
 /// MONITOR streams the commands this node's clients send, as Redis writes
@@ -690,4 +701,31 @@ fn a_key_read_past_its_deadline_is_gone() {
         }
     }
     assert!(late.is_empty(), "{late:?}");
+}
+
+/// Small replies the Tcl suite compares word for word.
+#[test]
+fn small_replies_as_redis_words_them() {
+    let s = TestServer::start();
+    let mut c = s.raw();
+    // type/hash.tcl: HMSET's arity error names HMSET.
+    assert_eq!(c.cmd(&["HMSET", "h", "k1", "v1", "k2"]), err("ERR wrong number of arguments for 'hmset' command"));
+    // introspection.tcl: a USER filter naming no user.
+    assert_eq!(c.cmd(&["CLIENT", "KILL", "USER", "wrong_user"]), err("ERR No such user 'wrong_user'"));
+    assert_eq!(c.cmd(&["CLIENT", "KILL", "USER", "default", "SKIPME", "yes"]), Resp::Int(0));
+    // introspection.tcl: CLIENT LIST names a container's subcommand.
+    let Resp::Int(id) = c.cmd(&["CLIENT", "ID"]) else { panic!("CLIENT ID") };
+    let lines = verbatim_lines(c.cmd(&["CLIENT", "LIST", "ID", &id.to_string()]));
+    assert!(lines[0].contains(" cmd=client|list "), "{lines:?}");
+    // scripting.tcl: the script cache's size in INFO memory.
+    assert!(matches!(c.cmd(&["SCRIPT", "LOAD", "return 1"]), Resp::Bulk(Some(_))));
+    let memory = verbatim_lines(c.cmd(&["INFO", "memory"]));
+    assert!(memory.iter().any(|l| l.trim_end() == "number_of_cached_scripts:1"), "{memory:?}");
+    // latency-monitor.tcl: CONFIG RESETSTAT starts the histograms again.
+    c.cmd(&["PING"]);
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    // (RESP2: command name, its histogram, ...)
+    let Resp::Array(Some(rows)) = c.cmd(&["LATENCY", "HISTOGRAM"]) else { panic!("LATENCY HISTOGRAM") };
+    let names: Vec<String> = rows.iter().step_by(2).map(|r| format!("{r:?}")).collect();
+    assert!(!names.is_empty() && !names.iter().any(|n| n.contains("ping") || n.contains("script")), "{names:?}");
 }

@@ -158,6 +158,8 @@ fn lua_to_resp_conversions() {
     );
     assert_eq!(c.cmd(&["EVAL", "return redis.sha1hex('')", "0"]), b("da39a3ee5e6b4b0d3255bfef95601890afd80709"));
     assert_eq!(c.cmd(&["EVAL", "return redis.sha1hex('abc')", "0"]), b("a9993e364706816aba3e25717850c26c9cd0d89d"));
+    let e = err(c.cmd(&["EVAL", "return redis.sha1hex()", "0"]), "sha1hex()");
+    assert!(e.starts_with("ERR wrong number of arguments script: "), "{e}");
     // The standard libraries Redis exposes.
     assert_eq!(c.cmd(&["EVAL", "return table.concat({'a','b'}, ',')", "0"]), b("a,b"));
     assert_eq!(c.cmd(&["EVAL", "return string.format('%d-%s', 5, 'x')", "0"]), b("5-x"));

@@ -128,6 +128,23 @@ fn bcast_prefixes_noloop_optin_and_a_redirect_for_resp2() {
     let message = listener.read().unwrap();
     assert_eq!(message, Resp::Array(Some(vec![b("message"), b("__redis__:invalidate"), Resp::Array(Some(vec![b("r")]))])));
     quiet(&mut r2, 200);
+    // Redirected to a RESP3 connection (listening on the channel): an
+    // `invalidate` push there, as Redis sends it, not a Pub/Sub message.
+    let mut listener3 = s.raw();
+    hello3(&mut listener3);
+    let Resp::Int(listener3_id) = listener3.cmd(&["CLIENT", "ID"]) else { panic!() };
+    assert!(matches!(listener3.cmd(&["SUBSCRIBE", "__redis__:invalidate"]), Resp::Push(_)));
+    let mut r3 = s.raw();
+    assert_eq!(r3.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", &listener3_id.to_string()]), Resp::Simple("OK".into()));
+    r3.cmd(&["GET", "r3"]);
+    w.cmd(&["SET", "r3", "x"]);
+    assert_eq!(push(&mut listener3), invalidate(&["r3"]));
+    // BCAST: overlapping prefixes refused; none given is the empty prefix.
+    let mut b3 = s.raw();
+    assert_eq!(
+        b3.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "FOOBAR", "PREFIX", "FOO"]),
+        Resp::Error("ERR Prefix 'FOOBAR' overlaps with another provided prefix 'FOO'. Prefixes for a single client must not overlap.".into())
+    );
     let e = r2.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", "999999"]);
     assert!(matches!(e, Resp::Error(t) if t.contains("does not exist")));
 }

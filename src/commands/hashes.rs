@@ -21,11 +21,16 @@ type Hash = BTreeMap<Bytes, Bytes>;
 /// HSET key field value [field value ...]
 /// ```
 /// The number of fields that were added (not updated).
-pub fn hset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
+pub fn hset(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
+    hset_as("hset", ks, ctx, args)
+}
+
+/// `HSET`, its arity error naming `name` (`hmset` for `HMSET`, as Redis).
+fn hset_as(name: &'static str, ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
     let key = args.next_bytes()?.clone();
     let pairs = args.rest();
     if pairs.is_empty() || pairs.len() % 2 != 0 {
-        return Err(CmdError::Arity("hset"));
+        return Err(CmdError::Arity(name));
     }
     let hash = write::<Hash>(ks, ctx, &key, true)?.ok_or(CmdError::WrongType)?;
     let added = pairs.chunks(2).filter(|p| hash.insert(p[0].clone(), p[1].clone()).is_none()).count();
@@ -38,7 +43,7 @@ pub fn hset(ks: &mut Keyspace, ctx: &mut ExecCtx, mut args: Args) -> CmdResult {
 /// ```
 /// `OK` (the deprecated form of HSET).
 pub fn hmset(ks: &mut Keyspace, ctx: &mut ExecCtx, args: Args) -> CmdResult {
-    hset(ks, ctx, args).map(|_| Reply::ok())
+    hset_as("hmset", ks, ctx, args).map(|_| Reply::ok())
 }
 
 /// ```text

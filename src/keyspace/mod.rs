@@ -883,6 +883,12 @@ impl Keyspace {
         self.scripts.contains_key(sha)
     }
 
+    /// Scripts cached, functions and libraries loaded (`INFO memory`).
+    pub fn script_counts(&self) -> (usize, usize, usize) {
+        let functions = self.libraries.values().map(|l| l.functions.len()).sum();
+        (self.scripts.len(), functions, self.libraries.len())
+    }
+
     /// Caches a script under its SHA1.
     pub fn add_script(&mut self, sha: String, body: Bytes) {
         self.remember_scripts();

@@ -22,9 +22,10 @@ pub fn cut(bytes: &[u8], max: usize) -> std::borrow::Cow<'_, [u8]> {
 
 /// Whether `MONITOR` shows a `name` command flagged `flags`: never one
 /// flagged `admin`, nor `skip_monitor` but for the scripts themselves
-/// (`EVAL`, shown as Redis shows it).
+/// (`EVAL`, `FCALL`, shown as Redis shows them).
 pub fn shown_to_monitors(name: &str, flags: &[&str]) -> bool {
-    !(flags.contains(&"admin") || (flags.contains(&"skip_monitor") && !name.starts_with("eval")))
+    !(flags.contains(&"admin")
+        || (flags.contains(&"skip_monitor") && !name.starts_with("eval") && !name.starts_with("fcall")))
 }
 
 /// `argv` (a `name` command) as a monitor line shows it after its prefix:

@@ -1025,6 +1025,11 @@ impl Consensus {
         Some((next, self.proposer.clock.now(term)))
     }
 
+    /// (scripts cached, functions, libraries) as applied here, for `INFO`.
+    pub fn script_counts(&self) -> (usize, usize, usize) {
+        self.shared.lock().keyspace.script_counts()
+    }
+
     /// (keys, keys with an expiry) as applied on this node, for `INFO`.
     pub fn key_counts(&self) -> (usize, usize) {
         let applied = self.shared.lock();

@@ -951,8 +951,13 @@ unsafe fn call_and_raise(state: *mut mlua::ffi::lua_State, key: &std::ffi::CStr)
 const WRAPPERS: &str = r#"
 local raw = redis.__raw
 redis.__raw = nil
-local type, tostring, xpcall, getinfo = type, tostring, xpcall, debug.getinfo
+local type, tostring, xpcall, getinfo, select = type, tostring, xpcall, debug.getinfo, select
 debug = nil
+local sha1hex = redis.sha1hex
+redis.sha1hex = function(...)
+    if select('#', ...) ~= 1 then error("wrong number of arguments", 0) end
+    return sha1hex((...))
+end
 redis.pcall = function(...)
     local _, v = raw(...)
     return v

@@ -346,6 +346,11 @@ impl KillFilter {
         Ok(f)
     }
 
+    /// The user named by a `USER` filter.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     pub fn matches(&self, c: &ClientInfo) -> bool {
         self.id.is_none_or(|id| id == c.id)
             && self.addr.as_ref().is_none_or(|a| *a == c.addr.to_string())

@@ -534,6 +534,9 @@ impl Connection {
                 return;
             }
             PushMsg::Invalidate { keys, via_channel } => {
+                // A redirect to a RESP3 connection is an `invalidate` push
+                // there too, as Redis sends it; to RESP2, a Pub/Sub message.
+                let via_channel = via_channel && !self.resp3;
                 let keys = match keys {
                     Some(keys) => Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
                     None if via_channel => Reply::NilArray,
@@ -605,8 +608,10 @@ impl Connection {
             self.reply(&unknown_command(&argv));
             return Next::Continue;
         };
+        // `client|id` for a container's subcommand, as Redis's CLIENT LIST.
+        let shown = commands::stats_row(spec, argv.get(1).map(|a| &a[..])).and_then(commands::stats_row_name).unwrap_or(spec.name);
         self.node.clients.update(self.id, |c| {
-            c.last_command = spec.name;
+            c.last_command = shown;
             c.last_active = Instant::now();
         });
         if !self.authenticated && !super::auth::allowed_before_auth(spec.name) {
@@ -1705,6 +1710,9 @@ impl Connection {
             },
             "KILL" if n >= 3 => match super::clients::KillFilter::parse(&argv[2..], self.id) {
                 Err(e) => Reply::error(e),
+                Ok(filter) if filter.user().is_some_and(|u| u != "default" && !self.node.consensus.acl().1.users.contains_key(u)) => {
+                    Reply::error(format!("ERR No such user '{}'", filter.user().unwrap_or_default()))
+                }
                 Ok(filter) => {
                     let killed = self.node.clients.kill(|c| filter.matches(c));
                     match (filter.old_form, killed) {
@@ -1953,6 +1961,7 @@ impl Connection {
             "RESETSTAT" if argv.len() == 2 => {
                 self.node.acllog.reset_counts();
                 self.node.stats.reset();
+                self.node.latency.reset_histograms();
                 self.node.total_commands.store(0, Ordering::Relaxed);
                 self.node.total_connections.store(0, Ordering::Relaxed);
                 Reply::ok()

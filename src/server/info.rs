@@ -97,6 +97,10 @@ fn section_text(node: &Node, status: &RaftStatus, section: &str, out: &mut Strin
             t.field("used_memory_peak_perc", format!("{:.2}%", if peak == 0 { 0.0 } else { rss as f64 * 100.0 / peak as f64 }));
             t.field("total_system_memory", system);
             t.field("total_system_memory_human", human(system));
+            let (scripts, functions, libraries) = node.consensus.script_counts();
+            t.field("number_of_cached_scripts", scripts);
+            t.field("number_of_functions", functions);
+            t.field("number_of_libraries", libraries);
             t.field("maxmemory", limit);
             t.field("maxmemory_human", human(limit));
             t.field("maxmemory_policy", "noeviction");

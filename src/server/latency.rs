@@ -86,6 +86,17 @@ fn unix_now() -> i64 {
 }
 
 impl Latency {
+    /// `CONFIG RESETSTAT`: the histograms start again (the latency events
+    /// stay, as in Redis, which clears them with `LATENCY RESET`).
+    pub fn reset_histograms(&self) {
+        for h in &self.histograms {
+            h.calls.store(0, Ordering::Relaxed);
+            for b in &h.buckets {
+                b.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// `CONFIG SET` of `latency-monitor-threshold` or `latency-tracking`
     /// (values already checked).
     pub fn configure(&self, name: &str, value: &str) {

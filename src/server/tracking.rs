@@ -323,6 +323,20 @@ pub fn parse_tracking(argv: &[Bytes], exists: impl Fn(u64) -> bool) -> Result<Op
     if mode.bcast && (mode.optin || mode.optout) {
         return Err("ERR OPTIN and OPTOUT are not compatible with BCAST".into());
     }
+    // As Redis: no prefix may begin another (each key would be told twice).
+    for (i, a) in mode.prefixes.iter().enumerate() {
+        if let Some(b) = mode.prefixes[i + 1..].iter().find(|b| a.starts_with(b) || b.starts_with(a)) {
+            return Err(format!(
+                "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                String::from_utf8_lossy(a),
+                String::from_utf8_lossy(b)
+            ));
+        }
+    }
+    // BCAST without a prefix is the empty prefix (as `TRACKINGINFO` shows it).
+    if mode.bcast && mode.prefixes.is_empty() {
+        mode.prefixes.push(Bytes::new());
+    }
     Ok(Some(mode))
 }
 
@@ -453,6 +467,11 @@ mod tests {
         assert_eq!((m.bcast, m.prefixes.len(), m.noloop, m.redirect), (true, 2, true, Some(7)));
         assert_eq!(parse("TRACKING ON REDIRECT 8"), Err("ERR The client ID you want redirect to does not exist".into()));
         assert_eq!(parse("TRACKING ON PREFIX a"), Err("ERR PREFIX option requires BCAST mode to be enabled".into()));
+        assert_eq!(
+            parse("TRACKING ON BCAST PREFIX FOOBAR PREFIX FOO"),
+            Err("ERR Prefix 'FOOBAR' overlaps with another provided prefix 'FOO'. Prefixes for a single client must not overlap.".into())
+        );
+        assert_eq!(parse("TRACKING ON BCAST").unwrap().unwrap().prefixes, vec![Bytes::new()]);
         assert_eq!(parse("TRACKING ON OPTIN OPTOUT"), Err("ERR You can't use both OPTIN and OPTOUT".into()));
         assert_eq!(parse("TRACKING ON BCAST OPTIN"), Err("ERR OPTIN and OPTOUT are not compatible with BCAST".into()));
         assert_eq!(parse("TRACKING MAYBE"), Err("ERR syntax error".into()));
