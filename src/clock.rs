@@ -218,6 +218,17 @@ impl LogClock {
         let mut anchor = self.anchor.lock().unwrap_or_else(|p| p.into_inner());
         self.current(&mut anchor, term)
     }
+
+    /// [`LogClock::now`] if this node already leads in `term`, without
+    /// starting the term's time: a reader's look must never move the time
+    /// the proposer continues from. `None` in another term.
+    pub fn peek(&self, term: u64) -> Option<LogTime> {
+        let anchor = self.anchor.lock().unwrap_or_else(|p| p.into_inner());
+        (anchor.term == term).then(|| {
+            let t = anchor.log_time + self.clock.monotonic_ms().saturating_sub(anchor.mono_ms);
+            t.max(anchor.last)
+        })
+    }
 }
 
 #[cfg(test)]

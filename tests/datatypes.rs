@@ -1058,6 +1058,20 @@ fn a_blocked_client_woken_for_a_key_of_another_type_waits_on() {
     let (r, _) = h.join().unwrap();
     assert!(matches!(&r, Resp::Error(e) if e.starts_with("WRONGTYPE")), "{}", show(&r));
     assert_eq!(c.cmd(&["LRANGE", "src", "0", "-1"]), bulks(&["foo"]));
+    // list.tcl, "BRPOPLPUSH with multiple blocked clients": the first is
+    // answered WRONGTYPE, the element goes to the second.
+    assert_eq!(c.cmd(&["DEL", "src"]), Resp::Int(1));
+    let first = spawn_blocking(&s, &["BRPOPLPUSH", "src", "target", "0"]);
+    wait_blocked(&mut c, "brpoplpush", 1);
+    thread::sleep(Duration::from_millis(300));
+    let second = spawn_blocking(&s, &["BRPOPLPUSH", "src", "target2", "0"]);
+    wait_blocked(&mut c, "brpoplpush", 2);
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.cmd(&["LPUSH", "src", "foo"]), Resp::Int(1));
+    let (r, _) = first.join().unwrap();
+    assert!(matches!(&r, Resp::Error(e) if e.starts_with("WRONGTYPE")), "{}", show(&r));
+    assert_eq!(second.join().unwrap().0, Resp::Bulk(Some(b"foo".to_vec())));
+    assert_eq!(c.cmd(&["LRANGE", "target2", "0", "-1"]), bulks(&["foo"]));
 }
 
 #[test]

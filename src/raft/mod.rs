@@ -967,7 +967,7 @@ impl Consensus {
     /// this call (ReadIndex), at the log time of the applied state.
     ///
     /// For a command on `keys`: a key whose expiry has
-    /// come by this node's clock but is not applied yet (the entry that
+    /// come by this leader's log clock but is not applied yet (the entry that
     /// deletes it is on its way: a millisecond or two) is waited for, up to
     /// [`DUE_EXPIRY_WAIT`]: the read then answers as Redis would just past
     /// the deadline (the key gone; a `SET NX` on it not refused here, but
@@ -982,13 +982,15 @@ impl Consensus {
             let started = Instant::now();
             loop {
                 let due = {
+                    // The log time the expiring entry gets (this leader's
+                    // clock): a key past its expiry there is deleted by it.
+                    let Some(leader_now) = clock.peek(term) else { break };
                     let applied = self.shared.lock();
                     let ks = &applied.keyspace;
                     let now = ks.log_time();
-                    let clock_now = clock.estimate_from(now).max(now);
                     // Most reads: nothing anywhere is due.
-                    ks.next_expiry().is_some_and(|next| next <= clock_now)
-                        && keys.iter().any(|k| ks.get(k, now).and_then(|e| e.expires_at()).is_some_and(|at| at <= clock_now))
+                    ks.next_expiry().is_some_and(|next| next < leader_now)
+                        && keys.iter().any(|k| ks.get(k, now).and_then(|e| e.expires_at()).is_some_and(|at| at < leader_now))
                 };
                 if !due || started.elapsed() >= DUE_EXPIRY_WAIT {
                     break;

@@ -1414,12 +1414,13 @@ impl Connection {
         for attempt in 0u64.. {
             let this = retry.take().unwrap_or_else(|| argv.clone());
             let reply = self.on_leader(Request::Command(this)).await;
-            if let (Some(key), Reply::Error(e)) = (woken.take(), &reply) {
+            if let (Some(_), Reply::Error(e)) = (woken.take(), &reply) {
                 // Woken for a key that holds another type by now (a
                 // transaction that pushed, deleted and set it): as Redis,
                 // the client stays blocked until a value of its type comes.
-                // (A destination of another type is the reply, as there.)
-                if e.starts_with("WRONGTYPE") && !self.holds_type(&key, if spec.name.starts_with("bz") { "zset" } else { "list" }).await {
+                // Not a command with a destination (`BLMOVE`): its
+                // WRONGTYPE may be the destination's, which is its reply.
+                if e.starts_with("WRONGTYPE") && !matches!(spec.name, "brpoplpush" | "blmove") {
                     if let Some(end) = self.wait_blocked(&waiter.wake, deadline, frames).await {
                         return end;
                     }
@@ -1454,13 +1455,6 @@ impl Connection {
             retry = woken.as_ref().and_then(|key| spec.with_key_first(&argv, key));
         }
         None
-    }
-
-    /// Whether `key` holds a value of `kind` (`TYPE`'s word), read where
-    /// this client's commands are answered.
-    async fn holds_type(&self, key: &Bytes, kind: &str) -> bool {
-        let ask = Request::Command(vec![Bytes::from_static(b"TYPE"), key.clone()]);
-        matches!(self.on_leader(ask).await, Reply::Status(t) if t == kind)
     }
 
     /// A blocked command's wait for `wake`: `None` when woken (try again),
