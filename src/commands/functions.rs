@@ -72,45 +72,8 @@ fn words(line: &[u8]) -> Option<Vec<String>> {
             i += 1;
             match c {
                 c if c.is_ascii_whitespace() => break,
-                b'"' => loop {
-                    let c = *line.get(i)?;
-                    i += 1;
-                    match c {
-                        b'"' => break,
-                        b'\\' if i < line.len() => {
-                            let e = line[i];
-                            i += 1;
-                            let hex = line.get(i..i + 2).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
-                            match (e, hex) {
-                                (b'x', Some(h)) => {
-                                    word.push(u8::from_str_radix(std::str::from_utf8(h).unwrap_or("0"), 16).unwrap_or(0));
-                                    i += 2;
-                                }
-                                _ => word.push(match e {
-                                    b'n' => b'\n',
-                                    b'r' => b'\r',
-                                    b't' => b'\t',
-                                    b'b' => 8,
-                                    b'a' => 7,
-                                    other => other,
-                                }),
-                            }
-                        }
-                        other => word.push(other),
-                    }
-                },
-                b'\'' => loop {
-                    let c = *line.get(i)?;
-                    i += 1;
-                    match c {
-                        b'\'' => break,
-                        b'\\' if line.get(i) == Some(&b'\'') => {
-                            word.push(b'\'');
-                            i += 1;
-                        }
-                        other => word.push(other),
-                    }
-                },
+                b'"' => crate::protocol::double_quoted(line, &mut i, &mut word)?,
+                b'\'' => crate::protocol::single_quoted(line, &mut i, &mut word)?,
                 other => {
                     word.push(other);
                     continue;

@@ -186,6 +186,54 @@ fn parse_len(raw: &[u8]) -> Option<i64> {
     std::str::from_utf8(raw).ok()?.parse().ok()
 }
 
+/// The bytes of a "double-quoted" span, with C escapes (`\n`, `\xHH`, ...),
+/// as `sdssplitargs` reads them: from `line[*i]`, just after the opening
+/// quote, to the closing quote, which is consumed. `None` if it never closes.
+pub(crate) fn double_quoted(line: &[u8], i: &mut usize, out: &mut Vec<u8>) -> Option<()> {
+    loop {
+        let c = *line.get(*i)?;
+        *i += 1;
+        match c {
+            b'"' => return Some(()),
+            b'\\' if *i < line.len() => {
+                let e = line[*i];
+                *i += 1;
+                if e == b'x' && *i + 1 < line.len() && line[*i].is_ascii_hexdigit() && line[*i + 1].is_ascii_hexdigit() {
+                    let hex = std::str::from_utf8(&line[*i..*i + 2]).unwrap_or("0");
+                    out.push(u8::from_str_radix(hex, 16).unwrap_or(0));
+                    *i += 2;
+                } else {
+                    out.push(match e {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                }
+            }
+            other => out.push(other),
+        }
+    }
+}
+
+/// [`double_quoted`] for a 'single-quoted' span: only `\'` is an escape.
+pub(crate) fn single_quoted(line: &[u8], i: &mut usize, out: &mut Vec<u8>) -> Option<()> {
+    loop {
+        let c = *line.get(*i)?;
+        *i += 1;
+        match c {
+            b'\'' => return Some(()),
+            b'\\' if line.get(*i) == Some(&b'\'') => {
+                out.push(b'\'');
+                *i += 1;
+            }
+            other => out.push(other),
+        }
+    }
+}
+
 /// Splits an inline command the way `sdssplitargs` does: whitespace separated,
 /// with "double quotes" (C escapes) and 'single quotes'.
 fn split_inline(line: &[u8]) -> Result<Vec<Bytes>, ProtocolError> {
@@ -203,50 +251,14 @@ fn split_inline(line: &[u8]) -> Result<Vec<Bytes>, ProtocolError> {
         match line[i] {
             b'"' => {
                 i += 1;
-                loop {
-                    let c = *line.get(i).ok_or_else(unbalanced)?;
-                    i += 1;
-                    match c {
-                        b'"' => break,
-                        b'\\' if i < line.len() => {
-                            let e = line[i];
-                            i += 1;
-                            if e == b'x' && i + 1 < line.len() && line[i].is_ascii_hexdigit() && line[i + 1].is_ascii_hexdigit() {
-                                let hex = std::str::from_utf8(&line[i..i + 2]).unwrap_or("0");
-                                cur.push(u8::from_str_radix(hex, 16).unwrap_or(0));
-                                i += 2;
-                            } else {
-                                cur.push(match e {
-                                    b'n' => b'\n',
-                                    b'r' => b'\r',
-                                    b't' => b'\t',
-                                    b'b' => 8,
-                                    b'a' => 7,
-                                    other => other,
-                                });
-                            }
-                        }
-                        other => cur.push(other),
-                    }
-                }
+                double_quoted(line, &mut i, &mut cur).ok_or_else(unbalanced)?;
                 if i < line.len() && !line[i].is_ascii_whitespace() {
                     return Err(unbalanced());
                 }
             }
             b'\'' => {
                 i += 1;
-                loop {
-                    let c = *line.get(i).ok_or_else(unbalanced)?;
-                    i += 1;
-                    match c {
-                        b'\'' => break,
-                        b'\\' if line.get(i) == Some(&b'\'') => {
-                            cur.push(b'\'');
-                            i += 1;
-                        }
-                        other => cur.push(other),
-                    }
-                }
+                single_quoted(line, &mut i, &mut cur).ok_or_else(unbalanced)?;
                 if i < line.len() && !line[i].is_ascii_whitespace() {
                     return Err(unbalanced());
                 }

@@ -12,4 +12,5 @@ pub mod repr;
 
 pub use args::{parse_i64, ArgError, Args};
 pub use codec::{Limits, ProtocolError, RequestCodec};
+pub(crate) use codec::{double_quoted, single_quoted};
 pub use reply::{decimal_digits, encode_reply, format_double, Reply};
